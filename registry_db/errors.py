@@ -1,0 +1,69 @@
+"""One exception hierarchy for everything the registry refuses.
+
+Each error knows its exit code (the contract's table) and says what went wrong, where, and how to
+fix it. The CLI maps these to exit codes and never shows a traceback for them; the library raises
+them for callers to catch as :class:`RegistryError`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from registry_db.findings import Finding
+
+
+class RegistryError(Exception):
+    """Base of every expected failure. ``exit_code`` follows the contract."""
+
+    exit_code = 1
+
+
+class InvalidInput(RegistryError):
+    """One or more input files (or values) break the spec. Carries every finding at once."""
+
+    def __init__(self, findings: Sequence["Finding"], message: str | None = None):
+        self.findings = list(findings)
+        errors = [f for f in self.findings if f.severity == "error"]
+        super().__init__(message or f"{len(errors)} problem(s) found")
+
+
+class UsageError(RegistryError):
+    """A request that cannot be carried out as asked (exit 2 from the CLI)."""
+
+    exit_code = 2
+
+
+class NotFound(RegistryError):
+    """A named set (or other object) is not in the database."""
+
+
+class ResolutionRefused(RegistryError):
+    """The resolver refuses a run; ``reason`` is one of :data:`registry_db.spec.REFUSAL_REASONS`."""
+
+    def __init__(self, reason: str, message: str):
+        self.reason = reason
+        self.message = message
+        super().__init__(message)
+
+    def to_json(self) -> dict:
+        """The contract's refusal object."""
+        return {"refused": {"reason": self.reason, "message": self.message}}
+
+
+class DatabaseError(RegistryError):
+    """The database is unreachable, out of date, or locked past the wait (exit 3)."""
+
+    exit_code = 3
+
+
+class DatabaseUnavailable(DatabaseError):
+    """The server cannot be reached or the file cannot be opened."""
+
+
+class SchemaOutOfDate(DatabaseError):
+    """The database's revision is not the code's head (older, newer, or unknown)."""
+
+
+class DatabaseLocked(DatabaseError):
+    """Another writer held the database longer than the wait allows."""
