@@ -1,0 +1,68 @@
+"""Alembic environment for registry_db.
+
+By the book (alembic's generic template), with three additions: the connection may be handed
+in through ``config.attributes["connection"]`` (that is how ``registry db`` runs it); SQLite
+migrates in batch mode with foreign keys off and checked afterwards, inside a real transaction
+so that a failing migration rolls its DDL back; and PostgreSQL takes the registry's writer lock
+so that two processes never migrate at once.
+"""
+
+from __future__ import annotations
+
+from alembic import context
+
+from registry_db import db
+from registry_db.schema import metadata
+from registry_db.urls import resolve_url
+
+config = context.config
+
+
+def _url() -> str:
+    return resolve_url(config.get_main_option("sqlalchemy.url") or None)
+
+
+def run_migrations_offline() -> None:
+    """Print the SQL (``--sql``) without a database."""
+    url = _url()
+    context.configure(
+        url=url,
+        target_metadata=metadata,
+        literal_binds=True,
+        render_as_batch=url.startswith("sqlite"),
+        dialect_opts={"paramstyle": "named"},
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    """Run against the handed-in connection, or one made from the URL."""
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        db.run_migrations_on(connection, _configure_and_run)
+        return
+    engine = db.make_engine(_url())
+    try:
+        with engine.connect() as connection:
+            db.run_migrations_on(connection, _configure_and_run)
+    finally:
+        engine.dispose()
+
+
+def _configure_and_run(connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        transactional_ddl=True,
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

@@ -1,0 +1,226 @@
+"""The database schema as typed SQLAlchemy models.
+
+Migrations in ``migrations/versions`` create and change the schema; these models describe the
+head so that the library can query it and a test can prove the two agree (autogenerate finds
+nothing). Every constraint has a name from the naming convention, identical on SQLite and
+PostgreSQL and at most 63 characters; multi-column keys carry short explicit names.
+
+The spec's rules that SQL can hold are CHECK constraints here: thinking in (on, off), K ≥ 1,
+1 ≤ AL ≤ K + 1, each rate in [0, 1], the method's requirements that live in one row, and the
+provenance counts and sampling ranges. What needs more than one row (a measured profile's
+provenance has hardware; K rates per profile; rates that sum to AL − 1) is the validator's.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(constraint_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Base(DeclarativeBase):
+    metadata = metadata
+
+
+class ProfileSetRow(Base):
+    """A profile set: one file of ``acceptance/``, identified by its ``name``."""
+
+    __tablename__ = "profile_sets"
+    __table_args__ = (
+        UniqueConstraint("name", name="name"),
+        CheckConstraint("name <> ''", name="name_not_empty"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    """The set's identity; a scenario's ``acceptance.profiles`` names it."""
+    source_file: Mapped[str | None] = mapped_column(Text)
+    """The file it was imported from, as the importer was given it."""
+    content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    """SHA-256 of the set's meaning; an import with the same hash is ``unchanged``."""
+    imported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    """When this content was written (UTC)."""
+
+
+class SetCaveatRow(Base):
+    """A caveat of a set, in file order."""
+
+    __tablename__ = "set_caveats"
+    __table_args__ = (
+        PrimaryKeyConstraint("set_id", "position"),
+        CheckConstraint("text <> ''", name="text_not_empty"),
+        CheckConstraint("position >= 0", name="position"),
+    )
+
+    set_id: Mapped[int] = mapped_column(
+        ForeignKey("profile_sets.id", ondelete="CASCADE"), nullable=False)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    """0-based order in the file."""
+    text: Mapped[str] = mapped_column(Text, nullable=False)
+
+
+class MethodRow(Base):
+    """The methods vocabulary and what each requires (seeded by the first migration)."""
+
+    __tablename__ = "methods"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    description: Mapped[str] = mapped_column(Text, nullable=False)
+    allowed_in_profile: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    requires_provenance: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    requires_rationale: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    requires_copied_from: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    requires_measurement: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    """hardware, engine_image and sampling in the provenance."""
+
+
+class ProvenanceRow(Base):
+    """One distinct provenance, shared by every profile that cites the same content."""
+
+    __tablename__ = "provenances"
+    __table_args__ = (
+        UniqueConstraint("content_hash", name="content_hash"),
+        CheckConstraint("source <> ''", name="source_not_empty"),
+        CheckConstraint("prompts >= 0", name="prompts"),
+        CheckConstraint("tp >= 0", name="tp"),
+        CheckConstraint("temperature >= 0", name="temperature"),
+        CheckConstraint("top_p > 0 AND top_p <= 1", name="top_p"),
+        CheckConstraint("top_k >= -1", name="top_k"),
+        CheckConstraint("max_tokens >= 0", name="max_tokens"),
+        CheckConstraint(
+            "temperature IS NOT NULL OR (top_p IS NULL AND top_k IS NULL AND max_tokens IS NULL)",
+            name="sampling_has_temperature"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    """SHA-256 of the provenance's content, settings included: its identity."""
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+    run: Mapped[str | None] = mapped_column(Text)
+    benchmark: Mapped[str | None] = mapped_column(Text)
+    prompts: Mapped[int | None] = mapped_column(Integer)
+    hardware: Mapped[str | None] = mapped_column(Text)
+    engine_image: Mapped[str | None] = mapped_column(Text)
+    tp: Mapped[int | None] = mapped_column(Integer)
+    temperature: Mapped[float | None] = mapped_column(Double)
+    """sampling.temperature; NULL when the provenance states no sampling."""
+    top_p: Mapped[float | None] = mapped_column(Double)
+    top_k: Mapped[int | None] = mapped_column(Integer)
+    max_tokens: Mapped[int | None] = mapped_column(Integer)
+
+
+class ProvenanceSettingRow(Base):
+    """One engine setting of a provenance, by name."""
+
+    __tablename__ = "provenance_settings"
+    __table_args__ = (
+        PrimaryKeyConstraint("provenance_id", "name"),
+        CheckConstraint("name <> ''", name="name_not_empty"),
+        CheckConstraint("value <> ''", name="value_not_empty"),
+        CheckConstraint("value_type IN ('string', 'integer', 'number', 'boolean')",
+                        name="value_type"),
+    )
+
+    provenance_id: Mapped[int] = mapped_column(
+        ForeignKey("provenances.id", ondelete="CASCADE"), nullable=False)
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    value: Mapped[str] = mapped_column(Text, nullable=False)
+    """The value as text (booleans as true/false)."""
+    value_type: Mapped[str] = mapped_column(String(16), nullable=False)
+    """string, integer, number or boolean: how the file wrote it."""
+
+
+class ProfileRow(Base):
+    """One profile of one set: the measured (or stated) AL for a profile key."""
+
+    __tablename__ = "profiles"
+    __table_args__ = (
+        # Key columns first and set last, so that the constraint's index also serves the
+        # resolver's lookup across all sets.
+        UniqueConstraint("model", "speculative_method", "num_spec_tokens", "thinking",
+                         "category", "set_id", name="key"),
+        CheckConstraint("model <> ''", name="model_not_empty"),
+        CheckConstraint("speculative_method <> ''", name="method_name_not_empty"),
+        CheckConstraint("category <> ''", name="category_not_empty"),
+        CheckConstraint("thinking IN ('on', 'off')", name="thinking"),
+        CheckConstraint("num_spec_tokens >= 1", name="k"),
+        CheckConstraint("acceptance_length >= 1 AND acceptance_length <= num_spec_tokens + 1",
+                        name="al_range"),
+        CheckConstraint("method <> 'not_charged'", name="method_charged"),
+        CheckConstraint("method = 'assumed' OR provenance_id IS NOT NULL",
+                        name="provenance_required"),
+        CheckConstraint("method = 'measured' OR rationale IS NOT NULL",
+                        name="rationale_required"),
+        CheckConstraint("method <> 'copied' OR copied_from IS NOT NULL",
+                        name="copied_from_required"),
+        Index(None, "set_id"),
+        Index(None, "provenance_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    set_id: Mapped[int] = mapped_column(
+        ForeignKey("profile_sets.id", ondelete="CASCADE"), nullable=False)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    """0-based order in the file (export keeps it)."""
+    model: Mapped[str] = mapped_column(String(200), nullable=False)
+    speculative_method: Mapped[str] = mapped_column(String(200), nullable=False)
+    num_spec_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+    """K, the draft tokens per step."""
+    thinking: Mapped[str] = mapped_column(String(3), nullable=False)
+    category: Mapped[str] = mapped_column(String(100), nullable=False)
+    acceptance_length: Mapped[float] = mapped_column(Double, nullable=False)
+    """AL: tokens gained per verification step, bonus token included; in [1, K + 1]."""
+    method: Mapped[str] = mapped_column(ForeignKey("methods.name"), nullable=False)
+    provenance_id: Mapped[int | None] = mapped_column(ForeignKey("provenances.id"))
+    rationale: Mapped[str | None] = mapped_column(Text)
+    copied_from: Mapped[str | None] = mapped_column(Text)
+
+
+class ProfileRateRow(Base):
+    """A per-position rate p_i of a profile: P(the first i drafts are all accepted)."""
+
+    __tablename__ = "profile_rates"
+    __table_args__ = (
+        PrimaryKeyConstraint("profile_id", "position"),
+        CheckConstraint("position >= 1", name="position"),
+        CheckConstraint("rate >= 0 AND rate <= 1", name="rate_range"),
+    )
+
+    profile_id: Mapped[int] = mapped_column(
+        ForeignKey("profiles.id", ondelete="CASCADE"), nullable=False)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    """i, from 1 to K."""
+    rate: Mapped[float] = mapped_column(Double, nullable=False)
+
+
+profile_sets = ProfileSetRow.__table__
+set_caveats = SetCaveatRow.__table__
+methods = MethodRow.__table__
+provenances = ProvenanceRow.__table__
+provenance_settings = ProvenanceSettingRow.__table__
+profiles = ProfileRow.__table__
+profile_rates = ProfileRateRow.__table__
