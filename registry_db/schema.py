@@ -56,7 +56,7 @@ class ProfileSetRow(Base):
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    name: Mapped[str] = mapped_column(String(), nullable=False)
     """The set's identity; a scenario's ``acceptance.profiles`` names it."""
     source_file: Mapped[str | None] = mapped_column(Text)
     """The file it was imported from, as the importer was given it."""
@@ -147,7 +147,7 @@ class ProvenanceSettingRow(Base):
 
     provenance_id: Mapped[int] = mapped_column(
         ForeignKey("provenances.id", ondelete="CASCADE"), nullable=False)
-    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    name: Mapped[str] = mapped_column(String(), nullable=False)
     value: Mapped[str] = mapped_column(Text, nullable=False)
     """The value as text (booleans as true/false)."""
     value_type: Mapped[str] = mapped_column(String(16), nullable=False)
@@ -186,12 +186,12 @@ class ProfileRow(Base):
         ForeignKey("profile_sets.id", ondelete="CASCADE"), nullable=False)
     position: Mapped[int] = mapped_column(Integer, nullable=False)
     """0-based order in the file (export keeps it)."""
-    model: Mapped[str] = mapped_column(String(200), nullable=False)
-    speculative_method: Mapped[str] = mapped_column(String(200), nullable=False)
+    model: Mapped[str] = mapped_column(String(), nullable=False)
+    speculative_method: Mapped[str] = mapped_column(String(), nullable=False)
     num_spec_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
     """K, the draft tokens per step."""
-    thinking: Mapped[str] = mapped_column(String(3), nullable=False)
-    category: Mapped[str] = mapped_column(String(100), nullable=False)
+    thinking: Mapped[str] = mapped_column(String(), nullable=False)
+    category: Mapped[str] = mapped_column(String(), nullable=False)
     acceptance_length: Mapped[float] = mapped_column(Double, nullable=False)
     """AL: tokens gained per verification step, bonus token included; in [1, K + 1]."""
     method: Mapped[str] = mapped_column(ForeignKey("methods.name"), nullable=False)
