@@ -76,9 +76,10 @@ def test_al_rate_conversions_are_the_plain_expressions():
     assert al_from_rate(0.0, 4) == 1.0 and al_from_rate(1.0, 4) == 5.0
 
 
-def test_al_from_rates_does_not_depend_on_order():
-    rates = [0.1] * 10
-    assert al_from_rates(rates) == 2.0  # fsum; a naive left-to-right sum gives 1.9999999999999998
+def test_al_from_rates_is_the_correctly_rounded_sum():
+    rates = [0.9, 0.7, 0.6, 0.1]
+    assert al_from_rates(rates) == 3.3  # fsum; a left-to-right sum gives 3.3000000000000003
+    assert al_from_rates(rates) == al_from_rates(rates[::-1])
 
 
 @given(al_and_k())
