@@ -1,0 +1,495 @@
+"""The one YAML entry point: strict loading with positions, and the dumper for export.
+
+Loading builds values straight from PyYAML's event stream with an explicit stack, so that no
+input, however deep or however aliased, can recurse, copy or expand without bound. It reads
+UTF-8, one document, YAML 1.2 core scalars (``off`` and ``012`` stay strings), refuses duplicate
+keys and non-standard tags, and reports every problem as a :class:`~registry_db.findings.Finding`
+inside one :class:`~registry_db.errors.InvalidInput`. Mappings and sequences come back as
+:class:`YMap` and :class:`YSeq`, which remember where each key and item was written.
+
+Dumping writes block YAML that this loader, and any YAML 1.1 loader, reads back as the same
+value: strings that would read as something else are quoted, floats are written by ``repr``, and
+an object referenced twice is written once with an anchor.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from yaml.events import (AliasEvent, DocumentStartEvent, MappingEndEvent, MappingStartEvent,
+                         ScalarEvent, SequenceEndEvent, SequenceStartEvent, StreamEndEvent)
+
+from registry_db.errors import InvalidInput
+from registry_db.findings import Finding
+
+#: Files larger than this are refused before they are read.
+MAX_FILE_BYTES = 16 * 1024 * 1024
+#: Mappings and sequences nested deeper than this are refused.
+MAX_DEPTH = 100
+#: Nodes a document may expand to, counting every alias as the whole node it names.
+MAX_EXPANDED_NODES = 1_000_000
+
+#: A 1-based (line, column); (0, 0) means "unknown", as for a dict that came from JSON.
+Position = tuple[int, int]
+UNKNOWN: Position = (0, 0)
+
+_STD = "tag:yaml.org,2002:"
+_SCALAR_TAGS = {_STD + t for t in ("str", "int", "float", "bool", "null")}
+
+
+class YMap(dict):
+    """A mapping that remembers where it, each key and each value were written."""
+
+    __slots__ = ("file", "mark", "key_marks", "value_marks")
+
+    def __init__(self, file: str = "", mark: Position = UNKNOWN):
+        super().__init__()
+        self.file = file
+        self.mark = mark
+        self.key_marks: dict[Any, Position] = {}
+        self.value_marks: dict[Any, Position] = {}
+
+
+class YSeq(list):
+    """A sequence that remembers where it and each item were written."""
+
+    __slots__ = ("file", "mark", "item_marks")
+
+    def __init__(self, file: str = "", mark: Position = UNKNOWN):
+        super().__init__()
+        self.file = file
+        self.mark = mark
+        self.item_marks: list[Position] = []
+
+
+def mark(container: Any) -> Position:
+    """Where a loaded mapping or sequence starts; :data:`UNKNOWN` for anything else."""
+    return getattr(container, "mark", UNKNOWN)
+
+
+def pos(container: Any, key: Any) -> Position:
+    """Where the value under ``key`` (a mapping key or a sequence index) was written.
+
+    Falls back to the container's own position, then to :data:`UNKNOWN` for plain dicts and lists.
+    """
+    if isinstance(container, YMap) and key in container.value_marks:
+        return container.value_marks[key]
+    if isinstance(container, YSeq) and isinstance(key, int) and 0 <= key < len(container):
+        return container.item_marks[key]
+    return mark(container)
+
+
+def key_pos(container: Any, key: Any) -> Position:
+    """Where the key itself was written (for "unknown key" and the like)."""
+    if isinstance(container, YMap) and key in container.key_marks:
+        return container.key_marks[key]
+    return mark(container)
+
+
+# --- scalars -------------------------------------------------------------------------------------
+
+_INT_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_FLOAT_RE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+_DIGITS_RE = re.compile(r"[-+]?[0-9]+")
+_NULLS = frozenset(("", "~", "null", "Null", "NULL"))
+_TRUE = frozenset(("true", "True", "TRUE"))
+_FALSE = frozenset(("false", "False", "FALSE"))
+_INF = frozenset(s + i for s in ("", "+", "-") for i in (".inf", ".Inf", ".INF"))
+_NAN = frozenset((".nan", ".NaN", ".NAN"))
+
+
+def scalar_kind(text: str) -> str:
+    """The type a plain scalar resolves to under YAML 1.2 core: null, bool, int, float or str."""
+    if text in _NULLS:
+        return "null"
+    if text in _TRUE or text in _FALSE:
+        return "bool"
+    if _INT_RE.fullmatch(text):
+        return "int"
+    if text in _INF or text in _NAN:
+        return "float"
+    # YAML 1.2's float pattern also matches "012"; the contract keeps such text a string.
+    if _FLOAT_RE.fullmatch(text) and not _DIGITS_RE.fullmatch(text):
+        return "float"
+    return "str"
+
+
+def _convert(text: str, kind: str) -> Any:
+    """The value of ``text`` as ``kind``; raises ValueError when it is not one."""
+    if kind == "str":
+        return text
+    if kind != scalar_kind(text) and not (kind == "float" and scalar_kind(text) == "int"):
+        raise ValueError(f"{text!r} is not a valid {kind}")
+    if kind == "null":
+        return None
+    if kind == "bool":
+        return text in _TRUE
+    if kind == "int":
+        return int(text)  # ValueError past Python's digit limit, reported like any bad scalar
+    if text in _NAN:
+        return math.nan
+    return float(text.replace(".inf", "inf").replace(".Inf", "inf").replace(".INF", "inf"))
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+try:
+    from yaml.cyaml import CParser as _CParser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    _CParser = None
+
+
+class _PyParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
+    """PyYAML's pure-Python event parser, for installs without libyaml."""
+
+    def __init__(self, stream: str):
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+
+
+#: The parser classes tried in order; tests swap this to exercise the fallback.
+PARSERS: list[type] = [p for p in (_CParser, _PyParser) if p is not None]
+
+
+class _Stop(Exception):
+    """A problem after which the rest of the document cannot be trusted."""
+
+
+def load_file(path: str | os.PathLike, file: str | None = None,
+              max_bytes: int = MAX_FILE_BYTES) -> Any:
+    """Read and load one YAML file; ``file`` is the name findings show (default: ``path``)."""
+    label = str(path) if file is None else file
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(max_bytes + 1) if size <= max_bytes else b""
+    except OSError as exc:
+        raise InvalidInput([_finding(label, (1, 1), "unreadable_file",
+                                     f"cannot read the file: {exc.strerror or exc}")]) from None
+    if size > max_bytes or len(data) > max_bytes:
+        raise InvalidInput([_finding(label, (1, 1), "file_too_large",
+                                     f"the file is larger than {max_bytes} bytes; "
+                                     "a profile set is far smaller, so this is not one")])
+    return load_yaml(data, label)
+
+
+def load_yaml(data: bytes | str, file: str) -> Any:
+    """Load one YAML document strictly; raise :class:`InvalidInput` with every problem found."""
+    if isinstance(data, (bytes, bytearray)):
+        text = _decode(bytes(data), file)
+    else:
+        text = data
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput([_finding(file, _char_pos(text, exc.start), "not_utf8",
+                                         "the text holds a lone surrogate, which UTF-8 cannot "
+                                         "encode")]) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    builder = _Builder(file)
+    parser = None
+    try:
+        parser = PARSERS[0](text)  # PyYAML's reader already checks characters here
+        builder.run(parser)
+    except _Stop:
+        pass
+    except yaml.MarkedYAMLError as exc:
+        where = exc.problem_mark or exc.context_mark
+        line_col = (where.line + 1, where.column + 1) if where else (1, 1)
+        context = f" ({exc.context})" if exc.context else ""
+        if "nesting depth" in str(exc.problem):  # libyaml's own limit, met before ours
+            builder.add(line_col, "too_deep", f"mappings and lists nest too deep here "
+                        f"({exc.problem}); a profile set needs five levels")
+        else:
+            builder.add(line_col, "yaml_syntax", f"YAML syntax error: {exc.problem}{context}")
+    except yaml.reader.ReaderError as exc:
+        # libyaml counts bytes of the UTF-8 text, PyYAML counts characters.
+        offset = exc.position
+        if parser is not None and parser.__class__ is _CParser:
+            offset = len(text.encode("utf-8")[:offset].decode("utf-8", "replace"))
+        char = exc.character if isinstance(exc.character, int) else 0xFFFD
+        builder.add(_char_pos(text, offset), "bad_character",
+                    f"character U+{char:04X} is not allowed in YAML ({exc.reason}); "
+                    "remove it, or write it as an escape in a double-quoted string")
+    finally:
+        if parser is not None and hasattr(parser, "dispose"):
+            parser.dispose()
+    if builder.findings:
+        raise InvalidInput(builder.findings)
+    return builder.root
+
+
+def _decode(data: bytes, file: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        start = exc.start
+        line = data.count(b"\n", 0, start) + 1
+        line_start = data.rfind(b"\n", 0, start) + 1
+        column = len(data[line_start:start].decode("utf-8", "replace")) + 1
+        raise InvalidInput([_finding(file, (line, column), "not_utf8",
+                                     f"byte 0x{data[start]:02x} is not valid UTF-8; "
+                                     "save the file as UTF-8")]) from None
+
+
+def _char_pos(text: str, offset: int) -> Position:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _finding(file: str, where: Position, code: str, message: str) -> Finding:
+    return Finding(file=file, line=where[0], column=where[1], path="", code=code, message=message)
+
+
+class _Frame:
+    """An open mapping or sequence: what it holds so far and what it has expanded to."""
+
+    __slots__ = ("value", "anchor", "size", "key", "key_mark", "has_key", "skip")
+
+    def __init__(self, value: YMap | YSeq, anchor: str | None):
+        self.value = value
+        self.anchor = anchor
+        self.size = 1
+        self.key: Any = None
+        self.key_mark: Position = UNKNOWN
+        self.has_key = False
+        self.skip = False
+
+
+class _Builder:
+    """Turns events into located values with an explicit stack; counts alias expansion."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.findings: list[Finding] = []
+        self.root: Any = None
+        self.stack: list[_Frame] = []
+        self.anchors: dict[str, tuple[Any, int]] = {}
+        self.open_anchors: dict[str, int] = {}
+        self.total = 0
+
+    def add(self, where: Position, code: str, message: str) -> None:
+        self.findings.append(_finding(self.file, where, code, message))
+
+    def run(self, parser: Any) -> None:
+        documents = 0
+        while True:
+            event = parser.get_event()
+            at = (event.start_mark.line + 1, event.start_mark.column + 1)
+            kind = type(event)
+            if kind is ScalarEvent:
+                self._scalar(event, at)
+            elif kind is MappingStartEvent or kind is SequenceStartEvent:
+                self._open(event, at, YMap if kind is MappingStartEvent else YSeq)
+            elif kind is MappingEndEvent or kind is SequenceEndEvent:
+                frame = self.stack.pop()
+                if frame.anchor is not None:
+                    self.anchors[frame.anchor] = (frame.value, frame.size)
+                    self.open_anchors[frame.anchor] -= 1
+                self._emit(frame.value, frame.value.mark, frame.size)
+            elif kind is AliasEvent:
+                self._alias(event.anchor, at)
+            elif kind is DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    self.add(at, "multiple_documents", "a second YAML document starts here; "
+                             "a file holds exactly one, so split it or remove the '---'")
+                    return
+            elif kind is StreamEndEvent:
+                if documents == 0:
+                    self.add((1, 1), "empty_document",
+                             "the file holds no YAML document; it needs a mapping")
+                return
+
+    def _scalar(self, event: ScalarEvent, at: Position) -> None:
+        self.total += 1
+        tag = event.tag
+        value = None
+        if tag is None or tag == "!":
+            plain = event.style in (None, "") and tag is None
+            kind = scalar_kind(event.value) if plain else "str"
+        elif tag in _SCALAR_TAGS:
+            kind = tag[len(_STD):]
+        else:
+            self._bad_tag(tag, at, "a scalar")
+            kind = None
+        if kind is not None:
+            try:
+                value = _convert(event.value, kind)
+            except ValueError:
+                self.add(at, "bad_tagged_value",
+                         f"{event.value[:40]!r} cannot be read as {kind}; fix the value or tag")
+        if event.anchor is not None:
+            self.anchors[event.anchor] = (value, 1)
+        self._emit(value, at, 1)
+
+    def _bad_tag(self, tag: str, at: Position, what: str) -> None:
+        self.add(at, "bad_tag", f"tag {tag!r} is not allowed on {what}; only the standard "
+                 "!!str, !!int, !!float, !!bool, !!null, !!map and !!seq are")
+
+    def _open(self, event: Any, at: Position, cls: type) -> None:
+        self.total += 1
+        allowed = (None, "!", _STD + ("map" if cls is YMap else "seq"))
+        if event.tag not in allowed:
+            self._bad_tag(event.tag, at, "a mapping" if cls is YMap else "a list")
+        if len(self.stack) >= MAX_DEPTH:
+            self.add(at, "too_deep", f"mappings and lists nest deeper than {MAX_DEPTH} levels "
+                     "here; a profile set needs five")
+            raise _Stop
+        if event.anchor is not None:
+            self.open_anchors[event.anchor] = self.open_anchors.get(event.anchor, 0) + 1
+        self.stack.append(_Frame(cls(self.file, at), event.anchor))
+
+    def _alias(self, name: str, at: Position) -> None:
+        if self.open_anchors.get(name):
+            self.add(at, "recursive_alias", f"alias *{name} refers to a node that contains it; "
+                     "a value cannot include itself")
+            self._emit(None, at, 1)
+            return
+        if name not in self.anchors:
+            self.add(at, "unknown_alias", f"alias *{name} names no anchor defined before it; "
+                     f"define &{name} first")
+            self._emit(None, at, 1)
+            return
+        value, size = self.anchors[name]
+        self.total += size
+        if self.total > MAX_EXPANDED_NODES:
+            self.add(at, "alias_bomb", f"aliases expand this document past {MAX_EXPANDED_NODES} "
+                     "nodes; refused as an alias bomb (share fewer, smaller nodes)")
+            raise _Stop
+        self._emit(value, at, size)
+
+    def _emit(self, value: Any, at: Position, size: int) -> None:
+        """Place a finished node into the open container, or make it the document."""
+        if not self.stack:
+            self.root = value
+            return
+        frame = self.stack[-1]
+        frame.size += size
+        container = frame.value
+        if isinstance(container, YSeq):
+            container.append(value)
+            container.item_marks.append(at)
+        elif not frame.has_key:
+            frame.has_key, frame.key, frame.key_mark, frame.skip = True, value, at, False
+            if isinstance(value, (YMap, YSeq)):
+                self.add(at, "complex_key", "a key must be a plain scalar, not a "
+                         f"{'mapping' if isinstance(value, YMap) else 'list'}")
+                frame.skip = True
+            elif value in container.key_marks:
+                first = container.key_marks[value][0]
+                self.add(at, "duplicate_key",
+                         f"duplicate key {value!r} (first at line {first}); remove one of them")
+                frame.skip = True
+        else:
+            frame.has_key = False
+            if not frame.skip:
+                container[frame.key] = value
+                container.key_marks[frame.key] = frame.key_mark
+                container.value_marks[frame.key] = at
+
+
+# --- dumping -------------------------------------------------------------------------------------
+
+# Plain strings that some other YAML reader takes for a non-string: YAML 1.1's y/n booleans, and
+# YAML 1.2's 0o/0x integers (PyYAML's 1.1 resolver already covers on/off, 012, 12:30, <<, =).
+_OTHER_READERS_RE = re.compile(r"[yYnN]|[-+]?0o[0-7]+|[-+]?0x[0-9a-fA-F]+")
+_OTHER_BREAKS_RE = re.compile("[\r\x85\u2028\u2029]")
+
+
+class _DumpResolver(yaml.resolver.Resolver):
+    """Our plain-scalar types first, then YAML 1.1's, then the other readers' (see above).
+
+    The serializer writes a string plain only when this resolves its text to ``str``, so a string
+    that any of these readers would take for something else comes out quoted.
+    """
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        if kind is yaml.ScalarNode and implicit[0]:
+            ours = scalar_kind(value)
+            if ours != "str":
+                return _STD + ours
+            if _OTHER_READERS_RE.fullmatch(value):
+                return _STD + "int"
+        return super().resolve(kind, value, implicit)
+
+
+class _Dumper(yaml.emitter.Emitter, yaml.serializer.Serializer,
+              yaml.representer.SafeRepresenter, _DumpResolver):
+    """SafeDumper with our resolver, finite floats only, and caller-named anchors."""
+
+    def __init__(self, stream: Any, anchors: Mapping[int, str], **kwargs: Any):
+        yaml.emitter.Emitter.__init__(self, stream, canonical=False, indent=2,
+                                      width=kwargs["width"], allow_unicode=True, line_break="\n")
+        yaml.serializer.Serializer.__init__(self, encoding=None, explicit_start=False,
+                                            explicit_end=False, version=None, tags=None)
+        yaml.representer.SafeRepresenter.__init__(self, default_style=None,
+                                                  default_flow_style=False, sort_keys=False)
+        _DumpResolver.__init__(self)
+        self.anchor_names = dict(anchors)
+
+    def represent_float(self, data: float) -> yaml.ScalarNode:
+        if not math.isfinite(data):
+            raise ValueError(f"cannot write {data!r}: only finite numbers are valid in a profile")
+        text = repr(data)
+        if "." not in text and "e" in text:  # 1e+16 -> 1.0e+16, so YAML 1.1 reads a float too
+            text = text.replace("e", ".0e", 1)
+        return self.represent_scalar(_STD + "float", text)
+
+    def represent_str(self, data: str) -> yaml.ScalarNode:
+        # Multi-line text reads best as a literal block; the emitter falls back to quotes when
+        # the text cannot be one (trailing spaces, special characters).
+        # YAML 1.1 readers (libyaml among them) also break lines at CR, NEL, LS and PS, and
+        # fold such breaks when unquoted or single-quoted: only escapes keep them.
+        if _OTHER_BREAKS_RE.search(data):
+            style = '"'
+        else:
+            style = "|" if "\n" in data else None
+        return self.represent_scalar(_STD + "str", data, style=style)
+
+    def generate_anchor(self, node: yaml.Node) -> str:
+        for oid, represented in self.represented_objects.items():
+            if represented is node and oid in self.anchor_names:
+                return self.anchor_names[oid]
+        return super().generate_anchor(node)
+
+
+_Dumper.add_representer(float, _Dumper.represent_float)
+_Dumper.add_representer(str, _Dumper.represent_str)
+_Dumper.add_representer(YMap, yaml.representer.SafeRepresenter.represent_dict)
+_Dumper.add_representer(YSeq, yaml.representer.SafeRepresenter.represent_list)
+
+_ANCHOR_RE = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def dump_yaml(obj: Any, anchors: Mapping[int, str] | None = None) -> str:
+    """Write ``obj`` as block YAML that :func:`load_yaml` reads back equal.
+
+    Keys keep their order. A dict or list referenced more than once is written once with an
+    anchor and then as aliases; ``anchors`` maps ``id(obj)`` to the anchor's name (others get
+    PyYAML's ``id001``). Non-finite floats raise ValueError: nothing valid holds one.
+    """
+    names = dict(anchors or {})
+    for name in names.values():
+        if not _ANCHOR_RE.fullmatch(name):
+            raise ValueError(f"anchor name {name!r} must be letters, digits, '_', '.' or '-'")
+    stream: list[str] = []
+
+    class _Sink:
+        write = stream.append
+
+    dumper = _Dumper(_Sink(), names, width=1 << 30)
+    try:
+        dumper.open()
+        dumper.represent(obj)
+        dumper.close()
+    finally:
+        dumper.dispose()
+    return "".join(stream)
