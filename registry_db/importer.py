@@ -70,28 +70,36 @@ class ImportReport:
         return sum(1 for s in self.sets if s.status == status)
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's ``{"sets": [...]}`` object (plus ``dry_run`` and ``warnings``)."""
-        return {"sets": [s.to_json() for s in self.sets], "dry_run": self.dry_run,
-                "warnings": [w.to_json() for w in self.warnings]}
+        """The contract's ``{"sets": [...]}`` object (warnings are reported apart)."""
+        return {"sets": [s.to_json() for s in self.sets]}
 
 
 # --- entry points --------------------------------------------------------------------------------
 
-def import_paths(engine: Engine, paths: Sequence[str | Path], *, dry_run: bool = False,
-                 progress: Progress | None = None) -> ImportReport:
-    """Validate every file under ``paths``, then import all of them in one transaction.
+def load_paths(paths: Sequence[str | Path]) -> tuple[list[ProfileSet], list[Finding]]:
+    """Load and validate every file under ``paths``: the sets and the warnings.
 
-    Raises :class:`~registry_db.errors.InvalidInput` carrying every finding, before the
-    database is touched, when any file has an error. Warnings (the validator's and the
-    importer's) come back on the report.
+    Raises :class:`~registry_db.errors.InvalidInput` carrying every finding when any file has
+    an error, so nothing is written for a partly invalid folder.
     """
     from registry_db import validate
 
     sets, findings = validate.check_paths(list(paths))
     if any(f.is_error for f in findings):
         raise InvalidInput(findings)
+    return list(sets), list(findings)
+
+
+def import_paths(engine: Engine, paths: Sequence[str | Path], *, dry_run: bool = False,
+                 progress: Progress | None = None) -> ImportReport:
+    """Validate every file under ``paths``, then import all of them in one transaction.
+
+    Raises :class:`~registry_db.errors.InvalidInput` before the database is touched when any
+    file has an error. Warnings (the validator's and the importer's) come back on the report.
+    """
+    sets, warnings = load_paths(paths)
     report = import_sets(engine, sets, dry_run=dry_run, progress=progress)
-    return ImportReport(report.sets, tuple(findings) + report.warnings, report.dry_run)
+    return ImportReport(report.sets, tuple(warnings) + report.warnings, report.dry_run)
 
 
 def import_sets(engine: Engine, sets: Sequence[ProfileSet], *, dry_run: bool = False,
@@ -126,6 +134,18 @@ def import_sets(engine: Engine, sets: Sequence[ProfileSet], *, dry_run: bool = F
     return db.run_write(engine, work)
 
 
+def preview_sets(sets: Sequence[ProfileSet]) -> ImportReport:
+    """What a dry run reports against an empty database (every set ``added``), with no database.
+
+    ``registry import --dry-run`` uses it when the SQLite file does not exist yet, so that a
+    dry run does not create one.
+    """
+    sets = list(sets)
+    _refuse_duplicate_names(sets)
+    results = tuple(SetResult(s.name, s.file, "added", len(s.profiles)) for s in sets)
+    return ImportReport(results, tuple(_overlap_warnings(None, sets)), dry_run=True)
+
+
 # --- checks --------------------------------------------------------------------------------------
 
 def _refuse_duplicate_names(sets: Sequence[ProfileSet]) -> None:
@@ -143,7 +163,7 @@ def _refuse_duplicate_names(sets: Sequence[ProfileSet]) -> None:
         raise InvalidInput(findings)
 
 
-def _overlap_warnings(conn: Connection, sets: Sequence[ProfileSet]) -> list[Finding]:
+def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet]) -> list[Finding]:
     """One warning per profile key that an incoming set shares with another set.
 
     The other set is another incoming one or a stored one that this import does not replace;
@@ -154,7 +174,7 @@ def _overlap_warnings(conn: Connection, sets: Sequence[ProfileSet]) -> list[Find
         for i, p in enumerate(s.profiles):
             holders[p.key].append((s.name, s.file, i))
     incoming = {s.name for s in sets}
-    models = sorted({k[0] for k in holders})
+    models = sorted({k[0] for k in holders}) if conn is not None else []
     p, ps = profiles.c, profile_sets.c
     for chunk in _chunks(models):
         rows = conn.execute(

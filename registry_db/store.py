@@ -107,15 +107,30 @@ def set_names(bind: Bind) -> list[str]:
 
 def list_sets(bind: Bind) -> list[SetSummary]:
     """Every stored set with its file, counts and import time, by name."""
+    return _summaries(bind, None)
+
+
+def set_summary(bind: Bind, name: str) -> SetSummary:
+    """The summary of the stored set ``name``; :class:`NotFound` names the known sets."""
+    found = _summaries(bind, name)
+    if not found:
+        raise NotFound(unknown_set_message(name, set_names(bind)))
+    return found[0]
+
+
+def _summaries(bind: Bind, name: str | None) -> list[SetSummary]:
     ps = profile_sets.c
     n_profiles = (select(func.count()).where(profiles.c.set_id == ps.id)
                   .correlate(profile_sets).scalar_subquery())
     n_caveats = (select(func.count()).where(set_caveats.c.set_id == ps.id)
                  .correlate(profile_sets).scalar_subquery())
+    query = select(ps.name, ps.source_file, n_profiles, n_caveats, ps.imported_at,
+                   ps.content_hash).order_by(ps.name)
+    if name is not None:
+        query = query.where(ps.name == name)
     with _connect(bind) as conn:
-        rows = conn.execute(select(ps.name, ps.source_file, n_profiles, n_caveats,
-                                   ps.imported_at, ps.content_hash).order_by(ps.name))
-        return [SetSummary(n, f, int(np), int(nc), _utc(t), h) for n, f, np, nc, t, h in rows]
+        return [SetSummary(n, f, int(np), int(nc), _utc(t), h)
+                for n, f, np, nc, t, h in conn.execute(query)]
 
 
 def conflicts(bind: Bind) -> list[Conflict]:

@@ -1,0 +1,110 @@
+"""``registry import``: profile-set files into the database, all or nothing.
+
+Thin over :mod:`registry_db.importer`: validate every file first (nothing is opened or written
+when one is invalid), then open the database and write every set in one transaction. A progress
+bar goes to stderr for large imports, and only when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from registry_db.cli import emit_json, handle_errors, json_option
+
+#: Imports of at least this many sets get a progress bar (on a terminal).
+PROGRESS_MIN_SETS = 20
+
+
+@click.command("import")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--dry-run", is_flag=True,
+              help="Validate and report what would be added, updated or unchanged; "
+                   "write nothing.")
+@json_option
+@click.pass_obj
+@handle_errors
+def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+    """Validate profile-set files, then write them all in one transaction.
+
+    PATH is a file or a folder (its *.yaml and *.yml files, sorted, hidden ones skipped).
+    If any file is invalid, every problem is printed and nothing is written (exit 1). A set
+    already in the database is replaced by its file's content; a file whose content has not
+    changed is reported `unchanged` and not rewritten. Waits for other writers up to
+    REGISTRY_LOCK_TIMEOUT seconds (exit 3 after that).
+
+    \b
+    Example:
+        registry import seed/acceptance/
+        registry import --dry-run acceptance/new-set.yaml
+        registry -d postgresql://localhost/registry import --json acceptance/
+    """
+    from registry_db import db, importer
+    from registry_db.cli import report_findings
+
+    sets, warnings = importer.load_paths(paths)
+    url = settings.url
+    with _progress(len(sets)) as progress:
+        if dry_run and _missing_sqlite_file(url):
+            report = importer.preview_sets(sets)
+        else:
+            with db.translated(url):
+                engine = db.open_registry(url)
+                try:
+                    report = importer.import_sets(engine, sets, dry_run=dry_run,
+                                                  progress=progress)
+                finally:
+                    engine.dispose()
+    warnings = warnings + list(report.warnings)
+    if warnings:
+        report_findings(warnings, as_json=False)
+    if as_json:
+        emit_json(report.to_json())
+        return
+    _print_report(report)
+
+
+def _missing_sqlite_file(url: str) -> bool:
+    from registry_db.urls import sqlite_path
+
+    path = sqlite_path(url)
+    return url.startswith("sqlite") and path is not None and not Path(path).exists()
+
+
+def _print_report(report: Any) -> None:
+    width_status = max((len(s.status) for s in report.sets), default=0)
+    width_name = max((len(s.name) for s in report.sets), default=0)
+    for s in report.sets:
+        count = f"({s.profiles} profile{'s' if s.profiles != 1 else ''})"
+        click.echo(f"{s.status:<{width_status}}  {s.name:<{width_name}}  {count}  "
+                   f"{s.file or ''}".rstrip())
+    summary = ", ".join(f"{report.count(st)} {st}" for st in ("added", "updated", "unchanged"))
+    tail = " (dry run: nothing written)" if report.dry_run else ""
+    click.echo(f"{len(report.sets)} set(s): {summary}{tail}", err=True)
+
+
+class _progress:
+    """A click progress bar over the sets written, on stderr, only on a terminal."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.bar: Any = None
+        self.done = 0
+
+    def __enter__(self) -> Any:
+        if self.total < PROGRESS_MIN_SETS or not sys.stderr.isatty():
+            return None
+        self.bar = click.progressbar(length=self.total, label="writing", file=sys.stderr)
+        self.bar.__enter__()
+        return self.update
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        self.bar.update(done - self.done)
+        self.done = done
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
