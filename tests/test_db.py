@@ -213,3 +213,19 @@ def test_wheel_works_outside_the_checkout(tmp_path):
                           cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60)
     assert Path(proc.stdout.strip()).joinpath("acceptance/inferencex-golden-al.yaml").exists()
     assert proc.stdout.strip().startswith(str(site))
+
+
+def test_concurrent_first_use_creates_the_schema_once(empty_url):
+    """Four processes opening one empty database at once: all succeed, one schema."""
+    code = "import sys; from registry_db import db; db.open_registry(sys.argv[1]).dispose()"
+    procs = [subprocess.Popen([sys.executable, "-c", code, empty_url], stderr=subprocess.PIPE,
+                              text=True) for _ in range(4)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+    engine = db.make_engine(empty_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT COUNT(*) FROM alembic_version")).scalar() == 1
+            assert conn.execute(text("SELECT COUNT(*) FROM methods")).scalar() == 6
+    finally:
+        engine.dispose()

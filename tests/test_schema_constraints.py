@@ -57,6 +57,8 @@ def test_duplicate_profile_key(base):
     {"acceptance_length": 5.0},  # K + 2 with K = 3
     {"acceptance_length": 0.5},
     {"acceptance_length": None},
+    {"acceptance_length": float("nan")},  # SQLite stores NaN as NULL; PostgreSQL sorts it last
+    {"acceptance_length": float("inf")},
     {"model": None},
     {"model": ""},
     {"method": "not_charged"},
@@ -71,7 +73,7 @@ def test_profile_rules(base, change):
     _refused(base, profiles, **{**PROFILE, "id": 2, "category": "other", **change})
 
 
-@pytest.mark.parametrize("rate", [1.5, -0.1])
+@pytest.mark.parametrize("rate", [1.5, -0.1, float("nan")])
 def test_rate_range(base, rate):
     _refused(base, profile_rates, profile_id=1, position=1, rate=rate)
 
