@@ -14,10 +14,10 @@ an object referenced twice is written once with an anchor.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
-from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
@@ -49,8 +49,7 @@ class YMap(dict):
 
     def __init__(self, file: str = "", mark: Position = UNKNOWN):
         super().__init__()
-        self.file = file
-        self.mark = mark
+        self.file, self.mark = file, mark
         self.key_marks: dict[Any, Position] = {}
         self.value_marks: dict[Any, Position] = {}
 
@@ -62,8 +61,7 @@ class YSeq(list):
 
     def __init__(self, file: str = "", mark: Position = UNKNOWN):
         super().__init__()
-        self.file = file
-        self.mark = mark
+        self.file, self.mark = file, mark
         self.item_marks: list[Position] = []
 
 
@@ -158,7 +156,7 @@ PARSERS: list[type] = [p for p in (_CParser, _PyParser) if p is not None]
 
 
 class _Stop(Exception):
-    """A problem after which the rest of the document cannot be trusted."""
+    """A problem after which reading on is pointless or unsafe."""
 
 
 def load_file(path: str | os.PathLike, file: str | None = None,
@@ -170,10 +168,10 @@ def load_file(path: str | os.PathLike, file: str | None = None,
             size = os.fstat(fh.fileno()).st_size
             data = fh.read(max_bytes + 1) if size <= max_bytes else b""
     except OSError as exc:
-        raise InvalidInput([_finding(label, (1, 1), "unreadable_file",
+        raise InvalidInput([_finding(label, UNKNOWN, "unreadable_file",
                                      f"cannot read the file: {exc.strerror or exc}")]) from None
     if size > max_bytes or len(data) > max_bytes:
-        raise InvalidInput([_finding(label, (1, 1), "file_too_large",
+        raise InvalidInput([_finding(label, UNKNOWN, "file_too_large",
                                      f"the file is larger than {max_bytes} bytes; "
                                      "a profile set is far smaller, so this is not one")])
     return load_yaml(data, label)
@@ -194,30 +192,14 @@ def load_yaml(data: bytes | str, file: str) -> Any:
     if text.startswith("\ufeff"):
         text = text[1:]
     builder = _Builder(file)
-    parser = None
+    parser: Any = None
     try:
         parser = PARSERS[0](text)  # PyYAML's reader already checks characters here
         builder.run(parser)
     except _Stop:
         pass
-    except yaml.MarkedYAMLError as exc:
-        where = exc.problem_mark or exc.context_mark
-        line_col = (where.line + 1, where.column + 1) if where else (1, 1)
-        context = f" ({exc.context})" if exc.context else ""
-        if "nesting depth" in str(exc.problem):  # libyaml's own limit, met before ours
-            builder.add(line_col, "too_deep", f"mappings and lists nest too deep here "
-                        f"({exc.problem}); a profile set needs five levels")
-        else:
-            builder.add(line_col, "yaml_syntax", f"YAML syntax error: {exc.problem}{context}")
-    except yaml.reader.ReaderError as exc:
-        # libyaml counts bytes of the UTF-8 text, PyYAML counts characters.
-        offset = exc.position
-        if parser is not None and parser.__class__ is _CParser:
-            offset = len(text.encode("utf-8")[:offset].decode("utf-8", "replace"))
-        char = exc.character if isinstance(exc.character, int) else 0xFFFD
-        builder.add(_char_pos(text, offset), "bad_character",
-                    f"character U+{char:04X} is not allowed in YAML ({exc.reason}); "
-                    "remove it, or write it as an escape in a double-quoted string")
+    except (yaml.MarkedYAMLError, yaml.reader.ReaderError) as exc:
+        builder.findings.append(_syntax_finding(exc, text, file, parser.__class__ is _CParser))
     finally:
         if parser is not None and hasattr(parser, "dispose"):
             parser.dispose()
@@ -226,9 +208,28 @@ def load_yaml(data: bytes | str, file: str) -> Any:
     return builder.root
 
 
+def _syntax_finding(exc: yaml.YAMLError, text: str, file: str, libyaml: bool) -> Finding:
+    """The one finding for PyYAML's (or libyaml's) own complaint."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        offset = exc.position  # libyaml counts bytes of the UTF-8 text, PyYAML characters
+        if libyaml:
+            offset = len(text.encode("utf-8")[:offset].decode("utf-8", "replace"))
+        char = exc.character if isinstance(exc.character, int) else 0xFFFD
+        return _finding(file, _char_pos(text, offset), "bad_character",
+                        f"character U+{char:04X} is not allowed in YAML ({exc.reason}); "
+                        "remove it, or write it as an escape in a double-quoted string")
+    where = exc.problem_mark or exc.context_mark
+    line_col = (where.line + 1, where.column + 1) if where else (1, 1)
+    if "nesting depth" in str(exc.problem):  # libyaml's own limit, met before ours
+        return _finding(file, line_col, "too_deep", f"mappings and lists nest too deep here "
+                        f"({exc.problem}); a profile set needs five levels")
+    context = f" ({exc.context})" if exc.context else ""
+    return _finding(file, line_col, "yaml_syntax", f"YAML syntax error: {exc.problem}{context}")
+
+
 def _decode(data: bytes, file: str) -> str:
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         start = exc.start
         line = data.count(b"\n", 0, start) + 1
@@ -254,13 +255,9 @@ class _Frame:
     __slots__ = ("value", "anchor", "size", "key", "key_mark", "has_key", "skip")
 
     def __init__(self, value: YMap | YSeq, anchor: str | None):
-        self.value = value
-        self.anchor = anchor
-        self.size = 1
+        self.value, self.anchor, self.size = value, anchor, 1
         self.key: Any = None
-        self.key_mark: Position = UNKNOWN
-        self.has_key = False
-        self.skip = False
+        self.key_mark, self.has_key, self.skip = UNKNOWN, False, False
 
 
 class _Builder:
@@ -348,16 +345,14 @@ class _Builder:
         self.stack.append(_Frame(cls(self.file, at), event.anchor))
 
     def _alias(self, name: str, at: Position) -> None:
-        if self.open_anchors.get(name):
-            self.add(at, "recursive_alias", f"alias *{name} refers to a node that contains it; "
-                     "a value cannot include itself")
-            self._emit(None, at, 1)
-            return
-        if name not in self.anchors:
-            self.add(at, "unknown_alias", f"alias *{name} names no anchor defined before it; "
-                     f"define &{name} first")
-            self._emit(None, at, 1)
-            return
+        if self.open_anchors.get(name) or name not in self.anchors:
+            if self.open_anchors.get(name):
+                self.add(at, "recursive_alias", f"alias *{name} refers to a node that contains "
+                         "it; a value cannot include itself")
+            else:
+                self.add(at, "unknown_alias", f"alias *{name} names no anchor defined before "
+                         f"it; define &{name} first")
+            return self._emit(None, at, 1)
         value, size = self.anchors[name]
         self.total += size
         if self.total > MAX_EXPANDED_NODES:
@@ -398,20 +393,22 @@ class _Builder:
 
 # --- dumping -------------------------------------------------------------------------------------
 
-# Plain strings that some other YAML reader takes for a non-string: YAML 1.1's y/n booleans, and
-# YAML 1.2's 0o/0x integers (PyYAML's 1.1 resolver already covers on/off, 012, 12:30, <<, =).
+# Plain text other readers take for a non-string: YAML 1.1's y/n booleans and YAML 1.2's 0o/0x
+# integers (PyYAML's own YAML 1.1 resolver, consulted below, covers on/off, 012, 12:30, << and =).
 _OTHER_READERS_RE = re.compile(r"[yYnN]|[-+]?0o[0-7]+|[-+]?0x[0-9a-fA-F]+")
+# YAML 1.1 readers (libyaml among them) also break lines at CR, NEL, LS and PS, and fold such
+# breaks in plain, single-quoted and block text: only double-quoted escapes keep them.
 _OTHER_BREAKS_RE = re.compile("[\r\x85\u2028\u2029]")
+_ANCHOR_RE = re.compile(r"[A-Za-z0-9_.-]+")
 
 
-class _DumpResolver(yaml.resolver.Resolver):
-    """Our plain-scalar types first, then YAML 1.1's, then the other readers' (see above).
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that quotes ambiguous strings, writes floats by repr, and names anchors."""
 
-    The serializer writes a string plain only when this resolves its text to ``str``, so a string
-    that any of these readers would take for something else comes out quoted.
-    """
+    anchor_names: dict[int, str] = {}
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        # The serializer writes a string plain only when this resolves its text to str.
         if kind is yaml.ScalarNode and implicit[0]:
             ours = scalar_kind(value)
             if ours != "str":
@@ -419,21 +416,6 @@ class _DumpResolver(yaml.resolver.Resolver):
             if _OTHER_READERS_RE.fullmatch(value):
                 return _STD + "int"
         return super().resolve(kind, value, implicit)
-
-
-class _Dumper(yaml.emitter.Emitter, yaml.serializer.Serializer,
-              yaml.representer.SafeRepresenter, _DumpResolver):
-    """SafeDumper with our resolver, finite floats only, and caller-named anchors."""
-
-    def __init__(self, stream: Any, anchors: Mapping[int, str], **kwargs: Any):
-        yaml.emitter.Emitter.__init__(self, stream, canonical=False, indent=2,
-                                      width=kwargs["width"], allow_unicode=True, line_break="\n")
-        yaml.serializer.Serializer.__init__(self, encoding=None, explicit_start=False,
-                                            explicit_end=False, version=None, tags=None)
-        yaml.representer.SafeRepresenter.__init__(self, default_style=None,
-                                                  default_flow_style=False, sort_keys=False)
-        _DumpResolver.__init__(self)
-        self.anchor_names = dict(anchors)
 
     def represent_float(self, data: float) -> yaml.ScalarNode:
         if not math.isfinite(data):
@@ -444,29 +426,22 @@ class _Dumper(yaml.emitter.Emitter, yaml.serializer.Serializer,
         return self.represent_scalar(_STD + "float", text)
 
     def represent_str(self, data: str) -> yaml.ScalarNode:
-        # Multi-line text reads best as a literal block; the emitter falls back to quotes when
-        # the text cannot be one (trailing spaces, special characters).
-        # YAML 1.1 readers (libyaml among them) also break lines at CR, NEL, LS and PS, and
-        # fold such breaks when unquoted or single-quoted: only escapes keep them.
-        if _OTHER_BREAKS_RE.search(data):
-            style = '"'
-        else:
-            style = "|" if "\n" in data else None
+        # Multi-line text reads best as a literal block; the emitter falls back to quotes when it
+        # cannot be one (trailing spaces, special characters).
+        style = '"' if _OTHER_BREAKS_RE.search(data) else "|" if "\n" in data else None
         return self.represent_scalar(_STD + "str", data, style=style)
 
     def generate_anchor(self, node: yaml.Node) -> str:
-        for oid, represented in self.represented_objects.items():
-            if represented is node and oid in self.anchor_names:
-                return self.anchor_names[oid]
-        return super().generate_anchor(node)
+        if not hasattr(self, "_node_objects"):  # the node graph is complete once serializing
+            self._node_objects = {id(n): oid for oid, n in self.represented_objects.items()}
+        name = self.anchor_names.get(self._node_objects.get(id(node), -1))
+        return name if name is not None else super().generate_anchor(node)
 
 
 _Dumper.add_representer(float, _Dumper.represent_float)
 _Dumper.add_representer(str, _Dumper.represent_str)
 _Dumper.add_representer(YMap, yaml.representer.SafeRepresenter.represent_dict)
 _Dumper.add_representer(YSeq, yaml.representer.SafeRepresenter.represent_list)
-
-_ANCHOR_RE = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def dump_yaml(obj: Any, anchors: Mapping[int, str] | None = None) -> str:
@@ -480,16 +455,14 @@ def dump_yaml(obj: Any, anchors: Mapping[int, str] | None = None) -> str:
     for name in names.values():
         if not _ANCHOR_RE.fullmatch(name):
             raise ValueError(f"anchor name {name!r} must be letters, digits, '_', '.' or '-'")
-    stream: list[str] = []
-
-    class _Sink:
-        write = stream.append
-
-    dumper = _Dumper(_Sink(), names, width=1 << 30)
+    out = io.StringIO()
+    dumper = _Dumper(out, default_flow_style=False, sort_keys=False, allow_unicode=True,
+                     width=1 << 30, indent=2)
+    dumper.anchor_names = names
     try:
         dumper.open()
         dumper.represent(obj)
         dumper.close()
     finally:
         dumper.dispose()
-    return "".join(stream)
+    return out.getvalue()
