@@ -1,0 +1,240 @@
+"""Run the benchmarks: import, batch resolution, one CLI resolution and scaling, per backend.
+
+Every figure is ours against a raw baseline measured in the same run (see ``baselines.py``),
+the median of several runs. The table goes to stdout, everything (runs, machine, command) to
+``--json-out``. Sizes:
+
+- ``full`` (the default): import 100,000 profiles in 200 files; 100,000 requests against the
+  100,000-profile registry; scaling at 1k, 10k, 100k and 1M profiles (``--max-profiles`` caps it).
+- ``quick`` (``--quick``): 10,000 profiles in 20 files, 10,000 requests, scaling at 1k and 10k.
+- ``tiny``: a smoke test of the whole pipeline in seconds.
+
+    python benchmarks/run.py --quick
+    python benchmarks/run.py --backends sqlite,postgresql --json-out benchmarks/results/full.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import generate  # noqa: E402
+import measure  # noqa: E402
+from backends import Backend, default_postgres_url, git_revision, machine  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+SIZES: dict[str, dict[str, Any]] = {
+    "tiny": dict(profiles=400, files=4, requests=400, scaling=(200, 400), repeats=1,
+                 cli_repeats=2, latency_requests=20),
+    "quick": dict(profiles=10_000, files=20, requests=10_000, scaling=(1_000, 10_000),
+                  repeats=3, cli_repeats=5, latency_requests=100),
+    "full": dict(profiles=100_000, files=200, requests=100_000,
+                 scaling=(1_000, 10_000, 100_000, 1_000_000), repeats=3, cli_repeats=10,
+                 latency_requests=200),
+}
+PER_FILE = 500  # scaling registries keep the import benchmark's 500 profiles per set
+TARGETS = {"import": 2.0, "batch": 1.0, "growth": 1.5}
+
+
+def registry_folder(work: Path, profiles: int, files: int) -> tuple[generate.Layout, Path]:
+    """A generated registry under ``work``, written once and reused by every backend."""
+    layout = generate.default_layout(profiles, files)
+    folder = work / f"registry-{profiles}-{files}"
+    done = folder / ".complete"
+    if not done.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        start = time.perf_counter()
+        generate.write_registry(layout, folder)
+        done.write_text("")
+        print(f"  generated {layout.profiles:,} profiles in {files} files "
+              f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
+    return layout, folder
+
+
+def run_backend(name: str, cfg: dict, args: argparse.Namespace, db_dir: Path) -> list[dict]:
+    """Every measurement on one backend; the result rows. SQLite files go under ``db_dir``."""
+    print(f"[{name}]", file=sys.stderr)
+    work = args.work_dir
+    backend = Backend(name, db_dir, args.postgres_url)
+    rows: list[dict] = []
+    try:
+        layout, folder = registry_folder(work, cfg["profiles"], cfg["files"])
+        imp, url = measure.bench_import(backend, folder, cfg["repeats"])
+        rows.append(dict(benchmark="import", backend=name, size=layout.profiles,
+                         files=cfg["files"], target=TARGETS["import"], **imp))
+        _progress(rows[-1])
+        lines = list(generate.requests(layout, cfg["requests"]))
+        batch = measure.bench_batch(url, lines, cfg["repeats"])
+        rows.append(dict(benchmark="batch", backend=name, size=layout.profiles,
+                         target=TARGETS["batch"], **batch))
+        _progress(rows[-1])
+        if importlib.util.find_spec("registry_db.commands.resolve") is None:
+            print("  CLI resolve: registry_db.commands.resolve is not there yet; skipped",
+                  file=sys.stderr)
+        else:
+            cli = measure.bench_cli(url, next(generate.hit_requests(layout, 1)),
+                                    cfg["cli_repeats"])
+            rows.append(dict(benchmark="cli", backend=name, size=layout.profiles, **cli))
+            _progress(rows[-1])
+        sizes = [s for s in cfg["scaling"] if s <= args.max_profiles]
+        loaded = {layout.profiles: (imp, url, layout)}
+        for size in sorted(sizes, key=lambda s: s != layout.profiles):
+            if size in loaded:
+                s_imp, s_url, s_layout = loaded[size]
+            else:
+                s_layout, s_folder = registry_folder(work, size, max(2, size // PER_FILE))
+                reps = cfg["repeats"] if size <= 10_000 else 1
+                s_imp, s_url = measure.bench_import(backend, s_folder, reps,
+                                                    baseline=size <= args.max_baseline)
+            lat = measure.bench_latency(s_url, list(generate.hit_requests(s_layout, cfg["latency_requests"])))
+            rows.append(dict(benchmark="scaling", backend=name, size=size,
+                             import_=s_imp, latency=lat))
+            _progress(rows[-1])
+        rows.sort(key=lambda r: (r["benchmark"] == "scaling", r["size"]))
+        rows.extend(_growth(name, rows))
+    finally:
+        backend.close()
+    return rows
+
+
+def _growth(name: str, rows: list[dict]) -> list[dict]:
+    scaling = sorted((r for r in rows if r["benchmark"] == "scaling"), key=lambda r: r["size"])
+    if len(scaling) < 2:
+        return []
+    lo, hi = scaling[0], scaling[-1]
+    return [dict(benchmark="growth", backend=name, size=hi["size"], from_size=lo["size"],
+                 ours_s=hi["latency"]["ours_s"], baseline_s=lo["latency"]["ours_s"],
+                 ratio=hi["latency"]["ours_s"] / lo["latency"]["ours_s"],
+                 target=TARGETS["growth"])]
+
+
+def _progress(row: dict) -> None:
+    print("  " + "  ".join(table_row(row)[:6]), file=sys.stderr)
+
+
+# --- the table -----------------------------------------------------------------------------------
+
+def _t(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def table_row(r: dict) -> list[str]:
+    """benchmark, backend, size, ours, baseline, ratio, target, met?"""
+    b, name = r["benchmark"], r["backend"]
+    if b == "import":
+        return ["import", name, f"{r['size']:,} profiles / {r['files']} files",
+                _t(r["ours_s"]), _t(r["baseline_s"]), f"{r['ratio']:.2f}",
+                f"≤ {r['target']:g}", _yes(r["ratio"] <= r["target"])]
+    if b == "batch":
+        return ["batch resolution", name, f"{r['requests']:,} requests / {r['size']:,}",
+                f"{_t(r['ours_s'])} ({r['ours_per_s']:,.0f}/s)",
+                f"{_t(r['baseline_s'])} ({r['baseline_per_s']:,.0f}/s)", f"{r['ratio']:.2f}",
+                f"≤ {r['target']:g}", _yes(r["ratio"] <= r["target"])]
+    if b == "cli":
+        unused = ", ".join(r["imports"]["unused"]) or "none"
+        return ["CLI resolve --json", name, f"{r['size']:,}", _t(r["ours_s"]),
+                _t(r["baseline_s"]) + " (python -c 'import sqlite3')", f"{r['ratio']:.2f}",
+                "no unused imports", _yes(not r["imports"]["unused"]) + f" (unused: {unused})"]
+    if b == "scaling":
+        imp, lat = r["import_"], r["latency"]
+        base = f"{_t(lat['baseline_s'])} / {_t(imp.get('baseline_s'))}"
+        ratio = f"{lat['ratio']:.2f} / " + (f"{imp['ratio']:.2f}" if "ratio" in imp else "-")
+        return ["scaling: latency / import", name, f"{r['size']:,}",
+                f"{_t(lat['ours_s'])} / {_t(imp['ours_s'])}", base, ratio, "-", "-"]
+    met = _yes(r["ratio"] <= r["target"]) if r["size"] >= 1_000_000 else (
+        "not measured at 1M")
+    return ["latency growth", name, f"{r['size']:,} vs {r['from_size']:,}", _t(r["ours_s"]),
+            _t(r["baseline_s"]) + f" (at {r['from_size']:,})", f"{r['ratio']:.2f}",
+            f"≤ {r['target']:g} (1M vs 1k)", met]
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "NO"
+
+
+HEADER = ["benchmark", "backend", "size", "ours (median)", "baseline (median)", "ratio",
+          "target", "met?"]
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The results as a Markdown table (what the README quotes)."""
+    out = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    out += ["| " + " | ".join(table_row(r)) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="same as --sizes quick")
+    ap.add_argument("--sizes", choices=sorted(SIZES), default=None)
+    ap.add_argument("--backends", default="sqlite,postgresql",
+                    help="comma-separated: sqlite, postgresql")
+    ap.add_argument("--postgres-url", default=default_postgres_url(),
+                    help="a server where the user may CREATE DATABASE (a fresh one per run)")
+    ap.add_argument("--max-profiles", type=int, default=1_000_000,
+                    help="skip scaling points above this many profiles")
+    ap.add_argument("--max-baseline", type=int, default=100_000,
+                    help="no raw import baseline at scaling points above this")
+    ap.add_argument("--repeats", type=int, default=None, help="override the size's repeats")
+    ap.add_argument("--work-dir", type=Path, default=HERE / "work",
+                    help="generated registries and SQLite files (kept between runs)")
+    ap.add_argument("--json-out", type=Path, default=HERE / "results" / "latest.json")
+    args = ap.parse_args(argv)
+    args.sizes = args.sizes or ("quick" if args.quick else "full")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run, print the table, write the JSON."""
+    args = parse_args(argv)
+    cfg = dict(SIZES[args.sizes])
+    if args.repeats:
+        cfg["repeats"] = args.repeats
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(dir=args.work_dir, prefix="run-") as tmp:
+        for name in backends:
+            rows += run_backend(name, cfg, args, Path(tmp))
+    record = {
+        "command": "python benchmarks/run.py " + " ".join(map(shlex.quote, sys.argv[1:]
+                                                            if argv is None else argv)),
+        "sizes": args.sizes, "config": cfg,
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "duration_s": round(time.perf_counter() - started, 1),
+        "git": git_revision(HERE.parent),
+        "machine": machine(args.postgres_url if "postgresql" in backends else None),
+        "results": rows,
+    }
+    args.json_out.parent.mkdir(parents=True, exist_ok=True)
+    args.json_out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(markdown_table(rows))
+    m = record["machine"]
+    print(f"\nmachine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, SQLite "
+          f"{m['sqlite']}, PostgreSQL {m['postgresql']}; {record['duration_s']} s; "
+          f"JSON: {args.json_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
