@@ -10,6 +10,7 @@ Each rule has a stable ``code``; every problem of every file is reported, not ju
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -19,8 +20,9 @@ from typing import Any, Iterable
 from registry_db.errors import InvalidInput
 from registry_db.findings import Finding, sort_findings
 from registry_db.spec import (CATEGORY_RE, COPIED_FROM_RE, KIND, METHODS, PROFILE_KEYS,
-                              PROVENANCE_KEYS, SAMPLING_KEYS, SET_KEYS, SUM_TOLERANCE, Profile,
-                              ProfileSet, Provenance, Sampling, profile_label)
+                              PROFILE_METHODS, PROVENANCE_KEYS, SAMPLING_KEYS, SET_KEYS,
+                              SUM_TOLERANCE, Profile, ProfileSet, Provenance, Sampling,
+                              profile_label)
 from registry_db.validate_base import Checker, join, rates_sum_off, type_name
 from registry_db.validate_inline import check_inline_value, check_pin
 from registry_db.yamlio import key_pos, load_file, mark, pos
@@ -104,7 +106,7 @@ def _profiles(ck: Checker, doc: dict) -> tuple[Profile, ...] | None:
     provenances: dict[int, Provenance | None] = {}
     for i, item in enumerate(seq):
         path = join("profiles", i)
-        if not ck.mapping(item, pos(seq, i), path, "a profile"):
+        if not ck.mapping(item, pos(seq, i), path, "each profile", code="wrong_type"):
             out.append(None)
             continue
         profile, key = _profile(ck, item, path, provenances)
@@ -186,9 +188,11 @@ def _method_fields(ck: Checker, m: dict, path: str, provenances: dict[int, Prove
     if method is not None:
         rule = METHODS.get(method)
         if rule is None:
+            near = difflib.get_close_matches(method, PROFILE_METHODS, n=1)
+            hint = (f"did you mean {near[0]!r}?" if near
+                    else f"use one of {', '.join(PROFILE_METHODS)}")
             ck.error(pos(m, "method"), join(path, "method"), "unknown_method",
-                     f"method {method!r} is not one of "
-                     f"{', '.join(n for n, r in METHODS.items() if r.allowed_in_profile)}")
+                     f"method {method!r} is not recognized; {hint}")
         elif not rule.allowed_in_profile:
             ck.error(pos(m, "method"), join(path, "method"), "method_not_charged",
                      "method not_charged is not a value and cannot be a profile's method; "

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from typing import Any, Iterable, Sequence
 
 from registry_db.findings import Finding
-from registry_db.yamlio import Position, key_pos, mark, pos
+from registry_db.yamlio import Position, key_pos, mark, pos, scalar_kind
+
+_LEADING_ZERO_RE = re.compile(r"[-+]?0[0-9]+")
 
 #: The spec's ``want`` names, as messages say them.
 _WANTS = {
@@ -65,9 +68,11 @@ def join(path: str, key: Any) -> str:
 def _hint(value: Any, want: str) -> str:
     """A short "how to fix" for the common wrong types."""
     if want in ("integer", "number") and isinstance(value, str):
-        if value.lstrip("+-").isdigit():
-            return "; leading zeros and quotes make a string, so write the plain number"
-        return "; write a plain number without quotes"
+        if _LEADING_ZERO_RE.fullmatch(value):
+            return f"; a leading zero makes it text, so write {int(value)}"
+        if scalar_kind(value) in ("int", "float"):
+            return "; remove the quotes"
+        return ""
     if want == "integer" and isinstance(value, float) and math.isfinite(value) \
             and value.is_integer():
         return f"; write {int(value)}, without the decimal point"
@@ -96,12 +101,13 @@ class Checker:
         self.findings.append(Finding(file=self.file, line=where[0], column=where[1], path=path,
                                      code=code, message=message, severity=severity))
 
-    def mapping(self, value: Any, where: Position, path: str, what: str) -> bool:
-        """True if ``value`` is a mapping; otherwise report it as ``not_a_mapping``."""
+    def mapping(self, value: Any, where: Position, path: str, what: str,
+                code: str = "not_a_mapping") -> bool:
+        """True if ``value`` is a mapping; otherwise report it (as ``not_a_mapping``)."""
         if isinstance(value, dict):
             return True
-        got = "empty" if value is None else type_name(value)
-        self.error(where, path, "not_a_mapping", f"{what} must be a mapping, got {got}")
+        got = "nothing" if value is None and not path else type_name(value)
+        self.error(where, path, code, f"{what} must be a mapping, got {got}")
         return False
 
     def unknown_keys(self, m: dict, known: Sequence[str], path: str) -> None:
@@ -140,8 +146,9 @@ class Checker:
             "mapping": isinstance(value, dict),
         }[want]
         if not ok:
+            shown = f" {value!r}"[:42] if isinstance(value, (str, int, float)) else ""
             self.error(where, sub, "wrong_type", f"{key} must be {_WANTS[want]}, got "
-                       f"{type_name(value)}{_hint(value, want)}")
+                       f"{type_name(value)}{shown}{_hint(value, want)}")
             return None
         if want == "number" and not math.isfinite(value):
             self.error(where, sub, nonfinite,

@@ -245,8 +245,9 @@ def _char_pos(text: str, offset: int) -> Position:
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
-def _finding(file: str, where: Position, code: str, message: str) -> Finding:
-    return Finding(file=file, line=where[0], column=where[1], path="", code=code, message=message)
+def _finding(file: str, where: Position, code: str, message: str, path: str = "") -> Finding:
+    return Finding(file=file, line=where[0], column=where[1], path=path, code=code,
+                   message=message)
 
 
 class _Frame:
@@ -273,7 +274,17 @@ class _Builder:
         self.total = 0
 
     def add(self, where: Position, code: str, message: str) -> None:
-        self.findings.append(_finding(self.file, where, code, message))
+        self.findings.append(_finding(self.file, where, code, message, self._path()))
+
+    def _path(self) -> str:
+        """The key path of the slot being filled, such as ``profiles[0].category``."""
+        path = ""
+        for frame in self.stack:
+            if isinstance(frame.value, YSeq):
+                path += f"[{len(frame.value)}]"
+            elif frame.has_key:
+                path += f".{frame.key}" if path else str(frame.key)
+        return path
 
     def run(self, parser: Any) -> None:
         documents = 0
@@ -328,7 +339,8 @@ class _Builder:
         self._emit(value, at, 1)
 
     def _bad_tag(self, tag: str, at: Position, what: str) -> None:
-        self.add(at, "bad_tag", f"tag {tag!r} is not allowed on {what}; only the standard "
+        shown = "!!" + tag[len(_STD):] if tag.startswith(_STD) else tag
+        self.add(at, "bad_tag", f"tag {shown} is not allowed on {what}; only the standard "
                  "!!str, !!int, !!float, !!bool, !!null, !!map and !!seq are")
 
     def _open(self, event: Any, at: Position, cls: type) -> None:
@@ -373,12 +385,13 @@ class _Builder:
             container.append(value)
             container.item_marks.append(at)
         elif not frame.has_key:
-            frame.has_key, frame.key, frame.key_mark, frame.skip = True, value, at, False
             if isinstance(value, (YMap, YSeq)):
                 self.add(at, "complex_key", "a key must be a plain scalar, not a "
                          f"{'mapping' if isinstance(value, YMap) else 'list'}")
-                frame.skip = True
-            elif value in container.key_marks:
+                frame.has_key, frame.key, frame.key_mark, frame.skip = True, "?", at, True
+                return
+            frame.has_key, frame.key, frame.key_mark, frame.skip = True, value, at, False
+            if value in container.key_marks:
                 first = container.key_marks[value][0]
                 self.add(at, "duplicate_key",
                          f"duplicate key {value!r} (first at line {first}); remove one of them")
