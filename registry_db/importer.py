@@ -38,6 +38,9 @@ STATUSES: tuple[str, ...] = ("added", "updated", "unchanged")
 #: Values per ``IN (...)`` list: far below SQLite's and PostgreSQL's bound-parameter limits.
 _CHUNK = 1000
 
+#: From this many rows on, PostgreSQL inserts use COPY.
+_COPY_MIN_ROWS = 50
+
 #: ``progress(phase, done, total)``: phase is ``validate`` or ``write``.
 Progress = Callable[[str, int, int], None]
 
@@ -233,12 +236,11 @@ def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str]],
              for s, h in changed if s.name in stored])
     added = [{"name": s.name, "source_file": s.file, "content_hash": h, "imported_at": now}
              for s, h in changed if s.name not in stored]
-    set_ids = {s.name: stored[s.name][0] for s, _ in changed if s.name in stored}
     if added:
-        ids = conn.execute(
-            insert(profile_sets).returning(profile_sets.c.id, sort_by_parameter_order=True),
-            added).scalars().all()
-        set_ids.update(zip((a["name"] for a in added), ids))
+        # Plain executemany, then read the ids back: RETURNING in parameter order would make
+        # SQLite run one statement per row.
+        _insert_many(conn, profile_sets, added)
+    set_ids = {n: i for n, (i, _) in _stored_sets(conn, [s.name for s, _ in changed]).items()}
 
     prov_ids = _provenance_ids(conn, [s for s, _ in changed])
     total = len(changed)
@@ -252,50 +254,57 @@ def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str]],
             profiles.c.provenance_id == provenances.c.id)))
 
 
-def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[str, int]) -> None:
+def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int, int]) -> None:
     if s.caveats:
-        conn.execute(insert(set_caveats), [
+        _insert_many(conn, set_caveats, [
             {"set_id": set_id, "position": i, "text": c} for i, c in enumerate(s.caveats)])
-    rows = [{
+    _insert_many(conn, profiles, [{
         "set_id": set_id, "position": i, "model": p.model,
         "speculative_method": p.speculative_method, "num_spec_tokens": p.num_spec_tokens,
         "thinking": p.thinking, "category": p.category,
         "acceptance_length": float(p.acceptance_length), "method": p.method,
-        "provenance_id": None if p.provenance is None else prov_ids[p.provenance.content_hash()],
+        "provenance_id": None if p.provenance is None else prov_ids[id(p.provenance)],
         "rationale": p.rationale, "copied_from": p.copied_from,
-    } for i, p in enumerate(s.profiles)]
-    ids = conn.execute(insert(profiles).returning(profiles.c.id, sort_by_parameter_order=True),
-                       rows).scalars().all()
-    rates = [{"profile_id": pid, "position": k, "rate": float(r)}
-             for pid, p in zip(ids, s.profiles) if p.per_position_rates
-             for k, r in enumerate(p.per_position_rates, 1)]
-    if rates:
-        conn.execute(insert(profile_rates), rates)
+    } for i, p in enumerate(s.profiles)])
+    if not any(p.per_position_rates for p in s.profiles):
+        return
+    ids = dict(conn.execute(select(profiles.c.position, profiles.c.id)
+                            .where(profiles.c.set_id == set_id)).all())
+    _insert_many(conn, profile_rates, [
+        {"profile_id": ids[i], "position": k, "rate": float(r)}
+        for i, p in enumerate(s.profiles) if p.per_position_rates
+        for k, r in enumerate(p.per_position_rates, 1)])
 
 
-def _provenance_ids(conn: Connection, sets: Iterable[ProfileSet]) -> dict[str, int]:
-    """``content_hash -> id`` for every provenance the sets cite, inserting the missing ones."""
+def _provenance_ids(conn: Connection, sets: Iterable[ProfileSet]) -> dict[int, int]:
+    """``id(provenance object) -> row id`` for every provenance the sets cite, inserting the
+    missing ones. Each distinct object is hashed once (aliases share one object)."""
+    by_object: dict[int, str] = {}
     wanted: dict[str, Provenance] = {}
     for s in sets:
         for p in s.profiles:
-            if p.provenance is not None:
-                wanted.setdefault(p.provenance.content_hash(), p.provenance)
+            pv = p.provenance
+            if pv is not None and id(pv) not in by_object:
+                by_object[id(pv)] = h = pv.content_hash()
+                wanted.setdefault(h, pv)
+    ids = _provenance_rows(conn, sorted(wanted))
+    missing = [h for h in wanted if h not in ids]
+    if missing:
+        _insert_many(conn, provenances, [_provenance_row(h, wanted[h]) for h in missing])
+        ids.update(_provenance_rows(conn, missing))
+        settings = [{"provenance_id": ids[h], "name": n, "value": setting_text(v),
+                     "value_type": setting_type(v)}
+                    for h in missing for n, v in wanted[h].settings]
+        if settings:
+            _insert_many(conn, provenance_settings, settings)
+    return {obj: ids[h] for obj, h in by_object.items()}
+
+
+def _provenance_rows(conn: Connection, hashes: Sequence[str]) -> dict[str, int]:
     ids: dict[str, int] = {}
-    for chunk in _chunks(sorted(wanted)):
+    for chunk in _chunks(hashes):
         ids.update(conn.execute(select(provenances.c.content_hash, provenances.c.id)
                                 .where(provenances.c.content_hash.in_(chunk))).all())
-    missing = [h for h in wanted if h not in ids]
-    if not missing:
-        return ids
-    new_ids = conn.execute(
-        insert(provenances).returning(provenances.c.id, sort_by_parameter_order=True),
-        [_provenance_row(h, wanted[h]) for h in missing]).scalars().all()
-    ids.update(zip(missing, new_ids))
-    settings = [{"provenance_id": ids[h], "name": n, "value": setting_text(v),
-                 "value_type": setting_type(v)}
-                for h in missing for n, v in wanted[h].settings]
-    if settings:
-        conn.execute(insert(provenance_settings), settings)
     return ids
 
 
@@ -310,6 +319,26 @@ def _provenance_row(content_hash: str, pv: Provenance) -> dict[str, Any]:
         "top_k": None if sampling is None else sampling.top_k,
         "max_tokens": None if sampling is None else sampling.max_tokens,
     }
+
+
+def _insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows`` into ``table``, in the current transaction.
+
+    PostgreSQL gets ``COPY ... FROM STDIN`` for many rows (psycopg's executemany sends one
+    statement per row, ten times slower); SQLite's executemany is already a tight C loop.
+    """
+    if conn.dialect.name == "postgresql" and len(rows) >= _COPY_MIN_ROWS:
+        columns = list(rows[0])
+        cursor = conn.connection.driver_connection.cursor()
+        try:
+            names = ", ".join(f'"{c}"' for c in columns)
+            with cursor.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy:
+                for row in rows:
+                    copy.write_row([row[c] for c in columns])
+        finally:
+            cursor.close()
+        return
+    conn.execute(insert(table), rows)
 
 
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:

@@ -368,3 +368,23 @@ def test_seed_copy_folder_is_sorted_and_hidden_files_skipped(engine, tmp_path):
     with engine.connect() as conn:
         assert conn.execute(select(profile_sets.c.name).order_by(profile_sets.c.id)
                             ).scalars().all() == ["a-first", "inferencex-golden-al"]
+
+
+def test_large_set_with_rates_round_trips_exactly(engine):
+    """Enough rows for the bulk path (COPY on PostgreSQL): rates, settings, floats exact."""
+    [seed], _ = importer.load_paths([SEED_FILE])
+    base = seed.profiles[0]
+    rated = []
+    for i in range(120):
+        al = 1.0 + (i % 7) / 3  # 1.0, 1.333..., ... 3.0: floats that print long
+        rest = al - 1.0
+        rates = (min(rest, 1.0), max(rest - 1.0, 0.0), 0.0, 0.0, 0.0)
+        rated.append(dataclasses.replace(base, category=f"c{i}", acceptance_length=al,
+                                         per_position_rates=rates))
+    big = dataclasses.replace(seed, name="big", profiles=tuple(rated))
+    importer.import_sets(engine, [big])
+    back = store.load_set(engine, "big")
+    assert back.content_hash() == big.content_hash()
+    assert [p.per_position_rates for p in back.profiles] == [p.per_position_rates for p in rated]
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT COUNT(*) FROM profile_rates")).scalar() == 600
