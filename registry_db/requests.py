@@ -1,0 +1,200 @@
+"""Run requests from outside the library: workload and scenario files, and ``--batch`` lines.
+
+A workload file states the workload's terms (``thinking``, ``category``) and may state its own
+``acceptance`` (an inline value); a scenario file's top-level ``acceptance`` is the pin. Both are
+YAML documents of a wider system, so their other keys are ignored, except that a key one typo
+away from a known one draws a warning (a misspelt ``categroy`` would otherwise drop the term in
+silence). Problems carry ``FILE:LINE:COL: PATH`` from the loader's positions. An inline value or
+pin that breaks the spec's rules is the refusal ``invalid_value``; a file that cannot be read, or
+whose terms have the wrong type, is invalid input (exit 1 with findings).
+
+A ``--batch`` line is a JSON object with the contract's keys. A line that is not one (bad JSON,
+a missing, unknown, duplicated or mistyped key) is answered ``invalid_request``; the inline
+values and pins inside a good line are checked by the spec's rules, as everywhere else.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from registry_db.errors import InvalidInput, ResolutionRefused
+from registry_db.findings import Finding
+from registry_db.resolve import Request, invalid_value
+from registry_db.spec import CATEGORY_RE, THINKING_MODES, WORKLOAD_KEYS, InlineValue, Pin
+from registry_db.validate_base import Checker, is_int, type_name
+from registry_db.validate_inline import check_inline_value, check_pin
+from registry_db.yamlio import key_pos, load_file, mark, pos
+
+#: A batch line's keys: what each must be, and whether it is required.
+BATCH_KEYS: dict[str, tuple[str, bool]] = {
+    "model": ("string", True),
+    "method": ("string", True),
+    "k": ("integer", True),
+    "thinking": ("string", False),
+    "category": ("string", False),
+    "acceptance": ("object", False),
+    "pin": ("object", False),
+    "cli": ("object", False),
+    "hardware": ("string", False),
+    "sets": ("list of strings", False),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A workload file's terms: thinking mode, category and its own stated acceptance."""
+
+    thinking: str | None
+    category: str | None
+    acceptance: InlineValue | None
+    warnings: tuple[Finding, ...] = ()
+
+
+def load_workload(path: str | os.PathLike) -> Workload:
+    """Read a workload file; raise :class:`InvalidInput` (findings) or ``invalid_value``."""
+    file = str(path)
+    doc = load_file(path)
+    ck = Checker(file)
+    if not ck.mapping(doc, mark(doc), "", "a workload"):
+        raise InvalidInput(ck.findings)
+    _near_misses(ck, doc, WORKLOAD_KEYS)
+    thinking = ck.field(doc, "thinking", "", "string")
+    if thinking is not None and thinking not in THINKING_MODES:
+        ck.error(pos(doc, "thinking"), "thinking", "bad_thinking",
+                 f"thinking is {thinking!r}; it is 'on' or 'off' (quote them in YAML 1.1 tools)")
+    category = ck.field(doc, "category", "", "string")
+    if category is not None and not CATEGORY_RE.fullmatch(category):
+        ck.error(pos(doc, "category"), "category", "bad_category",
+                 f"category {category!r} is malformed; use lower-case letters, digits, '_' and "
+                 "'-', such as coding")
+    if ck.errors:
+        raise InvalidInput(ck.findings)
+    acceptance = None
+    if doc.get("acceptance") is not None:
+        acceptance, findings = check_inline_value(doc["acceptance"], file, "acceptance")
+        if acceptance is None:
+            raise invalid_value("workload", findings)
+    return Workload(thinking, category, acceptance, tuple(ck.findings))
+
+
+def load_scenario(path: str | os.PathLike) -> tuple[Pin | None, tuple[Finding, ...]]:
+    """A scenario file's ``acceptance`` pin (None when it has none) and warnings."""
+    file = str(path)
+    doc = load_file(path)
+    ck = Checker(file)
+    if not ck.mapping(doc, mark(doc), "", "a scenario"):
+        raise InvalidInput(ck.findings)
+    _near_misses(ck, doc, ("acceptance",))
+    if doc.get("acceptance") is None:
+        return None, tuple(ck.findings)
+    pin, findings = check_pin(doc["acceptance"], file, "acceptance")
+    if pin is None:
+        raise invalid_value("scenario", findings)
+    return pin, tuple(ck.findings)
+
+
+def _near_misses(ck: Checker, doc: dict, known: tuple[str, ...]) -> None:
+    for key in doc:
+        if key in known or not isinstance(key, str):
+            continue
+        near = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        if near:
+            ck.error(key_pos(doc, key), key, "near_known_key",
+                     f"{key!r} is ignored; did you mean {near[0]!r}?", severity="warning")
+
+
+# --- batch lines ---------------------------------------------------------------------------------
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {dup!r} appears twice")
+    return out
+
+
+#: A batch line's value keys and the layers that state them.
+_LAYER_OF = {"acceptance": "workload", "pin": "scenario", "cli": "cli"}
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_refuse_duplicates)
+
+
+def parse_line(line: str, number: int) -> Request | ResolutionRefused:
+    """One ``--batch`` line as a request, or the refusal that answers it."""
+    if not line.strip():
+        return _invalid(number, "the line is empty; each line is one JSON request")
+    try:
+        obj = _DECODER.decode(line)
+    except ValueError as exc:  # JSONDecodeError is a ValueError, and so is a duplicate key
+        return _invalid(number, f"not a JSON object: {exc}")
+    try:
+        return request_from_json(obj)
+    except ResolutionRefused as refusal:
+        if refusal.reason == "invalid_request":
+            return _invalid(number, refusal.message)
+        return refusal
+
+
+def parse_lines(lines: Iterable[str]) -> list[Request | ResolutionRefused]:
+    """Every line of a ``--batch`` input, in order (a blank line is an invalid request)."""
+    return [parse_line(line, n) for n, line in enumerate(lines, 1)]
+
+
+def _invalid(number: int, message: str) -> ResolutionRefused:
+    return ResolutionRefused("invalid_request", f"line {number}: {message}")
+
+
+def request_from_json(obj: Any) -> Request:
+    """A request from a decoded ``--batch`` object; raise ``invalid_request`` or ``invalid_value``.
+
+    ``acceptance`` is the workload's inline value, ``pin`` the scenario's pin, ``cli`` the
+    command line's value, each in the spec's form.
+    """
+    if not isinstance(obj, dict):
+        raise ResolutionRefused("invalid_request", f"a request is a JSON object, got "
+                                f"{type_name(obj)}")
+    problems = []
+    for key in obj:
+        if key not in BATCH_KEYS:
+            near = difflib.get_close_matches(key, BATCH_KEYS, n=1, cutoff=0.6)
+            problems.append(f"unknown key {key!r}; " + (
+                f"did you mean {near[0]!r}?" if near else f"known keys: {', '.join(BATCH_KEYS)}"))
+    for key, (want, required) in BATCH_KEYS.items():
+        value = obj.get(key)
+        if value is None:
+            if required:
+                problems.append(f"{key} is required ({want})")
+        elif not _is(value, want):
+            problems.append(f"{key} must be {'an' if want[0] in 'aeiou' else 'a'} {want}, "
+                            f"got {type_name(value)}")
+    if problems:
+        raise ResolutionRefused("invalid_request", "; ".join(problems))
+    values: dict[str, Any] = {}
+    for key, check in (("acceptance", check_inline_value), ("pin", check_pin),
+                       ("cli", check_inline_value)):
+        if obj.get(key) is not None:
+            good, findings = check(obj[key], "", key)
+            if good is None:
+                raise invalid_value(_LAYER_OF[key], findings)
+            values[key] = good
+    sets = obj.get("sets")
+    return Request(obj["model"], obj["method"], obj["k"], obj.get("thinking"),
+                   obj.get("category"), values.get("acceptance"), values.get("pin"),
+                   values.get("cli"), obj.get("hardware"),
+                   None if sets is None else tuple(sets))
+
+
+def _is(value: Any, want: str) -> bool:
+    if want == "string":
+        return isinstance(value, str)
+    if want == "integer":
+        return is_int(value)
+    if want == "object":
+        return isinstance(value, dict)
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
