@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from sqlalchemy import bindparam, delete, exists, insert, select, update
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 
 from registry_db import db
 from registry_db.errors import InvalidInput
@@ -329,12 +330,17 @@ def _insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> No
     """
     if conn.dialect.name == "postgresql" and len(rows) >= _COPY_MIN_ROWS:
         columns = list(rows[0])
+        names = ", ".join(f'"{c}"' for c in columns)
+        sql = f'COPY "{table.name}" ({names}) FROM STDIN'
+        dbapi_error = conn.dialect.loaded_dbapi.Error
         cursor = conn.connection.driver_connection.cursor()
         try:
-            names = ", ".join(f'"{c}"' for c in columns)
-            with cursor.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy:
+            with cursor.copy(sql) as copy:
                 for row in rows:
                     copy.write_row([row[c] for c in columns])
+        except dbapi_error as exc:
+            # Wrapped like SQLAlchemy's own errors, so run_write retries or translates it.
+            raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
         finally:
             cursor.close()
         return

@@ -309,6 +309,18 @@ def test_database_refusal_rolls_back_every_set(engine):
     assert dump(engine) == before
 
 
+def test_database_refusal_in_a_bulk_insert_is_a_registry_error(engine):
+    """The bulk path (COPY on PostgreSQL) reports a refused row like any other statement."""
+    [seed], _ = importer.load_paths([SEED_FILE])
+    rows = tuple(dataclasses.replace(seed.profiles[0], category=f"c{i}",
+                                     acceptance_length=99.0 if i == 70 else 2.0)
+                 for i in range(100))
+    before = dump(engine)
+    with pytest.raises(RegistryError, match="al_range"):
+        importer.import_sets(engine, [dataclasses.replace(seed, profiles=rows)])
+    assert dump(engine) == before
+
+
 def test_dry_run_reports_and_writes_nothing(engine, tmp_path):
     importer.import_paths(engine, [SEED])
     before = dump(engine)
