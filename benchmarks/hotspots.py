@@ -1,0 +1,110 @@
+"""Profile one slow path of the library, in process, with cProfile (or pyinstrument if asked).
+
+    python benchmarks/hotspots.py import --profiles 100000 --files 200 [--backend postgresql]
+    python benchmarks/hotspots.py batch --profiles 100000 --requests 100000
+    python benchmarks/hotspots.py one --profiles 10000 --requests 2000
+
+``import`` profiles ``import_paths`` into a fresh database; ``batch`` profiles ``resolve_many``
+and ``one`` a loop of ``resolve`` calls, both against a registry loaded by the raw baseline
+(the rows are the same). Prints the top functions by cumulative time and writes the full
+statistics next to the work files (``.pstats``; open with ``python -m pstats`` or snakeviz).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import baselines  # noqa: E402
+import generate  # noqa: E402
+import measure  # noqa: E402
+from backends import Backend, default_postgres_url  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def _profile(fn: Callable[[], object], out: Path, top: int, use_pyinstrument: bool) -> None:
+    if use_pyinstrument:
+        from pyinstrument import Profiler
+
+        prof = Profiler(interval=0.001)
+        prof.start()
+        fn()
+        prof.stop()
+        print(prof.output_text(unicode=True, color=False, show_all=False))
+        return
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    prof.dump_stats(out)
+    stats = pstats.Stats(str(out))
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+    print(f"full statistics: {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("import", "batch", "one"))
+    ap.add_argument("--profiles", type=int, default=100_000)
+    ap.add_argument("--files", type=int, default=None, help="default: profiles / 500")
+    ap.add_argument("--requests", type=int, default=None, help="default: as many as profiles")
+    ap.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
+    ap.add_argument("--postgres-url", default=default_postgres_url())
+    ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--pyinstrument", action="store_true")
+    ap.add_argument("--work-dir", type=Path, default=HERE / "work")
+    args = ap.parse_args(argv)
+    files = args.files or max(2, args.profiles // 500)
+    layout = generate.default_layout(args.profiles, files)
+    folder = args.work_dir / f"registry-{args.profiles}-{files}"
+    if not (folder / ".complete").exists():
+        generate.write_registry(layout, folder)
+        (folder / ".complete").write_text("")
+    paths = sorted(folder.glob("*.yaml"))
+    out = args.work_dir / f"profile-{args.what}-{args.backend}-{args.profiles}.pstats"
+    from registry_db import db
+
+    with tempfile.TemporaryDirectory(dir=args.work_dir) as tmp:
+        backend = Backend(args.backend, Path(tmp), args.postgres_url)
+        try:
+            url = backend.fresh()
+            if args.what == "import":
+                from registry_db.importer import import_paths
+
+                engine = db.open_registry(url)
+                _profile(lambda: import_paths(engine, paths), out, args.top, args.pyinstrument)
+                engine.dispose()
+                return 0
+            baselines.raw_import(url, paths)
+            backend.settle(url)
+            n = args.requests or args.profiles
+            engine = db.open_registry(url, readonly=True)
+            if args.what == "batch":
+                reqs = measure.library_requests(list(generate.requests(layout, n)))
+                measure.resolve_many_ours(engine, reqs[:100])
+                _profile(lambda: measure.resolve_many_ours(engine, reqs), out, args.top,
+                         args.pyinstrument)
+            else:
+                from registry_db.resolve import resolve
+
+                reqs = measure.library_requests(list(generate.hit_requests(layout, n)))
+                _profile(lambda: [resolve(engine, r) for r in reqs], out, args.top,
+                         args.pyinstrument)
+            engine.dispose()
+        finally:
+            backend.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
