@@ -160,9 +160,13 @@ class _Stop(Exception):
 
 
 def load_file(path: str | os.PathLike, file: str | None = None,
-              max_bytes: int = MAX_FILE_BYTES) -> Any:
-    """Read and load one YAML file; ``file`` is the name findings show (default: ``path``)."""
+              max_bytes: int | None = None) -> Any:
+    """Read and load one YAML file; ``file`` is the name findings show (default: ``path``).
+
+    Files over ``max_bytes`` (default :data:`MAX_FILE_BYTES`) are refused before being read.
+    """
     label = str(path) if file is None else file
+    max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
