@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -298,7 +299,8 @@ def test_shared_objects_are_written_once_with_named_anchors():
 
 
 def test_loaded_documents_dump_back_unchanged(parser):
-    doc = load_yaml(open("seed/acceptance/inferencex-golden-al.yaml", "rb").read(), "t")
+    seed = Path(__file__).parent.parent / "seed" / "acceptance" / "inferencex-golden-al.yaml"
+    doc = load_yaml(seed.read_bytes(), "t")
     assert load_yaml(dump_yaml(doc), "t") == doc
 
 
