@@ -7,7 +7,6 @@ tries one compares every table before and after.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -141,7 +140,8 @@ def test_no_rows_and_sql_from_stdin(db_url):
 
 def test_numeric_comes_back_as_int_or_float_on_both_backends(db_url):
     result = run_query(db_url, "SELECT ROUND(CAST(2.5 AS NUMERIC), 3) AS r, "
-                               "CAST(7 AS NUMERIC) AS n, AVG(CAST(num_spec_tokens AS NUMERIC)) AS a "
+                               "CAST(7 AS NUMERIC) AS n, "
+                               "AVG(CAST(num_spec_tokens AS NUMERIC)) AS a "
                                "FROM acceptance_profiles")
     r, n, a = result.rows[0]
     assert (r, type(r)) == (2.5, float)
