@@ -6,6 +6,8 @@ tries one compares every table before and after.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -329,3 +331,27 @@ def test_quotes_semicolons_and_comments_are_stored_and_queried_literally(engine,
                     "-p", "m=' OR '1'='1")
     assert result.exit_code == 0 and "(no rows)" in result.stdout
     assert snapshot(db_url) == before
+
+
+def test_names_from_a_yaml_file_survive_validation_import_and_query(engine, db_url, tmp_path):
+    """The whole path an analyst's data takes: file, validator, importer, view, `-p`."""
+    path = tmp_path / f"{NASTY_SET}.yaml"
+    path.write_text(
+        "kind: AcceptanceProfileSet\n"
+        f"name: {json.dumps(NASTY_SET)}\n"
+        "profiles:\n"
+        f"  - model: {json.dumps(NASTY_MODEL)}\n"
+        "    speculative_method: \"mtp'; --\"\n"
+        "    num_spec_tokens: 3\n"
+        "    thinking: \"off\"\n"
+        f"    category: {NASTY_CATEGORY}\n"
+        "    acceptance_length: 2.5\n"
+        "    method: assumed\n"
+        f"    rationale: {json.dumps(NASTY_RATIONALE)}\n", encoding="utf-8")
+    importer.import_paths(engine, [path])
+    result = invoke(db_url, "--csv", "SELECT profile_set, profile, rationale FROM "
+                    "acceptance_profiles WHERE speculative_method = :m", "-p", "m=mtp'; --")
+    assert result.exit_code == 0, result.output
+    label = f"{NASTY_MODEL}/mtp'; --/k3/thinking-off/{NASTY_CATEGORY}"
+    assert list(csv.reader(io.StringIO(result.stdout))) == [
+        ["profile_set", "profile", "rationale"], [NASTY_SET, label, NASTY_RATIONALE]]
