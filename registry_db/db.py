@@ -17,6 +17,7 @@ import io
 import os
 import time
 from pathlib import Path
+from urllib.parse import quote
 from typing import Any, Callable, Iterator, TypeVar
 
 from sqlalchemy import create_engine, event, text
@@ -68,7 +69,9 @@ def make_engine(url: str, *, readonly: bool = False, timeout: float | None = Non
 def _sqlite_engine(url: str, *, readonly: bool, timeout: float) -> Engine:
     path = sqlite_path(url)
     if readonly and path:
-        url = f"sqlite:///file:{path}?mode=ro&uri=true"
+        # Quoted twice: SQLAlchemy unquotes the URL once and SQLite decodes the URI once, so a
+        # path with '#' or '?' still names the same file (and never a new, writable one).
+        url = f"sqlite:///file:{quote(quote(path))}?mode=ro&uri=true"
     engine = create_engine(url, connect_args={"timeout": timeout})
 
     @event.listens_for(engine, "connect")
@@ -290,25 +293,35 @@ def _current(conn: Connection) -> str | None:
 
 def ensure_schema(engine: Engine, url: str | None = None) -> None:
     """Create an empty database at the head; refuse one that is behind or ahead of the code."""
+    found, empty = schema_state(engine, url)
+    if found == HEAD_REVISION:
+        return
+    if empty:
+        with translated(url):
+            upgrade(engine, "head")
+        return
+    raise _out_of_date(found, url or str(engine.url))
+
+
+def schema_state(engine: Engine, url: str | None = None) -> tuple[str | None, bool]:
+    """The database's revision, and whether it is empty (no tables or views at all)."""
     with translated(url):
         with engine.connect() as conn:
             found = _current(conn)
-            empty = found is None and not _has_tables(conn)
-        if found == HEAD_REVISION:
-            return
-        if empty:
-            upgrade(engine, "head")
-            return
+            return found, found is None and not _has_tables(conn)
+
+
+def _out_of_date(found: str | None, url: str) -> SchemaOutOfDate:
     if found is None:
-        raise SchemaOutOfDate(
-            f"{redact(url or str(engine.url))} has tables but no registry schema revision; "
+        return SchemaOutOfDate(
+            f"{redact(url)} has tables but no registry schema revision; "
             "point --database at a registry database or an empty one")
     known = _known_revisions()
     if found in known and known.index(found) < known.index(HEAD_REVISION):
-        raise SchemaOutOfDate(
+        return SchemaOutOfDate(
             f"the database is at schema revision {found}, this registry needs "
             f"{HEAD_REVISION}: run `registry db upgrade`")
-    raise SchemaOutOfDate(
+    return SchemaOutOfDate(
         f"the database is at schema revision {found}, newer than (or unknown to) this "
         f"registry's {HEAD_REVISION}: upgrade registry_db, or point --database elsewhere")
 
@@ -326,7 +339,24 @@ def _known_revisions() -> list[str]:
 
 
 def open_registry(url: str, *, readonly: bool = False) -> Engine:
-    """An engine on a registry database at the head (created there when empty)."""
+    """An engine on a registry database at the head (created there when empty).
+
+    With ``readonly``, an existing database is checked through the read-only connection, so a
+    user with read permission only can still open it; only an empty one needs a writer.
+    """
+    path = sqlite_path(url)
+    if readonly and not (path and not Path(path).exists()):
+        engine = make_engine(url, readonly=True)
+        try:
+            found, empty = schema_state(engine, url)
+        except BaseException:
+            engine.dispose()
+            raise
+        engine.dispose()  # a fresh pool: callers may still add "connect" listeners
+        if found == HEAD_REVISION:
+            return engine
+        if not empty:
+            raise _out_of_date(found, url)
     engine = make_engine(url)
     try:
         ensure_schema(engine, url)
