@@ -6,7 +6,8 @@ write transaction (:func:`registry_db.db.run_write`). Inside that transaction, a
 lock, each set is classified ``added``, ``updated`` (its old rows are replaced) or ``unchanged``
 (same content hash: not rewritten), so concurrent importers agree with some serial order.
 Provenances are deduplicated by content hash across profiles and sets; ones no profile cites any
-more are deleted. Rows go in with Core ``executemany`` (insertmanyvalues), never row by row.
+more are deleted. Rows go in with Core ``executemany`` (``COPY`` on PostgreSQL), never one
+statement per row, and ids are read back per set, so a large import costs a few statements a file.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ _CHUNK = 1000
 #: From this many rows on, PostgreSQL inserts use COPY.
 _COPY_MIN_ROWS = 50
 
-#: ``progress(phase, done, total)``: phase is ``validate`` or ``write``.
+#: ``progress(phase, done, total)``, called after each set is written (phase ``write``).
 Progress = Callable[[str, int, int], None]
 
 
@@ -158,7 +159,7 @@ def _refuse_duplicate_names(sets: Sequence[ProfileSet]) -> None:
     for s in sets:
         if s.name in first:
             findings.append(Finding(
-                s.file or "<input>", 1, 1, "name", "duplicate_set_name",
+                s.file or "<input>", 0, 0, "name", "duplicate_set_name",
                 f"set {s.name!r} is also declared by {first[s.name].file or '<input>'}; "
                 "a set name may be declared by one file only"))
         else:
@@ -181,12 +182,14 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet]) -> li
     models = sorted({k[0] for k in holders}) if conn is not None else []
     p, ps = profiles.c, profile_sets.c
     for chunk in _chunks(models):
-        rows = conn.execute(
-            select(ps.name, p.model, p.speculative_method, p.num_spec_tokens, p.thinking,
-                   p.category)
-            .join_from(profiles, profile_sets, p.set_id == ps.id)
-            .where(p.model.in_(chunk))
-        )
+        query = (select(ps.name, p.model, p.speculative_method, p.num_spec_tokens, p.thinking,
+                        p.category)
+                 .join_from(profiles, profile_sets, p.set_id == ps.id)
+                 .where(p.model.in_(chunk)))
+        if len(incoming) <= _CHUNK:
+            # Re-importing a large registry should not read every row it is about to replace.
+            query = query.where(ps.name.not_in(sorted(incoming)))
+        rows = conn.execute(query)
         for name, *key in rows:
             key = tuple(key)
             if name not in incoming and key in holders:
