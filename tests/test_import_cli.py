@@ -209,3 +209,19 @@ def test_database_path_argument_is_a_real_file(tmp_path):
     engine = db.open_registry(f"sqlite:///{target}")
     assert [s.name for s in store.list_sets(engine)] == ["inferencex-golden-al"]
     engine.dispose()
+
+
+@pytest.mark.slow
+def test_readme_main_job_uses_the_embedded_default(tmp_path):
+    """`registry import seed/acceptance/` with no -d and no REGISTRY_DATABASE_URL writes
+    ./registry.db, and a second run reports the set unchanged."""
+    env = {k: v for k, v in os.environ.items() if k != "REGISTRY_DATABASE_URL"}
+    cmd = [sys.executable, "-m", "registry_db", "import", str(SEED) + "/"]
+    first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("added  inferencex-golden-al  (3 profiles)")
+    assert (tmp_path / "registry.db").exists()
+    second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert second.stdout.startswith("unchanged  inferencex-golden-al")
