@@ -90,17 +90,22 @@ def export_sets(engine: Engine, names: Sequence[str] | None = None,
     """Write each named set (every set when ``names`` is None or empty) to ``out_dir``.
 
     Returns the written paths in set order. Unknown names raise
-    :class:`~registry_db.errors.NotFound`; unsafe names raise before any file is written.
+    :class:`~registry_db.errors.NotFound`; unsafe names raise before any file is written; a
+    folder that cannot be written raises :class:`~registry_db.errors.RegistryError`.
     """
     sets = store.load_sets(engine, list(names) if names else None)
     targets = [file_name(ps.name) for ps in sets]
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     written = []
-    for ps, target in zip(sets, targets):
-        path = out / target
-        _write_atomically(path, render_set(ps))
-        written.append(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for ps, target in zip(sets, targets):
+            path = out / target
+            _write_atomically(path, render_set(ps))
+            written.append(path)
+    except OSError as exc:
+        raise RegistryError(f"cannot write to {exc.filename or out}: {exc.strerror or exc}; "
+                            "choose another folder with -o") from exc
     return written
 
 

@@ -139,3 +139,11 @@ def test_export_refuses_a_name_that_would_leave_the_folder(db_url, tmp_path):
     assert "cannot be exported to a file" in result.stderr
     assert not (tmp_path / "up.yaml").exists()
     assert not list(tmp_path.rglob("*.yaml"))
+
+
+def test_export_into_an_unwritable_place_is_exit_1(loaded, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = run(loaded, "export", "-o", str(blocker / "sub"))
+    assert result.exit_code == 1
+    assert "cannot write to" in result.stderr and "a-file" in result.stderr
