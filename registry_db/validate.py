@@ -84,6 +84,8 @@ def _caveats(ck: Checker, doc: dict) -> tuple[str, ...] | None:
         if not isinstance(item, str):
             ck.error(pos(seq, i), join("caveats", i), "wrong_type",
                      f"each caveat must be a string, got {type_name(item)}")
+        elif not ck.text_ok(item, pos(seq, i), join("caveats", i), "the caveat"):
+            pass
         elif not item.strip():
             ck.error(pos(seq, i), join("caveats", i), "empty_caveat",
                      "caveat is empty; say what the set does not cover, or remove the entry")
@@ -298,6 +300,10 @@ def _settings(ck: Checker, m: dict, path: str) -> tuple[tuple[str, Any], ...]:
                      f"setting name {name!r} must be a string; quote it")
         elif not name.strip():
             ck.error(key_pos(raw, name), where, "empty_setting", "a setting has an empty name")
+        elif not ck.text_ok(name, key_pos(raw, name), where, "the setting's name") or (
+                isinstance(value, str) and not ck.text_ok(value, pos(raw, name), where,
+                                                          f"setting {name!r}")):
+            pass
         elif value is None or (isinstance(value, str) and not value.strip()):
             ck.error(pos(raw, name), where, "empty_setting",
                      f"setting {name!r} is empty; give its value or remove it")

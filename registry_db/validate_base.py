@@ -18,6 +18,9 @@ from registry_db.findings import Finding
 from registry_db.yamlio import Position, key_pos, mark, pos, scalar_kind
 
 _LEADING_ZERO_RE = re.compile(r"[-+]?0[0-9]+")
+#: Integers are stored in 32-bit columns (PostgreSQL's INTEGER); larger ones are refused here
+#: rather than by the database halfway through an import.
+INT_LIMIT = 2**31 - 1
 
 #: The spec's ``want`` names, as messages say them.
 _WANTS = {
@@ -101,6 +104,14 @@ class Checker:
         self.findings.append(Finding(file=self.file, line=where[0], column=where[1], path=path,
                                      code=code, message=message, severity=severity))
 
+    def text_ok(self, value: str, where: Position, path: str, what: str) -> bool:
+        """False, after reporting it, if ``value`` holds a NUL, which databases cannot store."""
+        if "\x00" not in value:
+            return True
+        self.error(where, path, "bad_character", f"{what} contains a NUL character (\\0), which "
+                   "the registry cannot store; remove it")
+        return False
+
     def mapping(self, value: Any, where: Position, path: str, what: str,
                 code: str = "not_a_mapping") -> bool:
         """True if ``value`` is a mapping; otherwise report it (as ``not_a_mapping``)."""
@@ -149,6 +160,12 @@ class Checker:
             shown = f" {value!r}"[:42] if isinstance(value, (str, int, float)) else ""
             self.error(where, sub, "wrong_type", f"{key} must be {_WANTS[want]}, got "
                        f"{type_name(value)}{shown}{_hint(value, want)}")
+            return None
+        if want == "integer" and not -INT_LIMIT <= value <= INT_LIMIT:
+            self.error(where, sub, "int_out_of_range", f"{key} is {value}, beyond what the "
+                       f"registry stores (±{INT_LIMIT})")
+            return None
+        if want == "string" and not self.text_ok(value, where, sub, key):
             return None
         if want == "number" and not math.isfinite(value):
             self.error(where, sub, nonfinite,
