@@ -42,7 +42,8 @@ def check_profile_set(doc: Any, file: str) -> tuple[ProfileSet | None, list[Find
     the file's stem draws the warning ``name_not_file``.
     """
     ck = Checker(file)
-    if not ck.mapping(doc, mark(doc), "", "a profile set"):
+    # A top-level scalar (or nothing, after '---') has no position of its own: point at the start.
+    if not ck.mapping(doc, mark(doc) if isinstance(doc, list) else (1, 1), "", "a profile set"):
         return None, ck.findings
     ck.unknown_keys(doc, SET_KEYS, "")
     kind = ck.field(doc, "kind", "", "string", required=True,

@@ -1,15 +1,11 @@
 """The one YAML entry point: strict loading with positions, and the dumper for export.
 
-Loading builds values straight from PyYAML's event stream with an explicit stack, so that no
-input, however deep or however aliased, can recurse, copy or expand without bound. It reads
-UTF-8, one document, YAML 1.2 core scalars (``off`` and ``012`` stay strings), refuses duplicate
-keys and non-standard tags, and reports every problem as a :class:`~registry_db.findings.Finding`
-inside one :class:`~registry_db.errors.InvalidInput`. Mappings and sequences come back as
-:class:`YMap` and :class:`YSeq`, which remember where each key and item was written.
-
-Dumping writes block YAML that this loader, and any YAML 1.1 loader, reads back as the same
-value: strings that would read as something else are quoted, floats are written by ``repr``, and
-an object referenced twice is written once with an anchor.
+Loading builds values from PyYAML's event stream with an explicit stack, so no input, however
+deep or aliased, can recurse or expand without bound. It reads UTF-8, one document, YAML 1.2 core
+scalars (``off`` and ``012`` stay strings), refuses duplicate keys and non-standard tags, and
+raises every problem at once as findings in one :class:`~registry_db.errors.InvalidInput`.
+Mappings and lists come back as :class:`YMap` and :class:`YSeq`, which know where each key and
+item was written. Dumping writes block YAML that this loader and YAML 1.1 loaders read back equal.
 """
 
 from __future__ import annotations
@@ -121,17 +117,14 @@ def _convert(text: str, kind: str) -> Any:
     """The value of ``text`` as ``kind``; raises ValueError when it is not one."""
     if kind == "str":
         return text
-    if kind != scalar_kind(text) and not (kind == "float" and scalar_kind(text) == "int"):
+    actual = scalar_kind(text)
+    if kind != actual and not (kind == "float" and actual == "int"):
         raise ValueError(f"{text!r} is not a valid {kind}")
-    if kind == "null":
-        return None
-    if kind == "bool":
-        return text in _TRUE
+    if kind in ("null", "bool"):
+        return None if kind == "null" else text in _TRUE
     if kind == "int":
         return int(text)  # ValueError past Python's digit limit, reported like any bad scalar
-    if text in _NAN:
-        return math.nan
-    return float(text.replace(".inf", "inf").replace(".Inf", "inf").replace(".INF", "inf"))
+    return math.nan if text in _NAN else float(text.replace(".", "", 1) if text in _INF else text)
 
 
 # --- loading -------------------------------------------------------------------------------------
@@ -146,9 +139,8 @@ class _PyParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
     """PyYAML's pure-Python event parser, for installs without libyaml."""
 
     def __init__(self, stream: str):
-        yaml.reader.Reader.__init__(self, stream)
-        yaml.scanner.Scanner.__init__(self)
-        yaml.parser.Parser.__init__(self)
+        for base in _PyParser.__bases__:
+            base.__init__(self, *((stream,) if base is yaml.reader.Reader else ()))
 
 
 #: The parser classes tried in order; tests swap this to exercise the fallback.
@@ -175,26 +167,21 @@ def load_file(path: str | os.PathLike, file: str | None = None,
         raise InvalidInput([_finding(label, UNKNOWN, "unreadable_file",
                                      f"cannot read the file: {exc.strerror or exc}")]) from None
     if size > max_bytes or len(data) > max_bytes:
-        raise InvalidInput([_finding(label, UNKNOWN, "file_too_large",
-                                     f"the file is larger than {max_bytes} bytes; "
-                                     "a profile set is far smaller, so this is not one")])
+        raise InvalidInput([_finding(label, UNKNOWN, "file_too_large", f"the file is larger "
+                                     f"than {max_bytes} bytes, far past any registry input")])
     return load_yaml(data, label)
 
 
 def load_yaml(data: bytes | str, file: str) -> Any:
     """Load one YAML document strictly; raise :class:`InvalidInput` with every problem found."""
-    if isinstance(data, (bytes, bytearray)):
-        text = _decode(bytes(data), file)
-    else:
-        text = data
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInput([_finding(file, _char_pos(text, exc.start), "not_utf8",
-                                         "the text holds a lone surrogate, which UTF-8 cannot "
-                                         "encode")]) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = _decode(bytes(data), file) if isinstance(data, (bytes, bytearray)) else data
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput([_finding(file, _char_pos(text, exc.start), "not_utf8",
+                                     "the text holds a lone surrogate, which UTF-8 cannot "
+                                     "encode")]) from None
+    text = text[1:] if text.startswith("\ufeff") else text
     builder = _Builder(file)
     parser: Any = None
     try:
@@ -235,18 +222,15 @@ def _decode(data: bytes, file: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        start = exc.start
-        line = data.count(b"\n", 0, start) + 1
-        line_start = data.rfind(b"\n", 0, start) + 1
-        column = len(data[line_start:start].decode("utf-8", "replace")) + 1
-        raise InvalidInput([_finding(file, (line, column), "not_utf8",
-                                     f"byte 0x{data[start]:02x} is not valid UTF-8; "
-                                     "save the file as UTF-8")]) from None
+        # Position of the bad byte, counting the characters before it on its line.
+        where = _char_pos(data[:exc.start].decode("utf-8", "replace"), None)
+        raise InvalidInput([_finding(file, where, "not_utf8", f"byte 0x{data[exc.start]:02x} "
+                                     "is not valid UTF-8; save the file as UTF-8")]) from None
 
 
-def _char_pos(text: str, offset: int) -> Position:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+def _char_pos(text: str, offset: int | None) -> Position:
+    offset = len(text) if offset is None else offset
+    return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
 
 
 def _finding(file: str, where: Position, code: str, message: str, path: str = "") -> Finding:
@@ -269,13 +253,11 @@ class _Builder:
     """Turns events into located values with an explicit stack; counts alias expansion."""
 
     def __init__(self, file: str):
-        self.file = file
+        self.file, self.root, self.total = file, None, 0
         self.findings: list[Finding] = []
-        self.root: Any = None
         self.stack: list[_Frame] = []
-        self.anchors: dict[str, tuple[Any, int]] = {}
+        self.anchors: dict[str, tuple[Any, int]] = {}  # name -> (value, expanded node count)
         self.open_anchors: dict[str, int] = {}
-        self.total = 0
 
     def add(self, where: Position, code: str, message: str) -> None:
         self.findings.append(_finding(self.file, where, code, message, self._path()))
@@ -322,22 +304,19 @@ class _Builder:
 
     def _scalar(self, event: ScalarEvent, at: Position) -> None:
         self.total += 1
-        tag = event.tag
-        value = None
-        if tag is None or tag == "!":
-            plain = event.style in (None, "") and tag is None
-            kind = scalar_kind(event.value) if plain else "str"
-        elif tag in _SCALAR_TAGS:
-            kind = tag[len(_STD):]
+        tag, value = event.tag, None
+        if tag is None:  # plain (libyaml says "", PyYAML None) resolves; quoted is text
+            kind = scalar_kind(event.value) if event.style in (None, "") else "str"
+        elif tag == "!" or tag in _SCALAR_TAGS:
+            kind = "str" if tag == "!" else tag[len(_STD):]
         else:
             self._bad_tag(tag, at, "a scalar")
             kind = None
-        if kind is not None:
-            try:
-                value = _convert(event.value, kind)
-            except ValueError:
-                self.add(at, "bad_tagged_value",
-                         f"{event.value[:40]!r} cannot be read as {kind}; fix the value or tag")
+        try:
+            value = None if kind is None else _convert(event.value, kind)
+        except ValueError:
+            self.add(at, "bad_tagged_value",
+                     f"{event.value[:40]!r} cannot be read as {kind}; fix the value or tag")
         if event.anchor is not None:
             self.anchors[event.anchor] = (value, 1)
         self._emit(value, at, 1)
@@ -361,13 +340,13 @@ class _Builder:
         self.stack.append(_Frame(cls(self.file, at), event.anchor))
 
     def _alias(self, name: str, at: Position) -> None:
-        if self.open_anchors.get(name) or name not in self.anchors:
-            if self.open_anchors.get(name):
-                self.add(at, "recursive_alias", f"alias *{name} refers to a node that contains "
-                         "it; a value cannot include itself")
-            else:
-                self.add(at, "unknown_alias", f"alias *{name} names no anchor defined before "
-                         f"it; define &{name} first")
+        if self.open_anchors.get(name):
+            self.add(at, "recursive_alias", f"alias *{name} refers to a node that contains it; "
+                     "a value cannot include itself")
+            return self._emit(None, at, 1)
+        if name not in self.anchors:
+            self.add(at, "unknown_alias", f"alias *{name} names no anchor defined before it; "
+                     f"define &{name} first")
             return self._emit(None, at, 1)
         value, size = self.anchors[name]
         self.total += size
@@ -435,12 +414,10 @@ class _Dumper(yaml.SafeDumper):
         return super().resolve(kind, value, implicit)
 
     def represent_float(self, data: float) -> yaml.ScalarNode:
+        # PyYAML writes repr (4.07, 1.0e+16) but also .nan and .inf, which no valid value holds.
         if not math.isfinite(data):
             raise ValueError(f"cannot write {data!r}: only finite numbers are valid in a profile")
-        text = repr(data)
-        if "." not in text and "e" in text:  # 1e+16 -> 1.0e+16, so YAML 1.1 reads a float too
-            text = text.replace("e", ".0e", 1)
-        return self.represent_scalar(_STD + "float", text)
+        return super().represent_float(data)
 
     def represent_str(self, data: str) -> yaml.ScalarNode:
         # Multi-line text reads best as a literal block; the emitter falls back to quotes when it
