@@ -25,7 +25,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -76,7 +76,7 @@ def run_backend(name: str, cfg: dict, args: argparse.Namespace, db_dir: Path) ->
                          files=cfg["files"], target=TARGETS["import"], **imp))
         _progress(rows[-1])
         lines = list(generate.requests(layout, cfg["requests"]))
-        batch = measure.bench_batch(url, lines, cfg["repeats"])
+        batch = _attempt("batch", lambda: measure.bench_batch(url, lines, cfg["repeats"]))
         rows.append(dict(benchmark="batch", backend=name, size=layout.profiles,
                          target=TARGETS["batch"], **batch))
         _progress(rows[-1])
@@ -84,8 +84,8 @@ def run_backend(name: str, cfg: dict, args: argparse.Namespace, db_dir: Path) ->
             print("  CLI resolve: registry_db.commands.resolve is not there yet; skipped",
                   file=sys.stderr)
         else:
-            cli = measure.bench_cli(url, next(generate.hit_requests(layout, 1)),
-                                    cfg["cli_repeats"])
+            cli = _attempt("cli", lambda: measure.bench_cli(
+                url, next(generate.hit_requests(layout, 1)), cfg["cli_repeats"]))
             rows.append(dict(benchmark="cli", backend=name, size=layout.profiles, **cli))
             _progress(rows[-1])
         sizes = [s for s in cfg["scaling"] if s <= args.max_profiles]
@@ -98,7 +98,8 @@ def run_backend(name: str, cfg: dict, args: argparse.Namespace, db_dir: Path) ->
                 reps = cfg["repeats"] if size <= 10_000 else 1
                 s_imp, s_url = measure.bench_import(backend, s_folder, reps,
                                                     baseline=size <= args.max_baseline)
-            lat = measure.bench_latency(s_url, list(generate.hit_requests(s_layout, cfg["latency_requests"])))
+            lat = _attempt("latency", lambda: measure.bench_latency(
+                s_url, list(generate.hit_requests(s_layout, cfg["latency_requests"]))))
             rows.append(dict(benchmark="scaling", backend=name, size=size,
                              import_=s_imp, latency=lat))
             _progress(rows[-1])
@@ -109,8 +110,18 @@ def run_backend(name: str, cfg: dict, args: argparse.Namespace, db_dir: Path) ->
     return rows
 
 
+def _attempt(what: str, fn: Callable[[], dict]) -> dict:
+    """Run one measurement; a failure of the library is recorded in its row, not fatal."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - the other measurements still count
+        print(f"  {what} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def _growth(name: str, rows: list[dict]) -> list[dict]:
-    scaling = sorted((r for r in rows if r["benchmark"] == "scaling"), key=lambda r: r["size"])
+    scaling = sorted((r for r in rows if r["benchmark"] == "scaling"
+                      and "error" not in r["latency"]), key=lambda r: r["size"])
     if len(scaling) < 2:
         return []
     lo, hi = scaling[0], scaling[-1]
@@ -139,6 +150,9 @@ def _t(seconds: float | None) -> str:
 def table_row(r: dict) -> list[str]:
     """benchmark, backend, size, ours, baseline, ratio, target, met?"""
     b, name = r["benchmark"], r["backend"]
+    failed = r.get("error") or (r.get("latency") or {}).get("error")
+    if failed:
+        return [b, name, f"{r['size']:,}", "error", "-", "-", "-", failed[:60]]
     if b == "import":
         return ["import", name, f"{r['size']:,} profiles / {r['files']} files",
                 _t(r["ours_s"]), _t(r["baseline_s"]), f"{r['ratio']:.2f}",
