@@ -2,7 +2,7 @@
 
 A set becomes the spec's document: keys in the spec's order, absent fields left out, numbers as
 Python's shortest round-tripping ``repr`` (4.07, never 4.0699999). A provenance that several
-profiles of a set cite is one dict referenced several times, so :func:`registry_db.yamlio.dump_yaml`
+profiles of a set cite is one dict referenced several times, so :func:`registry_db.yamldump.dump_yaml`
 writes it once with an anchor (named after its source document, e.g. ``&dsv41flash_dspark``)
 and then as aliases, as in the spec's example.
 
@@ -34,7 +34,7 @@ from registry_db.spec import (
     ProfileSet,
     Provenance,
 )
-from registry_db.yamlio import dump_yaml
+from registry_db.yamldump import dump_yaml
 
 #: Longest set name that still makes a file name on common file systems (bytes, with ".yaml").
 MAX_NAME_BYTES = 250

@@ -22,7 +22,8 @@ from registry_db.errors import InvalidInput
 from registry_db.spec import PROFILE_METHODS, Profile, ProfileSet, Provenance, Sampling
 from registry_db.validate import (check_inline_value, check_paths, check_pin, check_profile_set,
                                   collect_files)
-from registry_db.yamlio import dump_yaml, load_yaml
+from registry_db.yamldump import dump_yaml
+from registry_db.yamlio import load_yaml
 
 DATA = Path(__file__).parent / "data"
 VALID = sorted((DATA / "valid").glob("*.y*ml"))

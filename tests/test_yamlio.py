@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from registry_db import yamlio
 from registry_db.errors import InvalidInput
-from registry_db.yamlio import YMap, YSeq, dump_yaml, key_pos, load_file, load_yaml, mark, pos
+from registry_db.yamldump import dump_yaml
+from registry_db.yamlio import YMap, YSeq, key_pos, load_file, load_yaml, mark, pos
 
 PARSER_IDS = [p.__name__ for p in yamlio.PARSERS]
 
