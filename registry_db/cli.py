@@ -8,6 +8,7 @@ Alembic. Shared here: the group and its ``--database`` option, the output option
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import importlib
@@ -15,7 +16,7 @@ import io
 import json
 import os
 import sys
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import click
 
@@ -61,6 +62,20 @@ class Settings:
         from registry_db.urls import resolve_url
 
         return resolve_url(self.database)
+
+    @contextlib.contextmanager
+    def registry(self) -> Iterator[Any]:
+        """An engine on the registry (created at the head when new, refused when old), with
+        driver errors translated; disposed afterwards."""
+        from registry_db import db
+
+        url = self.url
+        with db.translated(url):
+            engine = db.open_registry(url)
+            try:
+                yield engine
+            finally:
+                engine.dispose()
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,26 +6,13 @@ Thin over :mod:`registry_db.store` and :mod:`registry_db.export`. Every listing 
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
 from registry_db.cli import emit_json, emit_rows, handle_errors, json_option, output_options
 
 
-@contextlib.contextmanager
-def _registry(settings: Any) -> Iterator[Any]:
-    """An engine on the registry, with driver errors translated; disposed afterwards."""
-    from registry_db import db
-
-    url = settings.url
-    with db.translated(url):
-        engine = db.open_registry(url)
-        try:
-            yield engine
-        finally:
-            engine.dispose()
 
 
 @click.command("list")
@@ -42,7 +29,7 @@ def list_(settings: Any, as_json: bool, as_csv: bool) -> None:
     """
     from registry_db import store
 
-    with _registry(settings) as engine:
+    with settings.registry() as engine:
         sets = store.list_sets(engine)
     emit_rows(["name", "file", "profiles", "caveats", "imported_at"],
               [(s.name, s.file, s.profiles, s.caveats, s.imported_at.isoformat())
@@ -68,7 +55,7 @@ def show(settings: Any, set_name: str, as_json: bool) -> None:
     from registry_db import store
     from registry_db.export import set_document
 
-    with _registry(settings) as engine, engine.connect() as conn:
+    with settings.registry() as engine, engine.connect() as conn:
         ps = store.load_set(conn, set_name)
         summary = store.set_summary(conn, set_name)
     if as_json:
@@ -105,7 +92,7 @@ def conflicts(settings: Any, as_json: bool, as_csv: bool) -> None:
     """
     from registry_db import store
 
-    with _registry(settings) as engine:
+    with settings.registry() as engine:
         found = store.conflicts(engine)
     columns = ["profile", "model", "speculative_method", "num_spec_tokens", "thinking",
                "category", "set_count", "sets"]
@@ -135,7 +122,7 @@ def export(settings: Any, names: tuple[str, ...], out_dir: str) -> None:
     """
     from registry_db import export as exporter
 
-    with _registry(settings) as engine:
+    with settings.registry() as engine:
         if out_dir == "-":
             click.echo(exporter.render_sets(engine, names), nl=False)
             return

@@ -7,10 +7,9 @@ included, and exits 1 only when some line was not a well-formed request.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
@@ -114,7 +113,7 @@ def _run_one(settings: Any, run: dict[str, Any], as_json: bool) -> None:
         request, warnings = _request(run)
         for finding in warnings:
             click.echo(finding.render(), err=True)
-        with _registry(settings) as engine:
+        with settings.registry() as engine:
             answer = resolve_run(engine, request)
     except ResolutionRefused as refusal:
         if as_json:
@@ -165,7 +164,7 @@ def _run_batch(settings: Any, path: str) -> int:
     text = _read_text(path)
     parsed = parse_lines(text.splitlines())
     requests = [p for p in parsed if type(p) is Request]
-    with _registry(settings) as engine:
+    with settings.registry() as engine:
         answers = iter(resolve_many(engine, requests))
     bad = 0
     out = sys.stdout
@@ -199,18 +198,6 @@ def _read_text(path: str) -> str:
                                     f"cannot read the batch: {reason}")]) from None
 
 
-@contextlib.contextmanager
-def _registry(settings: Any) -> Iterator[Any]:
-    """An engine on the registry, driver errors translated, disposed afterwards."""
-    from registry_db import db
-
-    url = settings.url
-    with db.translated(url):
-        engine = db.open_registry(url)
-        try:
-            yield engine
-        finally:
-            engine.dispose()
 
 
 def format_resolution(answer: Any) -> str:
