@@ -1,4 +1,8 @@
-"""Run requests from outside the library: workload and scenario files, and ``--batch`` lines.
+"""Run requests: what a run states, checked, and read from files and ``--batch`` lines.
+
+:class:`Request` is what the resolver takes. :func:`check_request` checks the run's own terms
+and :class:`Checks` every stated inline value and pin by the spec's rules (through
+:mod:`registry_db.validate_inline`), once per distinct value in a batch.
 
 A workload file states the workload's terms (``thinking``, ``category``) and may state its own
 ``acceptance`` (an inline value); a scenario file's top-level ``acceptance`` is the pin. Both are
@@ -11,6 +15,9 @@ whose terms have the wrong type, is invalid input (exit 1 with findings).
 A ``--batch`` line is a JSON object with the contract's keys. A line that is not one (bad JSON,
 a missing, unknown, duplicated or mistyped key) is answered ``invalid_request``; the inline
 values and pins inside a good line are checked by the spec's rules, as everywhere else.
+
+The YAML loader and the validators are imported where they are used: a run that states no
+value (most of a batch, and ``registry resolve`` with flags only) never pays for PyYAML.
 """
 
 from __future__ import annotations
@@ -19,15 +26,141 @@ import difflib
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from registry_db.errors import InvalidInput, ResolutionRefused
 from registry_db.findings import Finding
-from registry_db.resolve import Request, invalid_value
 from registry_db.spec import CATEGORY_RE, THINKING_MODES, WORKLOAD_KEYS, InlineValue, Pin
-from registry_db.validate_base import Checker, is_int, type_name
-from registry_db.validate_inline import check_inline_value, check_pin
-from registry_db.yamlio import key_pos, load_file, mark, pos
+
+if TYPE_CHECKING:  # pragma: no cover
+    from registry_db.validate_base import Checker
+
+
+@dataclass(frozen=True)
+class Request:
+    """One run to resolve. ``workload``, ``pin`` and ``cli`` are what those layers state.
+
+    ``sets`` names the sets that count as the registry (None: every set in the database).
+    ``hardware`` is the run's chip; a profile measured on another is recorded.
+    """
+
+    model: str
+    method: str
+    k: int
+    thinking: str | None = None
+    category: str | None = None
+    workload: InlineValue | None = None
+    pin: Pin | None = None
+    cli: InlineValue | None = None
+    hardware: str | None = None
+    sets: tuple[str, ...] | None = None
+
+
+def check_request(req: Request) -> None:
+    """The run's own terms; a library caller can pass anything, so they are checked here too."""
+    problems = []
+    for name in ("model", "method"):
+        value = getattr(req, name)
+        if not isinstance(value, str) or not value:
+            problems.append(f"{name} must be a non-empty string, got {value!r}")
+    if not isinstance(req.k, int) or isinstance(req.k, bool) or req.k < 1:
+        problems.append(f"k must be an integer of at least 1, got {req.k!r}")
+    if req.thinking is not None and req.thinking not in THINKING_MODES:
+        problems.append(f"thinking must be 'on' or 'off', got {req.thinking!r}")
+    if req.category is not None and (not isinstance(req.category, str)
+                                     or not CATEGORY_RE.fullmatch(req.category)):
+        problems.append(f"category {req.category!r} is malformed; use lower-case letters, "
+                        "digits, '_' and '-'")
+    if req.hardware is not None and (not isinstance(req.hardware, str) or not req.hardware):
+        problems.append(f"hardware must be a non-empty string, got {req.hardware!r}")
+    if req.sets is not None and (isinstance(req.sets, str) or not req.sets or not all(
+            isinstance(s, str) and s for s in req.sets)):
+        problems.append(f"sets must be a non-empty list of set names, got {req.sets!r}")
+    if problems:
+        raise ResolutionRefused("invalid_request", "; ".join(problems))
+
+
+class Checks:
+    """Checks stated values by the spec's rules, once per distinct value in a batch."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Any, Any] = {}
+        self._categories: dict[Any, bool] = {}
+
+    def category(self, category: Any) -> bool:
+        """Whether ``category`` is well formed (remembered: a batch repeats a few)."""
+        good = self._categories.get(category)
+        if good is None:
+            good = self._categories[category] = (
+                type(category) is str and CATEGORY_RE.fullmatch(category) is not None)
+        return good
+
+    def value(self, value: InlineValue | None, layer: str, path: str) -> InlineValue | None:
+        if value is None:
+            return None
+        from registry_db.validate_inline import check_inline_value
+
+        return self._check(value, layer, path, check_inline_value, _value_doc)
+
+    def pin(self, pin: Pin | None) -> Pin | None:
+        if pin is None:
+            return None
+        from registry_db.validate_inline import check_pin
+
+        return self._check(pin, "scenario", "pin", check_pin, _pin_doc)
+
+    def _check(self, obj: Any, layer: str, path: str, check: Any, as_doc: Any) -> Any:
+        key = (path, obj)
+        try:
+            found = self._seen.get(key)
+        except TypeError:  # a list where the spec has a tuple: unhashable, so check it each time
+            key, found = None, None
+        if found is None:
+            good, findings = check(as_doc(obj), "", path)
+            found = good if good is not None else invalid_value(layer, findings)
+            if key is not None:
+                self._seen[key] = found
+        if isinstance(found, ResolutionRefused):
+            raise found
+        return found
+
+
+def _value_doc(value: Any) -> Any:
+    if not isinstance(value, InlineValue):
+        return value  # the checker reports what it is instead
+    doc: dict[str, Any] = {"num_spec_tokens": value.num_spec_tokens}
+    for name in ("acceptance_length", "acceptance_rate", "per_position_rates", "source"):
+        item = getattr(value, name)
+        if item is not None:
+            doc[name] = list(item) if isinstance(item, tuple) else item
+    return doc
+
+
+def _pin_doc(pin: Any) -> Any:
+    if not isinstance(pin, Pin):
+        return pin
+    doc: dict[str, Any] = {}
+    if pin.profiles is not None:
+        doc["profiles"] = pin.profiles
+    if pin.value is not None:
+        doc["value"] = _value_doc(pin.value)
+    if pin.fallback_category is not None:
+        doc["fallback_category"] = pin.fallback_category
+    return doc
+
+
+def invalid_value(layer: str, findings: Iterable[Finding]) -> ResolutionRefused:
+    """The refusal for a stated value (or, at the scenario layer, a pin) that breaks the spec."""
+    what = "pin" if layer == "scenario" else "value"
+    return ResolutionRefused("invalid_value",
+                             f"the {layer} layer's {what} is invalid: {describe(findings)}")
+
+
+def describe(findings: Iterable[Finding]) -> str:
+    """Findings as one message: ``FILE:LINE:COL: PATH: MESSAGE`` where positions are known."""
+    return "\n".join(f.render() if f.line else f"{f.path}: {f.message}"
+                     for f in findings if f.is_error)
+
 
 #: A batch line's keys: what each must be, and whether it is required.
 BATCH_KEYS: dict[str, tuple[str, bool]] = {
@@ -56,6 +189,10 @@ class Workload:
 
 def load_workload(path: str | os.PathLike) -> Workload:
     """Read a workload file; raise :class:`InvalidInput` (findings) or ``invalid_value``."""
+    from registry_db.validate_base import Checker
+    from registry_db.validate_inline import check_inline_value
+    from registry_db.yamlio import load_file, mark, pos
+
     file = str(path)
     doc = load_file(path)
     ck = Checker(file)
@@ -83,6 +220,10 @@ def load_workload(path: str | os.PathLike) -> Workload:
 
 def load_scenario(path: str | os.PathLike) -> tuple[Pin | None, tuple[Finding, ...]]:
     """A scenario file's ``acceptance`` pin (None when it has none) and warnings."""
+    from registry_db.validate_base import Checker
+    from registry_db.validate_inline import check_pin
+    from registry_db.yamlio import load_file, mark
+
     file = str(path)
     doc = load_file(path)
     ck = Checker(file)
@@ -98,6 +239,8 @@ def load_scenario(path: str | os.PathLike) -> tuple[Pin | None, tuple[Finding, .
 
 
 def _near_misses(ck: Checker, doc: dict, known: tuple[str, ...]) -> None:
+    from registry_db.yamlio import key_pos
+
     for key in doc:
         if key in known or not isinstance(key, str):
             continue
@@ -155,6 +298,9 @@ def request_from_json(obj: Any) -> Request:
     ``acceptance`` is the workload's inline value, ``pin`` the scenario's pin, ``cli`` the
     command line's value, each in the spec's form.
     """
+    from registry_db.validate_base import type_name
+    from registry_db.validate_inline import check_inline_value, check_pin
+
     if not isinstance(obj, dict):
         raise ResolutionRefused("invalid_request", f"a request is a JSON object, got "
                                 f"{type_name(obj)}")
@@ -190,6 +336,8 @@ def request_from_json(obj: Any) -> Request:
 
 
 def _is(value: Any, want: str) -> bool:
+    from registry_db.validate_base import is_int
+
     if want == "string":
         return isinstance(value, str)
     if want == "integer":

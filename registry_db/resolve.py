@@ -18,6 +18,7 @@ from the contract.
 from __future__ import annotations
 
 import contextlib
+import gc
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, NamedTuple
 
@@ -25,36 +26,17 @@ from sqlalchemy.engine import Connection, Engine
 
 from registry_db.db import translated
 from registry_db.errors import ResolutionRefused
-from registry_db.findings import Finding
 from registry_db.rates import complete, min_variance_rates, rate_from_al
-from registry_db.resolve_sql import Candidate, Key, lookup_many, lookup_one, set_names
-from registry_db.spec import CATEGORY_RE, THINKING_MODES, InlineValue, Pin, profile_label
-from registry_db.validate_inline import check_inline_value, check_pin
+from registry_db.requests import Checks, Request, check_request
+from registry_db.resolve_sql import Candidate, Key, cursor, lookup_many, lookup_one, set_names
+from registry_db.spec import THINKING_MODES, InlineValue, profile_label
 
 Bind = Engine | Connection
 
-
-@dataclass(frozen=True)
-class Request:
-    """One run to resolve. ``workload``, ``pin`` and ``cli`` are what those layers state.
-
-    ``sets`` names the sets that count as the registry (None: every set in the database).
-    ``hardware`` is the run's chip; a profile measured on another is recorded.
-    """
-
-    model: str
-    method: str
-    k: int
-    thinking: str | None = None
-    category: str | None = None
-    workload: InlineValue | None = None
-    pin: Pin | None = None
-    cli: InlineValue | None = None
-    hardware: str | None = None
-    sets: tuple[str, ...] | None = None
+__all__ = ["Fallback", "HardwareMismatch", "Request", "Resolution", "resolve", "resolve_many"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Fallback:
     """The pin's fallback category stood in for the workload's (``replaced`` None: it had none)."""
 
@@ -62,7 +44,7 @@ class Fallback:
     category: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HardwareMismatch:
     """The profile was measured on one chip and the run is on another."""
 
@@ -70,7 +52,7 @@ class HardwareMismatch:
     run_on: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Resolution:
     """The acceptance a run uses and where it came from (the contract's JSON, field by field)."""
 
@@ -114,16 +96,16 @@ def resolve(bind: Bind, request: Request) -> Resolution:
     At most two queries: the stored set names (only when the request names sets) and the one
     lookup of the run's profile key, in its category and fallback.
     """
-    checked = _Checked()
-    with translated(), _connect(bind) as conn:
+    checked = Checks()
+    with translated(), cursor(bind) as c:
         # The set names are read only when the run names a set: most runs need one query.
         named = request.sets or getattr(request.pin, "profiles", None)
-        known = frozenset(set_names(conn)) if named else frozenset()
+        known = frozenset(set_names(c)) if named else frozenset()
         plan = _plan(request, known, checked)
-        if isinstance(plan, _Plan):
-            index = lookup_one(conn, request.model, request.method, request.k, plan.thinking,
-                               plan.keys[0][4], plan.keys[-1][4])
-            plan = _finish(plan, index)
+        if type(plan) is _Plan:
+            index = lookup_one(c, request.model, request.method, request.k, request.thinking,
+                               plan.keys[0][4], plan.fallback)
+            plan = _Answers(index).finish(plan)
     if isinstance(plan, ResolutionRefused):
         raise plan
     return plan
@@ -137,13 +119,38 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
     :func:`resolve` gives (or raises) for that request alone.
     """
     requests = list(requests)
-    checked = _Checked()
-    with translated(), _connect(bind) as conn:
-        known = frozenset(set_names(conn))
-        plans = [_plan(r, known, checked) for r in requests]
-        keys = [key for p in plans if type(p) is _Plan for key in p.keys]
-        index = lookup_many(conn, keys)
-    return [_finish(p, index) if type(p) is _Plan else p for p in plans]
+    checked = Checks()
+    with gc_paused(len(requests)):
+        with translated(), cursor(bind, snapshot=True) as c:
+            known = frozenset(set_names(c))
+            plans = [_plan(r, known, checked) for r in requests]
+            keys = [key for p in plans if type(p) is _Plan for key in p.keys]
+            index = lookup_many(c, keys)
+        answers = _Answers(index)
+        return [answers.finish(p) if type(p) is _Plan else p for p in plans]
+
+
+#: Batches at least this large pause the cyclic garbage collector (see :func:`gc_paused`).
+GC_PAUSE_FROM = 1_000
+
+
+@contextlib.contextmanager
+def gc_paused(size: int) -> Iterator[None]:
+    """Pause the cyclic garbage collector while a batch of ``size`` builds its answers.
+
+    A batch allocates a few small objects per request, none of them in a cycle, so collecting
+    finds nothing; but every full collection walks the whole heap, batch included, and a large
+    batch triggers many (a third of a 100,000-request batch's time, measured). Pausing defers
+    no garbage that the batch made; the collector's prior state is restored afterwards.
+    """
+    if size < GC_PAUSE_FROM or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 # --- planning: everything that needs no profile --------------------------------------------------
@@ -154,17 +161,49 @@ class _Plan(NamedTuple):
     request: Request
     layer: str
     scope: frozenset[str] | None  # None: every set
-    scope_text: str
-    thinking: str
-    keys: tuple[Key, ...]  # the workload's category first, then the fallback's
+    keys: tuple[Key, ...]  # the workload's category first (when it has one), then the fallback's
     fallback: str | None
-    notes: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
 
-def _plan(req: Request, known: frozenset[str], checked: _Checked
+_THINKING = frozenset(THINKING_MODES)
+
+
+def _plan(req: Request, known: frozenset[str], checked: Checks
           ) -> _Plan | Resolution | ResolutionRefused:
+    """Check everything that needs no profile; answer at once, or say which keys to look up."""
+    model, method, k, thinking, category, sets = (req.model, req.method, req.k, req.thinking,
+                                                  req.category, req.sets)
+    # The common case checked inline (a batch has many); anything unusual takes the long way,
+    # which explains what is wrong.
+    if not (type(model) is str and model and type(method) is str and method
+            and type(k) is int and k >= 1 and (thinking is None or thinking in _THINKING)
+            and (category is None or checked.category(category))
+            and (req.hardware is None or type(req.hardware) is str and req.hardware)
+            and (sets is None or type(sets) is tuple and sets
+                 and all(type(n) is str and n for n in sets))):
+        try:
+            check_request(req)
+        except ResolutionRefused as refusal:
+            return refusal
+    if req.workload is None and req.pin is None and req.cli is None:
+        if sets is not None:
+            for name in sets:
+                if name not in known:
+                    return _unknown_set("--set", name, known, "")
+        if thinking is None:
+            return _no_thinking("registry")
+        if category is None:
+            return _no_category("registry")
+        return _Plan(req, "registry", None if sets is None else frozenset(sets),
+                     ((model, method, k, thinking, category),), None)
+    return _plan_layers(req, known, checked)
+
+
+def _plan_layers(req: Request, known: frozenset[str], checked: Checks
+                 ) -> _Plan | Resolution | ResolutionRefused:
+    """:func:`_plan` for a run where a workload, scenario or command line states something."""
     try:
-        _check_request(req)
         workload = checked.value(req.workload, "workload", "acceptance")
         pin = checked.pin(req.pin)
         cli = checked.value(req.cli, "cli", "cli")
@@ -196,26 +235,29 @@ def _plan(req: Request, known: frozenset[str], checked: _Checked
         return _inline_answer(pin.value, req.k, "scenario", notes)
     fallback = pin.fallback_category if pin is not None else None
     if pin is not None and pin.profiles is not None:
-        scope, scope_text = frozenset((pin.profiles,)), f"the scenario's set {pin.profiles!r}"
-        layer = "scenario"
+        layer, scope = "scenario", frozenset((pin.profiles,))
     elif workload is not None:
         return _inline_answer(workload, req.k, "workload", notes)
     else:
-        layer = "registry"
-        scope = None if req.sets is None else frozenset(req.sets)
-        scope_text = ("the registry (every set)" if scope is None else
-                      "the registry sets " + ", ".join(repr(s) for s in sorted(scope)))
+        layer, scope = "registry", None if req.sets is None else frozenset(req.sets)
     if req.thinking is None:
-        return ResolutionRefused("no_thinking", (
-            f"the {layer} lookup needs the workload's thinking mode (on or off) and none was "
-            "given"))
+        return _no_thinking(layer)
     if req.category is None and fallback is None:
-        return ResolutionRefused("no_category", (
-            f"the {layer} lookup needs the workload's category and none was given, nor a "
-            "fallback_category"))
+        return _no_category(layer)
     prefix = (req.model, req.method, req.k, req.thinking)
     keys = tuple(prefix + (c,) for c in (req.category, fallback) if c is not None)
-    return _Plan(req, layer, scope, scope_text, req.thinking, keys, fallback, notes)
+    return _Plan(req, layer, scope, keys, fallback, notes)
+
+
+def _no_thinking(layer: str) -> ResolutionRefused:
+    return ResolutionRefused("no_thinking", (
+        f"the {layer} lookup needs the workload's thinking mode (on or off) and none was given"))
+
+
+def _no_category(layer: str) -> ResolutionRefused:
+    return ResolutionRefused("no_category", (
+        f"the {layer} lookup needs the workload's category and none was given, nor a "
+        "fallback_category"))
 
 
 def _unknown_set(where: str, name: str, known: frozenset[str], tail: str) -> ResolutionRefused:
@@ -224,99 +266,6 @@ def _unknown_set(where: str, name: str, known: frozenset[str], tail: str) -> Res
 
     return ResolutionRefused("unknown_set",
                              f"{where}: {unknown_set_message(name, sorted(known))}{tail}")
-
-
-def _check_request(req: Request) -> None:
-    """The run's own terms; a library caller can pass anything, so they are checked here too."""
-    problems = []
-    for name in ("model", "method"):
-        value = getattr(req, name)
-        if not isinstance(value, str) or not value:
-            problems.append(f"{name} must be a non-empty string, got {value!r}")
-    if not isinstance(req.k, int) or isinstance(req.k, bool) or req.k < 1:
-        problems.append(f"k must be an integer of at least 1, got {req.k!r}")
-    if req.thinking is not None and req.thinking not in THINKING_MODES:
-        problems.append(f"thinking must be 'on' or 'off', got {req.thinking!r}")
-    if req.category is not None and (not isinstance(req.category, str)
-                                     or not CATEGORY_RE.fullmatch(req.category)):
-        problems.append(f"category {req.category!r} is malformed; use lower-case letters, "
-                        "digits, '_' and '-'")
-    if req.hardware is not None and (not isinstance(req.hardware, str) or not req.hardware):
-        problems.append(f"hardware must be a non-empty string, got {req.hardware!r}")
-    if req.sets is not None and (isinstance(req.sets, str) or not req.sets or not all(
-            isinstance(s, str) and s for s in req.sets)):
-        problems.append(f"sets must be a non-empty list of set names, got {req.sets!r}")
-    if problems:
-        raise ResolutionRefused("invalid_request", "; ".join(problems))
-
-
-class _Checked:
-    """Checks stated values by the spec's rules, once per distinct value in a batch."""
-
-    def __init__(self) -> None:
-        self._seen: dict[Any, Any] = {}
-
-    def value(self, value: InlineValue | None, layer: str, path: str) -> InlineValue | None:
-        if value is None:
-            return None
-        return self._check(value, layer, path, check_inline_value, _value_doc)
-
-    def pin(self, pin: Pin | None) -> Pin | None:
-        if pin is None:
-            return None
-        return self._check(pin, "scenario", "pin", check_pin, _pin_doc)
-
-    def _check(self, obj: Any, layer: str, path: str, check: Any, as_doc: Any) -> Any:
-        key = (path, obj)
-        try:
-            found = self._seen.get(key)
-        except TypeError:  # a list where the spec has a tuple: unhashable, so check it each time
-            key, found = None, None
-        if found is None:
-            good, findings = check(as_doc(obj), "", path)
-            found = good if good is not None else invalid_value(layer, findings)
-            if key is not None:
-                self._seen[key] = found
-        if isinstance(found, ResolutionRefused):
-            raise found
-        return found
-
-
-def _value_doc(value: Any) -> Any:
-    if not isinstance(value, InlineValue):
-        return value  # the checker reports what it is instead
-    doc: dict[str, Any] = {"num_spec_tokens": value.num_spec_tokens}
-    for name in ("acceptance_length", "acceptance_rate", "per_position_rates", "source"):
-        item = getattr(value, name)
-        if item is not None:
-            doc[name] = list(item) if isinstance(item, tuple) else item
-    return doc
-
-
-def _pin_doc(pin: Any) -> Any:
-    if not isinstance(pin, Pin):
-        return pin
-    doc: dict[str, Any] = {}
-    if pin.profiles is not None:
-        doc["profiles"] = pin.profiles
-    if pin.value is not None:
-        doc["value"] = _value_doc(pin.value)
-    if pin.fallback_category is not None:
-        doc["fallback_category"] = pin.fallback_category
-    return doc
-
-
-def invalid_value(layer: str, findings: Iterable[Finding]) -> ResolutionRefused:
-    """The refusal for a stated value (or, at the scenario layer, a pin) that breaks the spec."""
-    what = "pin" if layer == "scenario" else "value"
-    return ResolutionRefused("invalid_value",
-                             f"the {layer} layer's {what} is invalid: {describe(findings)}")
-
-
-def describe(findings: Iterable[Finding]) -> str:
-    """Findings as one message: ``FILE:LINE:COL: PATH: MESSAGE`` where positions are known."""
-    return "\n".join(f.render() if f.line else f"{f.path}: {f.message}"
-                     for f in findings if f.is_error)
 
 
 def _inline_answer(value: InlineValue, k: int, layer: str, notes: tuple[str, ...]) -> Resolution:
@@ -329,78 +278,88 @@ def _inline_answer(value: InlineValue, k: int, layer: str, notes: tuple[str, ...
 
 # --- finishing: the profile from the lookup's rows -----------------------------------------------
 
-def _finish(plan: _Plan, index: dict[Key, list[Candidate]]) -> Resolution | ResolutionRefused:
-    req, scope = plan.request, plan.scope
-    category = req.category
-    if category is not None:
-        found = _in_scope(index.get(plan.keys[0], ()), scope)
-        if len(found) == 1:
-            return _profile_answer(plan, found[0], plan.keys[0], None)
+class _Answers:
+    """Turns plans into answers from one lookup's candidates, sharing what answers share."""
+
+    def __init__(self, index: dict[Key, list[Candidate]]):
+        self.index = index
+        self._derived: dict[tuple[float, int], tuple[float, ...]] = {}
+
+    def finish(self, plan: _Plan) -> Resolution | ResolutionRefused:
+        """The answer to ``plan``: the one profile in scope, the fallback's, or a refusal."""
+        scope, keys, category = plan.scope, plan.keys, plan.request.category
+        if category is not None:
+            found = self.index.get(keys[0])
+            if found and scope is not None:
+                found = [c for c in found if c.profile_set in scope]
+            if found:
+                if len(found) == 1:
+                    return self.answer(plan, found[0], keys[0], None)
+                return _conflict(keys[0], found)
+        fallback = plan.fallback
+        if fallback is None:
+            return ResolutionRefused("no_match", (
+                f"no profile {profile_label(*keys[0])} in {_scope_text(plan)}, and no "
+                "fallback_category was requested"))
+        key = keys[-1]
+        found = self.index.get(key)
+        if found and scope is not None:
+            found = [c for c in found if c.profile_set in scope]
         if found:
-            return _conflict(plan, plan.keys[0], found)
-    fallback = plan.fallback
-    if fallback is None:
-        return ResolutionRefused("no_match", (
-            f"no profile {profile_label(*plan.keys[0])} in {plan.scope_text}, and no "
-            "fallback_category was requested"))
-    key = plan.keys[-1]
-    found = _in_scope(index.get(key, ()), scope)
-    if len(found) == 1:
-        return _profile_answer(plan, found[0], key, Fallback(category, fallback))
-    if found:
-        return _conflict(plan, key, found)
-    missing = "the workload states no category" if category is None else (
-        f"the workload's category {category!r} has no profile")
-    return ResolutionRefused("fallback_no_match", (
-        f"{missing} in {plan.scope_text}, and the fallback has no profile either: no "
-        f"{profile_label(*key)}"))
+            if len(found) == 1:
+                return self.answer(plan, found[0], key, Fallback(category, fallback))
+            return _conflict(key, found)
+        missing = "the workload states no category" if category is None else (
+            f"the workload's category {category!r} has no profile")
+        return ResolutionRefused("fallback_no_match", (
+            f"{missing} in {_scope_text(plan)}, and the fallback has no profile either: no "
+            f"{profile_label(*key)}"))
+
+    def answer(self, plan: _Plan, cand: Candidate, key: Key,
+               fallback: Fallback | None) -> Resolution:
+        """The resolution a profile gives, with its rates stored or derived, and its notes."""
+        k, al, rates = key[2], cand.acceptance_length, cand.rates
+        derived = rates is None
+        if derived:
+            rates = self._derived.get((al, k))
+            if rates is None:
+                rates = self._derived[(al, k)] = tuple(min_variance_rates(al, k))
+        warnings, mismatch = plan.notes, None
+        run_on, measured_on = plan.request.hardware, cand.hardware
+        if run_on is not None and measured_on is not None \
+                and run_on.casefold() == measured_on.casefold():
+            run_on = None
+        if fallback is not None or cand.method != "measured" or (
+                run_on is not None and measured_on is not None):
+            notes = list(warnings)
+            if fallback is not None:
+                notes.append((f"the workload's category {fallback.replaced!r} has no profile"
+                              if fallback.replaced else "the workload states no category")
+                             + f"; used the fallback category {fallback.category!r}")
+            if run_on is not None and measured_on is not None:
+                mismatch = HardwareMismatch(measured_on, run_on)
+                notes.append(f"the profile was measured on {measured_on} and the run is on "
+                             f"{run_on}; acceptance is reused across hardware")
+            if cand.method != "measured":
+                how = f"copied from {cand.copied_from}" if cand.copied_from else cand.method
+                notes.append(f"the profile's value is not measured ({how})")
+            warnings = tuple(notes)
+        return Resolution(al, rate_from_al(al, k), k, rates, derived, plan.layer,
+                          cand.profile_set, profile_label(*key), cand.source, fallback, mismatch,
+                          warnings)
 
 
-def _in_scope(found: Iterable[Candidate], scope: frozenset[str] | None) -> list[Candidate]:
-    if scope is None:
-        return found if isinstance(found, list) else list(found)
-    return [c for c in found if c.profile_set in scope]
+def _scope_text(plan: _Plan) -> str:
+    if plan.layer == "scenario":
+        (name,) = plan.scope
+        return f"the scenario's set {name!r}"
+    if plan.scope is None:
+        return "the registry (every set)"
+    return "the registry sets " + ", ".join(repr(s) for s in sorted(plan.scope))
 
 
-def _conflict(plan: _Plan, key: Key, found: list[Candidate]) -> ResolutionRefused:
+def _conflict(key: Key, found: list[Candidate]) -> ResolutionRefused:
     names = ", ".join(c.profile_set for c in found)
     return ResolutionRefused("conflict", (
         f"{len(found)} registry sets hold {profile_label(*key)}: {names}; name one with --set "
         "(or a scenario's acceptance.profiles)"))
-
-
-def _profile_answer(plan: _Plan, cand: Candidate, key: Key,
-                    fallback: Fallback | None) -> Resolution:
-    k = key[2]
-    al = cand.acceptance_length
-    rates, derived = cand.rates, cand.rates is None
-    if derived:
-        rates = tuple(min_variance_rates(al, k))
-    warnings = list(plan.notes)
-    if fallback is not None:
-        warnings.append(
-            (f"the workload's category {fallback.replaced!r} has no profile" if fallback.replaced
-             else "the workload states no category")
-            + f"; used the fallback category {fallback.category!r}")
-    mismatch = None
-    run_on = plan.request.hardware
-    if run_on is not None and cand.hardware is not None \
-            and run_on.casefold() != cand.hardware.casefold():
-        mismatch = HardwareMismatch(cand.hardware, run_on)
-        warnings.append(f"the profile was measured on {cand.hardware} and the run is on "
-                        f"{run_on}; acceptance is reused across hardware")
-    if cand.method != "measured":
-        how = f"copied from {cand.copied_from}" if cand.copied_from else f"{cand.method}"
-        warnings.append(f"the profile's value is not measured ({how})")
-    return Resolution(al, rate_from_al(al, k), k, rates, derived, plan.layer, cand.profile_set,
-                      profile_label(*key), cand.source, fallback, mismatch, tuple(warnings))
-
-
-@contextlib.contextmanager
-def _connect(bind: Bind) -> Iterator[Connection]:
-    """An engine's new connection (closed afterwards), or the caller's open one (left open)."""
-    if isinstance(bind, Connection):
-        yield bind
-        return
-    with bind.connect() as conn:
-        yield conn
