@@ -110,18 +110,16 @@ class Checks:
         return self._check(pin, "scenario", "pin", check_pin, _pin_doc)
 
     def _check(self, obj: Any, layer: str, path: str, check: Any, as_doc: Any) -> Any:
-        key = (path, obj)
-        try:
-            found = self._seen.get(key)
-        except TypeError:  # a list where the spec has a tuple: unhashable, so check it each time
-            key, found = None, None
+        # Keyed by repr, not by equality: 1, 1.0 and True are equal, yet only two are valid K.
+        key = (path, repr(obj)) if type(obj) in (InlineValue, Pin) else None
+        found = self._seen.get(key) if key is not None else None
         if found is None:
             good, findings = check(as_doc(obj), "", path)
-            found = good if good is not None else invalid_value(layer, findings)
+            found = good if good is not None else invalid_value(layer, findings).message
             if key is not None:
                 self._seen[key] = found
-        if isinstance(found, ResolutionRefused):
-            raise found
+        if type(found) is str:  # a fresh exception each time: a raised one keeps its traceback
+            raise ResolutionRefused("invalid_value", found)
         return found
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from registry_db import importer
 from registry_db.errors import ResolutionRefused
-from registry_db.resolve import Request, resolve, resolve_many
+from registry_db.resolve import GC_PAUSE_FROM, Request, resolve, resolve_many
 from registry_db.resolve_sql import (LOOKUP_ONE, PG_LOOKUP_MANY, SQLITE_KEYS_DDL,
                                       SQLITE_KEYS_INSERT, SQLITE_LOOKUP_MANY)
 from registry_db.spec import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
@@ -256,3 +256,27 @@ def test_batch_lookup_probes_the_index_for_a_few_keys(big):
             ("ids", "models", "methods", "ks", "thinkings", "categories"), columns)))
         plan = "\n".join(r[0] for r in cur.fetchall())
     assert index in plan and "Seq Scan on profiles" not in plan, plan
+
+
+def test_batch_tells_equal_values_of_other_types_apart(big):
+    """K 1 and K True compare equal in Python; only the first is a valid K."""
+    good = Request("model-1", "eagle", 1, cli=InlineValue(1, acceptance_length=1.5))
+    bad = Request("model-1", "eagle", 1, cli=InlineValue(True, acceptance_length=1.5))
+    first, second = resolve_many(big, [good, bad])
+    assert first.layer == "cli"
+    assert second.reason == "invalid_value" and "num_spec_tokens" in second.message
+
+
+def test_large_batch_leaves_the_garbage_collector_as_it_found_it(big):
+    import gc
+
+    requests = generated_requests(GC_PAUSE_FROM)
+    assert gc.isenabled()
+    resolve_many(big, requests)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        resolve_many(big, requests)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
