@@ -265,8 +265,11 @@ _LAYER_OF = {"acceptance": "workload", "pin": "scenario", "cli": "cli"}
 _DECODER = json.JSONDecoder(object_pairs_hook=_refuse_duplicates)
 
 
-def parse_line(line: str, number: int) -> Request | ResolutionRefused:
-    """One ``--batch`` line as a request, or the refusal that answers it."""
+def parse_line(line: str, number: int, seen: dict | None = None) -> Request | ResolutionRefused:
+    """One ``--batch`` line as a request, or the refusal that answers it.
+
+    ``seen`` remembers checked values across the lines of one batch.
+    """
     if not line.strip():
         return _invalid(number, "the line is empty; each line is one JSON request")
     try:
@@ -274,7 +277,7 @@ def parse_line(line: str, number: int) -> Request | ResolutionRefused:
     except ValueError as exc:  # JSONDecodeError is a ValueError, and so is a duplicate key
         return _invalid(number, f"not a JSON object: {exc}")
     try:
-        return request_from_json(obj)
+        return request_from_json(obj, seen)
     except ResolutionRefused as refusal:
         if refusal.reason == "invalid_request":
             return _invalid(number, refusal.message)
@@ -283,21 +286,67 @@ def parse_line(line: str, number: int) -> Request | ResolutionRefused:
 
 def parse_lines(lines: Iterable[str]) -> list[Request | ResolutionRefused]:
     """Every line of a ``--batch`` input, in order (a blank line is an invalid request)."""
-    return [parse_line(line, n) for n, line in enumerate(lines, 1)]
+    seen: dict = {}
+    return [parse_line(line, n, seen) for n, line in enumerate(lines, 1)]
 
 
 def _invalid(number: int, message: str) -> ResolutionRefused:
     return ResolutionRefused("invalid_request", f"line {number}: {message}")
 
 
-def request_from_json(obj: Any) -> Request:
+_TYPES = {"string": str, "integer": int, "object": dict, "list of strings": list}
+#: Each key's one Python type after ``json.loads`` (``k: true`` is a bool, not an int).
+_JSON_TYPES = {key: _TYPES[want] for key, (want, _) in BATCH_KEYS.items()}
+_REQUIRED = tuple(key for key, (_, required) in BATCH_KEYS.items() if required)
+
+
+def request_from_json(obj: Any, seen: dict | None = None) -> Request:
     """A request from a decoded ``--batch`` object; raise ``invalid_request`` or ``invalid_value``.
 
     ``acceptance`` is the workload's inline value, ``pin`` the scenario's pin, ``cli`` the
-    command line's value, each in the spec's form.
+    command line's value, each in the spec's form and checked by its rules (once per distinct
+    value when ``seen`` is shared across calls).
     """
+    # The common line is checked in one pass; anything else takes the long way, which says
+    # exactly what is wrong.
+    if not (type(obj) is dict and all(obj.get(key) is not None for key in _REQUIRED)
+            and all(value is None or type(value) is _JSON_TYPES.get(key)
+                    for key, value in obj.items())
+            and (obj.get("sets") is None or all(type(s) is str for s in obj["sets"]))):
+        _refuse_malformed(obj)
+    get = obj.get
+    acceptance, pin, cli, sets = get("acceptance"), get("pin"), get("cli"), get("sets")
+    if acceptance is not None or pin is not None or cli is not None:
+        seen = {} if seen is None else seen
+        acceptance = _stated(acceptance, "acceptance", seen)
+        pin = _stated(pin, "pin", seen)
+        cli = _stated(cli, "cli", seen)
+    return Request(obj["model"], obj["method"], obj["k"], get("thinking"), get("category"),
+                   acceptance, pin, cli, get("hardware"), None if sets is None else tuple(sets))
+
+
+def _stated(doc: dict | None, key: str, seen: dict) -> Any:
+    """A line's inline value or pin as the spec's dataclass; ``invalid_value`` if it is not one."""
+    if doc is None:
+        return None
+    # Keyed by repr: equal dicts may hold 1, 1.0 or true, which the rules tell apart.
+    memo = (key, repr(doc))
+    found = seen.get(memo)
+    if found is None:
+        from registry_db.validate_inline import check_inline_value, check_pin
+
+        good, findings = (check_pin if key == "pin" else check_inline_value)(doc, "", key)
+        found = seen[memo] = good if good is not None else (
+            invalid_value(_LAYER_OF[key], findings).message)
+    if type(found) is str:
+        raise ResolutionRefused("invalid_value", found)
+    return found
+
+
+def _refuse_malformed(obj: Any) -> None:
+    """Raise ``invalid_request`` naming every key of ``obj`` that is missing, unknown or
+    mistyped, or saying that ``obj`` is not an object at all."""
     from registry_db.validate_base import type_name
-    from registry_db.validate_inline import check_inline_value, check_pin
 
     if not isinstance(obj, dict):
         raise ResolutionRefused("invalid_request", f"a request is a JSON object, got "
@@ -318,19 +367,6 @@ def request_from_json(obj: Any) -> Request:
                             f"got {type_name(value)}")
     if problems:
         raise ResolutionRefused("invalid_request", "; ".join(problems))
-    values: dict[str, Any] = {}
-    for key, check in (("acceptance", check_inline_value), ("pin", check_pin),
-                       ("cli", check_inline_value)):
-        if obj.get(key) is not None:
-            good, findings = check(obj[key], "", key)
-            if good is None:
-                raise invalid_value(_LAYER_OF[key], findings)
-            values[key] = good
-    sets = obj.get("sets")
-    return Request(obj["model"], obj["method"], obj["k"], obj.get("thinking"),
-                   obj.get("category"), values.get("acceptance"), values.get("pin"),
-                   values.get("cli"), obj.get("hardware"),
-                   None if sets is None else tuple(sets))
 
 
 def _is(value: Any, want: str) -> bool:

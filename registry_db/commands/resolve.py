@@ -159,27 +159,27 @@ def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:
 def _run_batch(settings: Any, path: str) -> int:
     from registry_db.errors import ResolutionRefused
     from registry_db.requests import parse_lines
-    from registry_db.resolve import Request, resolve_many
+    from registry_db.resolve import Request, gc_paused, resolve_many
 
-    text = _read_text(path)
-    parsed = parse_lines(text.splitlines())
-    requests = [p for p in parsed if type(p) is Request]
-    with settings.registry() as engine:
-        answers = iter(resolve_many(engine, requests))
-    bad = 0
-    out = sys.stdout
-    block: list[str] = []
-    for item in parsed:
-        answer = next(answers) if type(item) is Request else item
-        if isinstance(answer, ResolutionRefused) and answer.reason == "invalid_request":
-            bad += 1
-        block.append(_ENCODER.encode(answer.to_json()))
-        if len(block) >= _BLOCK:
-            out.write("\n".join(block) + "\n")
-            block.clear()
-    if block:
-        out.write("\n".join(block) + "\n")
-    out.flush()
+    lines = _read_text(path).splitlines()
+    with gc_paused(len(lines)):
+        parsed = parse_lines(lines)
+        requests = [p for p in parsed if type(p) is Request]
+        with settings.registry() as engine:
+            answers = iter(resolve_many(engine, requests))
+        bad = 0
+        block: list[str] = []
+        for item in parsed:
+            answer = next(answers) if type(item) is Request else item
+            if isinstance(answer, ResolutionRefused) and answer.reason == "invalid_request":
+                bad += 1
+            block.append(_ENCODER.encode(answer.to_json()))
+            if len(block) >= _BLOCK:
+                sys.stdout.write("\n".join(block) + "\n")
+                block.clear()
+        if block:
+            sys.stdout.write("\n".join(block) + "\n")
+        sys.stdout.flush()
     return 1 if bad else 0
 
 
