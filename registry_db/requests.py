@@ -41,7 +41,9 @@ class Request:
     """One run to resolve. ``workload``, ``pin`` and ``cli`` are what those layers state.
 
     ``sets`` names the sets that count as the registry (None: every set in the database).
-    ``hardware`` is the run's chip; a profile measured on another is recorded.
+    ``hardware`` is the run's chip; a profile measured on another is recorded. Everything is
+    checked when the run is resolved (a bad term is ``invalid_request``, a bad value or pin
+    ``invalid_value``); a value or pin may also be given as the spec's mapping.
     """
 
     model: str
@@ -89,13 +91,18 @@ class Checks:
 
     def category(self, category: Any) -> bool:
         """Whether ``category`` is well formed (remembered: a batch repeats a few)."""
+        if type(category) is not str:
+            return False
         good = self._categories.get(category)
         if good is None:
-            good = self._categories[category] = (
-                type(category) is str and CATEGORY_RE.fullmatch(category) is not None)
+            good = self._categories[category] = CATEGORY_RE.fullmatch(category) is not None
         return good
 
     def value(self, value: InlineValue | None, layer: str, path: str) -> InlineValue | None:
+        """``value`` as the spec's rules accept it; ``invalid_value`` names what breaks them.
+
+        ``path`` is where the value sits in a ``--batch`` line (``acceptance`` or ``cli``).
+        """
         if value is None:
             return None
         from registry_db.validate_inline import check_inline_value
@@ -103,6 +110,7 @@ class Checks:
         return self._check(value, layer, path, check_inline_value, _value_doc)
 
     def pin(self, pin: Pin | None) -> Pin | None:
+        """``pin`` as the spec's rules accept it; ``invalid_value`` names what breaks them."""
         if pin is None:
             return None
         from registry_db.validate_inline import check_pin

@@ -9,10 +9,11 @@ Every run goes through the same three steps, whether it is resolved alone (:func
 with many others (:func:`resolve_many`): :func:`_plan` checks the request, every stated value
 (its K included, at every layer, winning or not) and the named sets, and either answers at once
 or says which profile keys it needs; the keys go to the database in one indexed query
-(:mod:`registry_db.resolve_sql`) for the run or for the whole batch; :func:`_finish` picks the
-profile from the few rows, with the fallback category and conflict rules. Nothing falls back
+(:mod:`registry_db.resolve_sql`) for the run or for the whole batch; :class:`_Answers` picks
+the profile from the few rows, with the fallback category and conflict rules. Nothing falls back
 silently: every refusal is a :class:`~registry_db.errors.ResolutionRefused` with a reason code
-from the contract.
+from the contract. The request and the checks of what it states live in
+:mod:`registry_db.requests`.
 """
 
 from __future__ import annotations
@@ -177,7 +178,8 @@ def _plan(req: Request, known: frozenset[str], checked: Checks
     # The common case checked inline (a batch has many); anything unusual takes the long way,
     # which explains what is wrong.
     if not (type(model) is str and model and type(method) is str and method
-            and type(k) is int and k >= 1 and (thinking is None or thinking in _THINKING)
+            and type(k) is int and k >= 1
+            and (thinking is None or type(thinking) is str and thinking in _THINKING)
             and (category is None or checked.category(category))
             and (req.hardware is None or type(req.hardware) is str and req.hardware)
             and (sets is None or type(sets) is tuple and sets
@@ -326,18 +328,17 @@ class _Answers:
                 rates = self._derived[(al, k)] = tuple(min_variance_rates(al, k))
         warnings, mismatch = plan.notes, None
         run_on, measured_on = plan.request.hardware, cand.hardware
+        # Chip names are compared without case: "B300" on the command line is the b300.
         if run_on is not None and measured_on is not None \
-                and run_on.casefold() == measured_on.casefold():
-            run_on = None
-        if fallback is not None or cand.method != "measured" or (
-                run_on is not None and measured_on is not None):
+                and run_on.casefold() != measured_on.casefold():
+            mismatch = HardwareMismatch(measured_on, run_on)
+        if fallback is not None or mismatch is not None or cand.method != "measured":
             notes = list(warnings)
             if fallback is not None:
                 notes.append((f"the workload's category {fallback.replaced!r} has no profile"
                               if fallback.replaced else "the workload states no category")
                              + f"; used the fallback category {fallback.category!r}")
-            if run_on is not None and measured_on is not None:
-                mismatch = HardwareMismatch(measured_on, run_on)
+            if mismatch is not None:
                 notes.append(f"the profile was measured on {measured_on} and the run is on "
                              f"{run_on}; acceptance is reused across hardware")
             if cand.method != "measured":

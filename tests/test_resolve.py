@@ -397,3 +397,13 @@ def test_mappings_are_checked_like_dataclasses(reg):
     assert got.layer == "cli" and got.acceptance_length == 2.0
     r = refused(reg, run(cli={"num_spec_tokens": 3, "acceptance_lenght": 2.0}))
     assert r.reason == "invalid_value" and "did you mean 'acceptance_length'" in r.message
+
+
+def test_unhashable_terms_are_invalid_requests_not_crashes(reg):
+    for request in (Request("solo", "eagle", 3, ["off"], "coding"),
+                    Request("solo", "eagle", 3, "off", ["coding"]),
+                    Request("solo", "eagle", 3, "off", "coding", sets=[["alpha"]])):
+        assert refused(reg, request).reason == "invalid_request"
+    # A list of set names is as good as a tuple.
+    assert resolve(reg, Request("solo", "eagle", 3, "off", "coding", sets=["alpha"])
+                   ).profile_set == "alpha"
