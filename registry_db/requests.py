@@ -208,7 +208,7 @@ def load_workload(path: str | os.PathLike) -> Workload:
     thinking = ck.field(doc, "thinking", "", "string")
     if thinking is not None and thinking not in THINKING_MODES:
         ck.error(pos(doc, "thinking"), "thinking", "bad_thinking",
-                 f"thinking is {thinking!r}; it is 'on' or 'off' (quote them in YAML 1.1 tools)")
+                 f"thinking is {thinking!r}; the thinking modes are 'on' and 'off'")
     category = ck.field(doc, "category", "", "string")
     if category is not None and not CATEGORY_RE.fullmatch(category):
         ck.error(pos(doc, "category"), "category", "bad_category",
