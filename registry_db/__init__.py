@@ -46,6 +46,8 @@ _LAZY = {
     "resolve": "resolve",
     "resolve_many": "resolve",
     "Resolution": "resolve",
+    "Fallback": "resolve",
+    "HardwareMismatch": "resolve",
     "min_variance_rates": "rates",
     # analysts
     "run_query": "query",
