@@ -69,6 +69,23 @@ def pg_session_url():
     admin.dispose()
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "only_backend(name): the test applies to one backend only; the other "
+                   "backend's instance is deselected (not skipped: there is nothing to check)")
+
+
+def pytest_collection_modifyitems(config, items):
+    keep, drop = [], []
+    for item in items:
+        marker = item.get_closest_marker("only_backend")
+        param = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
+        (drop if marker and param and param != marker.args[0] else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def backend(request) -> str:
     """The backend under test."""

@@ -184,9 +184,8 @@ def test_every_constraint_is_documented(engine, backend):
 
 # --- the PostgreSQL read-only role -------------------------------------------------------------
 
+@pytest.mark.only_backend("postgresql")
 def test_the_read_only_recipe_gives_a_role_that_reads_and_cannot_write(seeded_url, backend):
-    if backend != "postgresql":
-        pytest.skip("roles are PostgreSQL's")
     url = make_url(seeded_url)
     role = f"analyst_{uuid.uuid4().hex[:10]}"
     sql = recipe("postgresql-read-only")

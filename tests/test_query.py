@@ -225,18 +225,16 @@ def test_the_library_says_why(db_url):
     assert info.value.reason == "sql"
 
 
+@pytest.mark.only_backend("postgresql")
 def test_a_write_inside_a_function_body_is_refused(db_url, backend):
-    if backend != "postgresql":
-        pytest.skip("DO blocks are PostgreSQL's")
     before = snapshot(db_url)
     result = invoke(db_url, "DO $$ BEGIN DELETE FROM methods; END $$")
     assert result.exit_code == 1 and "read-only" in result.stderr
     assert snapshot(db_url) == before
 
 
+@pytest.mark.only_backend("sqlite")
 def test_sqlite_cannot_attach_another_file(db_url, backend, tmp_path):
-    if backend != "sqlite":
-        pytest.skip("ATTACH is SQLite's")
     target = tmp_path / "elsewhere.db"
     result = invoke(db_url, f"ATTACH 'file:{target}?mode=rwc' AS other")
     assert result.exit_code == 1 and "attached" in result.stderr
@@ -254,9 +252,8 @@ def test_bad_sql_is_the_users_input_exit_1_with_the_databases_words(db_url, sql,
     assert result.stderr.startswith("Error: the query failed: ") and words in result.stderr
 
 
+@pytest.mark.only_backend("sqlite")
 def test_an_integer_sqlite_cannot_hold_is_exit_1(db_url, backend):
-    if backend != "sqlite":
-        pytest.skip("PostgreSQL binds it as NUMERIC")
     result = invoke(db_url, "SELECT :n AS n", "-p", "n=99999999999999999999")
     assert result.exit_code == 1 and "out of range" in result.stderr
 
