@@ -94,10 +94,15 @@ _TRUE = frozenset(("true", "True", "TRUE"))
 _FALSE = frozenset(("false", "False", "FALSE"))
 _INF = frozenset(s + i for s in ("", "+", "-") for i in (".inf", ".Inf", ".INF"))
 _NAN = frozenset((".nan", ".NaN", ".NAN"))
+#: The first characters of every non-string plain scalar: anything else is text, no regex needed.
+_NON_STR_START = frozenset("0123456789-+.~tTfFnN")
 
 
 def scalar_kind(text: str) -> str:
     """The type a plain scalar resolves to under YAML 1.2 core: null, bool, int, float or str."""
+    # Most scalars are names, URLs and categories: answer them before any regex runs.
+    if text and text[0] not in _NON_STR_START:
+        return "str"
     if text in _NULLS:
         return "null"
     if text in _TRUE or text in _FALSE:
