@@ -29,7 +29,9 @@ from registry_db.db import translated
 from registry_db.errors import ResolutionRefused
 from registry_db.rates import complete, min_variance_rates, rate_from_al
 from registry_db.requests import Checks, Request, check_request
-from registry_db.resolve_sql import Candidate, Key, cursor, lookup_many, lookup_one, set_names
+from registry_db.resolve_sql import (
+    Candidate, Key, cursor, lookup_many, lookup_one, set_names, stored_among,
+)
 from registry_db.spec import THINKING_MODES, InlineValue, profile_label
 
 Bind = Engine | Connection
@@ -99,9 +101,12 @@ def resolve(bind: Bind, request: Request) -> Resolution:
     """
     checked = Checks()
     with translated(), cursor(bind) as c:
-        # The set names are read only when the run names a set: most runs need one query.
-        named = request.sets or getattr(request.pin, "profiles", None)
-        known = frozenset(set_names(c)) if named else frozenset()
+        # Only the sets the run names are looked up (most runs name none); every name is read
+        # only to refuse an unknown one with the nearest names suggested.
+        named = _named_sets(request)
+        known = frozenset(stored_among(c, named)) if named else frozenset()
+        if len(known) < len(named):
+            known = frozenset(set_names(c))
         plan = _plan(request, known, checked)
         if type(plan) is _Plan:
             index = lookup_one(c, request.model, request.method, request.k, request.thinking,
@@ -110,6 +115,16 @@ def resolve(bind: Bind, request: Request) -> Resolution:
     if isinstance(plan, ResolutionRefused):
         raise plan
     return plan
+
+
+def _named_sets(request: Request) -> tuple[str, ...]:
+    """The distinct set names a request names (``--set`` and the pin's ``profiles``)."""
+    names = list(request.sets) if isinstance(request.sets, (tuple, list)) else []
+    pin = request.pin
+    profiles = pin.get("profiles") if isinstance(pin, dict) else getattr(pin, "profiles", None)
+    if isinstance(profiles, str):
+        names.append(profiles)
+    return tuple(dict.fromkeys(n for n in names if isinstance(n, str)))
 
 
 def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | ResolutionRefused]:

@@ -132,6 +132,15 @@ def _translated(engine: Engine) -> Iterator[None]:
         raise translate(exc, str(engine.url)) from exc
 
 
+def stored_among(c: Cursor, names: Sequence[str]) -> list[str]:
+    """Which of ``names`` are stored sets (one query on the unique name index, whatever the
+    number of sets in the database)."""
+    marker = "?" if c.dialect == "sqlite" else "%s"
+    c.cur.execute(f"SELECT name FROM profile_sets WHERE name IN ({', '.join([marker] * len(names))})",
+                  tuple(names))
+    return [name for (name,) in c.cur.fetchall()]
+
+
 def set_names(c: Cursor) -> list[str]:
     """Every stored set's name (one query; the resolver checks named sets against them)."""
     c.cur.execute("SELECT name FROM profile_sets")
