@@ -9,6 +9,8 @@ so that two processes never migrate at once.
 
 from __future__ import annotations
 
+from logging.config import fileConfig
+
 from alembic import context
 
 from registry_db import db
@@ -16,6 +18,10 @@ from registry_db.schema import metadata
 from registry_db.urls import resolve_url
 
 config = context.config
+
+# `alembic ...` from the checkout logs as alembic.ini says; `registry db` has no ini file.
+if config.config_file_name is not None:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 
 def _url() -> str:

@@ -163,3 +163,24 @@ def test_offline_sql_for_both_dialects():
         assert "uq_profiles_key" in sql
         assert "CREATE VIEW acceptance_profiles" in sql
     assert "SERIAL" in db.migration_sql("postgresql+psycopg://u@nohost.invalid/x")
+
+
+def test_alembic_command_line_from_the_checkout(tmp_path):
+    """`alembic upgrade head` in the checkout migrates the database REGISTRY_DATABASE_URL names."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    url = f"sqlite:///{tmp_path / 'via-alembic.db'}"
+    env = {**os.environ, "REGISTRY_DATABASE_URL": url}
+    proc = subprocess.run([sys.executable, "-m", "alembic", "upgrade", "head"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Running upgrade 0001 -> 0002" in proc.stderr
+    engine = db.make_engine(url)
+    try:
+        assert db.current_revision(engine) == db.HEAD_REVISION
+    finally:
+        engine.dispose()
