@@ -170,8 +170,29 @@ class Provenance:
         return _hash(self.canonical())
 
 
+class Keyed:
+    """The profile key and its label, for anything with the five key fields."""
+
+    model: str
+    speculative_method: str
+    num_spec_tokens: int
+    thinking: str
+    category: str
+
+    @property
+    def key(self) -> tuple[str, str, int, str, str]:
+        """The profile key (without the set)."""
+        return (self.model, self.speculative_method, self.num_spec_tokens, self.thinking,
+                self.category)
+
+    @property
+    def label(self) -> str:
+        """The spec's ``model/method/k<K>/thinking-<mode>/category`` name."""
+        return profile_label(*self.key)
+
+
 @dataclass(frozen=True)
-class Profile:
+class Profile(Keyed):
     """One validated profile of a set."""
 
     model: str
@@ -185,17 +206,6 @@ class Profile:
     provenance: Provenance | None = None
     rationale: str | None = None
     copied_from: str | None = None
-
-    @property
-    def key(self) -> tuple[str, str, int, str, str]:
-        """The profile key (without the set)."""
-        return (self.model, self.speculative_method, self.num_spec_tokens, self.thinking,
-                self.category)
-
-    @property
-    def label(self) -> str:
-        """The spec's ``model/method/k<K>/thinking-<mode>/category`` name."""
-        return profile_label(*self.key)
 
     def canonical(self) -> dict[str, Any]:
         """A JSON-able form used for the set's content hash."""

@@ -30,11 +30,11 @@ from registry_db.schema import (
 )
 from registry_db.spec import (
     PROFILE_KEY_FIELDS,
+    Keyed,
     Profile,
     ProfileSet,
     Provenance,
     Sampling,
-    profile_label,
     setting_value,
 )
 
@@ -54,7 +54,7 @@ class SetSummary:
 
 
 @dataclass(frozen=True)
-class Conflict:
+class Conflict(Keyed):
     """A profile key that two or more stored sets hold (the resolver refuses it)."""
 
     model: str
@@ -69,16 +69,6 @@ class Conflict:
         """How many sets hold the key."""
         return len(self.sets)
 
-    @property
-    def key(self) -> tuple[str, str, int, str, str]:
-        """The profile key."""
-        return (self.model, self.speculative_method, self.num_spec_tokens, self.thinking,
-                self.category)
-
-    @property
-    def label(self) -> str:
-        """The spec's ``model/method/k<K>/thinking-<mode>/category`` name."""
-        return profile_label(*self.key)
 
 
 @contextlib.contextmanager
