@@ -371,13 +371,19 @@ def check_paths(paths: Iterable[str | os.PathLike]) -> tuple[list[ProfileSet], l
     declared: dict[str, tuple[str, int]] = {}
     for path in collect_files(paths, findings):
         file = str(path)
+        load_failed = False
         try:
             doc = load_file(path, file)
         except InvalidInput as exc:
             findings.extend(exc.findings)
-            continue
+            doc = getattr(exc, "document", None)
+            if doc is None:
+                continue
+            load_failed = True  # still checked, so every problem shows at once; never imported
         profile_set, problems = check_profile_set(doc, file)
         findings.extend(problems)
+        if load_failed:
+            profile_set = None
         name = doc.get("name") if isinstance(doc, dict) else None
         if isinstance(name, str) and name.strip():
             if name in declared:

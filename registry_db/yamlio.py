@@ -28,6 +28,8 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 100
 #: Nodes a document may expand to, counting every alias as the whole node it names.
 MAX_EXPANDED_NODES = 1_000_000
+#: Load problems after which the document is still whole (InvalidInput.document holds it).
+RECOVERABLE = frozenset({"duplicate_key"})
 
 #: A 1-based (line, column); (0, 0) means "unknown", as for a dict that came from JSON.
 Position = tuple[int, int]
@@ -199,7 +201,12 @@ def load_yaml(data: bytes | str, file: str) -> Any:
         if parser is not None and hasattr(parser, "dispose"):
             parser.dispose()
     if builder.findings:
-        raise InvalidInput(builder.findings)
+        exc = InvalidInput(builder.findings)
+        # A duplicate key leaves a whole document (the first value kept): hand it on so that
+        # the validator can still report every other problem of the file at once.
+        if all(f.code in RECOVERABLE for f in builder.findings):
+            exc.document = builder.root
+        raise exc
     return builder.root
 
 

@@ -382,3 +382,18 @@ def test_valid_sets_survive_dump_load_check_unchanged(original):
     assert findings == []
     assert checked == original
     assert checked.content_hash() == original.content_hash()
+
+
+def test_a_duplicate_key_does_not_hide_the_files_other_problems(tmp_path):
+    """Every problem at once: the rest of a file with a duplicate key is still checked."""
+    from registry_db.validate import check_paths
+
+    (tmp_path / "team.yaml").write_text(
+        "kind: AcceptanceProfileSet\nname: team\nprofiles:\n"
+        "  - model: m\n    speculative_method: mtp\n    num_spec_tokens: 3\n"
+        "    thinking: off\n    thinking: on\n    category: coding\n"
+        "    acceptance_length: 9.5\n    method: assumed\n    rationale: r\n")
+    sets, findings = check_paths([tmp_path])
+    codes = sorted((f.code, f.line) for f in findings)
+    assert codes == [("al_out_of_range", 10), ("duplicate_key", 8)]
+    assert sets == []
