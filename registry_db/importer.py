@@ -81,7 +81,8 @@ class ImportReport:
 
 # --- entry points --------------------------------------------------------------------------------
 
-def load_paths(paths: Sequence[str | Path]) -> tuple[list[ProfileSet], list[Finding]]:
+def load_paths(paths: Sequence[str | Path], progress: Progress | None = None,
+               ) -> tuple[list[ProfileSet], list[Finding]]:
     """Load and validate every file under ``paths``: the sets and the warnings.
 
     Raises :class:`~registry_db.errors.InvalidInput` carrying every finding when any file has
@@ -89,7 +90,7 @@ def load_paths(paths: Sequence[str | Path]) -> tuple[list[ProfileSet], list[Find
     """
     from registry_db import validate
 
-    sets, findings = validate.check_paths(list(paths))
+    sets, findings = validate.check_paths(list(paths), progress)
     if any(f.is_error for f in findings):
         raise InvalidInput(findings)
     return list(sets), list(findings)

@@ -15,7 +15,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from registry_db.errors import InvalidInput
 from registry_db.findings import Finding, sort_findings
@@ -360,16 +360,22 @@ def collect_files(paths: Iterable[str | os.PathLike],
     return out
 
 
-def check_paths(paths: Iterable[str | os.PathLike]) -> tuple[list[ProfileSet], list[Finding]]:
+def check_paths(paths: Iterable[str | os.PathLike],
+                progress: Callable[[str, int, int], None] | None = None,
+                ) -> tuple[list[ProfileSet], list[Finding]]:
     """Load and check every file under ``paths``, and the rule that set names are unique.
 
     Returns every valid set and every finding (sorted); the caller writes nothing when any finding
-    is an error. File names in findings are the paths as given.
+    is an error. File names in findings are the paths as given. ``progress("validate", done,
+    total)`` is called after each file.
     """
     findings: list[Finding] = []
     sets: list[ProfileSet] = []
     declared: dict[str, tuple[str, int]] = {}
-    for path in collect_files(paths, findings):
+    files = collect_files(paths, findings)
+    for done, path in enumerate(files):
+        if progress is not None:  # here, not at the end: the body may `continue`
+            progress("validate", done, len(files))
         file = str(path)
         load_failed = False
         try:
@@ -397,4 +403,6 @@ def check_paths(paths: Iterable[str | os.PathLike]) -> tuple[list[ProfileSet], l
                 declared[name] = (file, pos(doc, "name")[0])
         if profile_set is not None:
             sets.append(profile_set)
+    if progress is not None and files:
+        progress("validate", len(files), len(files))
     return sets, sort_findings(findings)

@@ -45,9 +45,9 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, as_json: bool)
     from registry_db import db, importer
     from registry_db.cli import report_findings
 
-    sets, warnings = importer.load_paths(paths)
     url = settings.url
-    with _progress(len(sets)) as progress:
+    with _Progress() as progress:
+        sets, warnings = importer.load_paths(paths, progress)
         if dry_run and _missing_sqlite_file(url):
             report = importer.preview_sets(sets)
         else:
@@ -86,25 +86,34 @@ def _print_report(report: Any) -> None:
     click.echo(f"{len(report.sets)} set(s): {summary}{tail}", err=True)
 
 
-class _progress:
-    """A click progress bar over the sets written, on stderr, only on a terminal."""
+class _Progress:
+    """Click progress bars on stderr, one per phase (validating, writing), only on a terminal
+    and only for imports of at least :data:`PROGRESS_MIN_SETS` files or sets."""
 
-    def __init__(self, total: int):
-        self.total = total
+    def __init__(self) -> None:
         self.bar: Any = None
+        self.phase: str | None = None
         self.done = 0
 
     def __enter__(self) -> Any:
-        if self.total < PROGRESS_MIN_SETS or not sys.stderr.isatty():
-            return None
-        self.bar = click.progressbar(length=self.total, label="writing", file=sys.stderr)
-        self.bar.__enter__()
-        return self.update
+        return self.update if sys.stderr.isatty() else None
 
     def update(self, phase: str, done: int, total: int) -> None:
-        self.bar.update(done - self.done)
+        if phase != self.phase:
+            self._close()
+            self.phase, self.done = phase, 0
+            if total >= PROGRESS_MIN_SETS:
+                label = "validating" if phase == "validate" else "writing"
+                self.bar = click.progressbar(length=total, label=label, file=sys.stderr)
+                self.bar.__enter__()
+        if self.bar is not None:
+            self.bar.update(done - self.done)
         self.done = done
 
-    def __exit__(self, *exc: Any) -> None:
+    def _close(self, *exc: Any) -> None:
         if self.bar is not None:
-            self.bar.__exit__(*exc)
+            self.bar.__exit__(*(exc or (None, None, None)))
+            self.bar = None
+
+    def __exit__(self, *exc: Any) -> None:
+        self._close(*exc)
