@@ -229,3 +229,26 @@ def test_concurrent_first_use_creates_the_schema_once(empty_url):
             assert conn.execute(text("SELECT COUNT(*) FROM methods")).scalar() == 6
     finally:
         engine.dispose()
+
+
+def test_db_commands(empty_url):
+    """upgrade, current, downgrade and --sql through the command line, on both backends."""
+    runner = CliRunner()
+
+    def run(*args):
+        return runner.invoke(main, ["-d", empty_url, "db", *args])
+
+    assert "upgraded base -> 0001" in run("upgrade", "0001").stderr
+    assert run("current").output.strip() == f"0001 (head is {db.HEAD_REVISION})"
+    assert f"upgraded 0001 -> {db.HEAD_REVISION}" in run("upgrade").stderr
+    assert "already at" in run("upgrade").stderr
+    assert run("current", "--json").output.count('"is_head": true') == 1
+    assert f"downgraded {db.HEAD_REVISION} -> base" in run("downgrade", "base").stderr
+    assert "no schema" in run("current").output
+    sql = run("upgrade", "--sql")
+    assert sql.exit_code == 0 and "CREATE TABLE profiles" in sql.output
+    engine = db.make_engine(empty_url)
+    try:
+        assert db.current_revision(engine) is None  # --sql touched nothing
+    finally:
+        engine.dispose()

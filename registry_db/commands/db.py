@@ -6,6 +6,8 @@ for the URL's dialect without connecting, for a DBA to review or run by hand.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import click
 
 from registry_db.cli import emit_json, handle_errors, json_option
@@ -24,6 +26,20 @@ def db() -> None:
 
 def _revision_arg(revision: str | None) -> str:
     return revision or "head"
+
+
+def _migrate(url: str, step: Callable[[Any], None]) -> tuple[str | None, str | None]:
+    """Run one migration step on ``url``: the revisions before and after it."""
+    from registry_db import db as dbm
+
+    engine = dbm.make_engine(url)
+    try:
+        with dbm.translated(url):
+            before = dbm.current_revision(engine)
+            step(engine)
+            return before, dbm.current_revision(engine)
+    finally:
+        engine.dispose()
 
 
 @db.command("upgrade")
@@ -48,14 +64,7 @@ def upgrade(settings, revision: str | None, sql: bool) -> None:
         with dbm.translated(url):
             click.echo(dbm.migration_sql(url, target), nl=False)
         return
-    engine = dbm.make_engine(url)
-    try:
-        with dbm.translated(url):
-            before = dbm.current_revision(engine)
-            dbm.upgrade(engine, target)
-            after = dbm.current_revision(engine)
-    finally:
-        engine.dispose()
+    before, after = _migrate(url, lambda engine: dbm.upgrade(engine, target))
     if before == after:
         click.echo(f"{redact(url)}: already at {after}", err=True)
     else:
@@ -84,14 +93,7 @@ def downgrade(settings, revision: str, sql: bool) -> None:
         with dbm.translated(url):
             click.echo(dbm.migration_sql(url, revision, down_from=dbm.HEAD_REVISION), nl=False)
         return
-    engine = dbm.make_engine(url)
-    try:
-        with dbm.translated(url):
-            before = dbm.current_revision(engine)
-            dbm.downgrade(engine, revision)
-            after = dbm.current_revision(engine)
-    finally:
-        engine.dispose()
+    before, after = _migrate(url, lambda engine: dbm.downgrade(engine, revision))
     click.echo(f"{redact(url)}: downgraded {before or 'base'} -> {after or 'base'}", err=True)
 
 
