@@ -407,3 +407,15 @@ def test_unhashable_terms_are_invalid_requests_not_crashes(reg):
     # A list of set names is as good as a tuple.
     assert resolve(reg, Request("solo", "eagle", 3, "off", "coding", sets=["alpha"])
                    ).profile_set == "alpha"
+
+
+def test_pin_given_as_the_specs_mapping_names_its_set(seeded):
+    """A library caller may pass the pin as the spec's mapping; its named set is looked up."""
+    req = Request("deepseek-v4.1-flash", "dspark", 5, thinking="off", category="coding",
+                  pin={"profiles": "inferencex-golden-al"})
+    answer = resolve(seeded, req)
+    assert (answer.layer, answer.profile_set, answer.acceptance_length) == (
+        "scenario", "inferencex-golden-al", 4.07)
+    missing = Request("deepseek-v4.1-flash", "dspark", 5, thinking="off", category="coding",
+                      pin={"profiles": "inferencex-golden"})
+    assert refused(seeded, missing).reason == "unknown_set"
