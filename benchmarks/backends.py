@@ -18,8 +18,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from registry_db import db
-from registry_db.urls import normalize_url
+from registry_db import store
+from registry_db.store.urls import normalize_url
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -46,7 +46,7 @@ class Backend:
         if name == "sqlite":
             self._template = work / "template.db"
             if not self._template.exists():
-                db.open_registry(f"sqlite:///{self._template}").dispose()
+                store.open_registry(f"sqlite:///{self._template}").dispose()
                 _checkpoint(self._template)
         elif name == "postgresql":
             from sqlalchemy import create_engine, text
@@ -57,7 +57,7 @@ class Backend:
             with self._admin.connect() as conn:
                 conn.execute(text(f'CREATE DATABASE "{self._dbname}"'))
             self.url = _with_database(admin_url, self._dbname)
-            db.open_registry(self.url).dispose()
+            store.open_registry(self.url).dispose()
         else:
             raise ValueError(f"unknown backend {name!r}")
 

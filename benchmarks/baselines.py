@@ -9,7 +9,7 @@
   found nothing. The answer is the minimum a resolution carries: set, AL, rates, source and
   hardware, or the refusal reason.
 
-Both talk to sqlite3 or psycopg directly; the schema comes from ``registry_db.db.open_registry``
+Both talk to sqlite3 or psycopg directly; the schema comes from ``registry_db.store.open_registry``
 so the tables, indexes and constraints are exactly the library's.
 """
 
@@ -25,8 +25,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import yaml
 
-from registry_db.spec import setting_text, setting_type
-from registry_db.urls import dialect_of, sqlite_path
+from registry_db.model import setting_text, setting_type
+from registry_db.store.urls import dialect_of, sqlite_path
 
 LOADER = yaml.CSafeLoader
 
@@ -207,7 +207,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 3 or argv[0] != "import":
         print("usage: baselines.py import URL FOLDER", file=sys.stderr)
         return 2
-    from registry_db.urls import normalize_url
+    from registry_db.store.urls import normalize_url
 
     paths = sorted(Path(argv[2]).glob("*.yaml"))
     print(raw_import(normalize_url(argv[1]), paths))

@@ -72,30 +72,30 @@ def main(argv: list[str] | None = None) -> int:
         (folder / ".complete").write_text("")
     paths = sorted(folder.glob("*.yaml"))
     out = args.work_dir / f"profile-{args.what}-{args.backend}-{args.profiles}.pstats"
-    from registry_db import db
+    from registry_db import store
 
     with tempfile.TemporaryDirectory(dir=args.work_dir) as tmp:
         backend = Backend(args.backend, Path(tmp), args.postgres_url)
         try:
             url = backend.fresh()
             if args.what == "import":
-                from registry_db.importer import import_paths
+                from registry_db.store.write import import_paths
 
-                engine = db.open_registry(url)
+                engine = store.open_registry(url)
                 _profile(lambda: import_paths(engine, paths), out, args.top, args.pyinstrument)
                 engine.dispose()
                 return 0
             baselines.raw_import(url, paths)
             backend.settle(url)
             n = args.requests or args.profiles
-            engine = db.open_registry(url, readonly=True)
+            engine = store.open_registry(url, readonly=True)
             if args.what == "batch":
                 reqs = measure.library_requests(list(generate.requests(layout, n)))
                 measure.resolve_many_ours(engine, reqs[:100])
                 _profile(lambda: measure.resolve_many_ours(engine, reqs), out, args.top,
                          args.pyinstrument)
             else:
-                from registry_db.resolve import resolve
+                from registry_db.resolve.plan import resolve
 
                 reqs = measure.library_requests(list(generate.hit_requests(layout, n)))
                 _profile(lambda: [resolve(engine, r) for r in reqs], out, args.top,

@@ -22,8 +22,8 @@ from backends import Backend
 HERE = Path(__file__).resolve().parent
 
 #: Modules the ``resolve`` command has no use for: importing one is start-up paid for nothing.
-UNUSED_BY_RESOLVE = ("alembic", "mako", "yaml", "registry_db.importer", "registry_db.validate",
-                     "registry_db.export", "hypothesis", "pytest")
+UNUSED_BY_RESOLVE = ("alembic", "mako", "yaml", "registry_db.store.write", "registry_db.inputs.profile_set",
+                     "registry_db.store.export", "hypothesis", "pytest")
 
 
 def registry_command() -> list[str]:
@@ -82,8 +82,8 @@ def bench_import(backend: Backend, folder: Path, repeats: int,
 
 def library_requests(lines: Sequence[dict]) -> list[Any]:
     """The batch lines (registry layer, optional sets and fallback) as library requests."""
-    from registry_db.resolve import Request
-    from registry_db.spec import Pin
+    from registry_db.resolve.plan import Request
+    from registry_db.model import Pin
 
     return [Request(model=x["model"], method=x["method"], k=x["k"], thinking=x["thinking"],
                     category=x["category"],
@@ -93,7 +93,7 @@ def library_requests(lines: Sequence[dict]) -> list[Any]:
 
 def resolve_many_ours(engine: Any, reqs: Sequence[Any]) -> list[Any]:
     """The library's many-at-once call."""
-    from registry_db import resolve
+    from registry_db.resolve import plan as resolve
 
     return list(resolve.resolve_many(engine, reqs))
 
@@ -112,10 +112,10 @@ def _outcome(answer: Any) -> tuple:
 
 def bench_batch(url: str, lines: Sequence[dict], repeats: int) -> dict[str, Any]:
     """``resolve_many`` over every line against one SELECT per line through the driver."""
-    from registry_db import db
+    from registry_db import store
 
     reqs = library_requests(lines)
-    engine = db.open_registry(url, readonly=True)
+    engine = store.open_registry(url, readonly=True)
     try:
         resolve_many_ours(engine, reqs[:100])  # warm the pool and the statement caches
         ours, base = [], []
@@ -186,10 +186,11 @@ def startup_imports(url: str, line: dict) -> dict[str, Any]:
 
 def bench_latency(url: str, lines: Sequence[dict], rounds: int = 3) -> dict[str, Any]:
     """Median latency of one ``resolve(engine, request)`` call, and of one raw SELECT."""
-    from registry_db import db, resolve
+    from registry_db import store
+    from registry_db.resolve import plan as resolve
 
     reqs = library_requests(lines)
-    engine = db.open_registry(url, readonly=True)
+    engine = store.open_registry(url, readonly=True)
     ours: list[float] = []
     try:
         for req in reqs[:20]:

@@ -80,8 +80,8 @@ def run_backend(name: str, cfg: dict, args: argparse.Namespace, db_dir: Path) ->
         rows.append(dict(benchmark="batch", backend=name, size=layout.profiles,
                          target=TARGETS["batch"], **batch))
         _progress(rows[-1])
-        if importlib.util.find_spec("registry_db.commands.resolve") is None:
-            print("  CLI resolve: registry_db.commands.resolve is not there yet; skipped",
+        if importlib.util.find_spec("registry_db.cli.resolve") is None:
+            print("  CLI resolve: registry_db.cli.resolve is not there yet; skipped",
                   file=sys.stderr)
         else:
             cli = _attempt("cli", lambda: measure.bench_cli(

@@ -13,9 +13,10 @@ from logging.config import fileConfig
 
 from alembic import context
 
-from registry_db import db
-from registry_db.schema import metadata
-from registry_db.urls import resolve_url
+from registry_db.store.engine import make_engine
+from registry_db.store.migrate import run_migrations_on
+from registry_db.store.schema import metadata
+from registry_db.store.urls import resolve_url
 
 config = context.config
 
@@ -46,12 +47,12 @@ def run_migrations_online() -> None:
     """Run against the handed-in connection, or one made from the URL."""
     connection = config.attributes.get("connection")
     if connection is not None:
-        db.run_migrations_on(connection, _configure_and_run)
+        run_migrations_on(connection, _configure_and_run)
         return
-    engine = db.make_engine(_url())
+    engine = make_engine(_url())
     try:
         with engine.connect() as connection:
-            db.run_migrations_on(connection, _configure_and_run)
+            run_migrations_on(connection, _configure_and_run)
     finally:
         engine.dispose()
 

@@ -18,41 +18,41 @@ from registry_db.errors import (
     ResolutionRefused,
     SchemaOutOfDate,
 )
-from registry_db.findings import Finding
-from registry_db.spec import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
+from registry_db.errors import Finding
+from registry_db.model import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
 
 _LAZY = {
     # database access
-    "open_registry": "db",
-    "make_engine": "db",
+    "open_registry": "store.migrate",
+    "make_engine": "store.engine",
     # validation (pure)
-    "check_paths": "validate",
-    "check_profile_set": "validate",
-    "load_file": "yamlio",
+    "check_paths": "sources.profile_set",
+    "check_profile_set": "inputs.profile_set",
+    "load_file": "yaml.load",
     # import and read-back
-    "import_paths": "importer",
-    "import_sets": "importer",
-    "ImportReport": "importer",
-    "SetResult": "importer",
-    "load_set": "store",
-    "list_sets": "store",
-    "conflicts": "store",
-    "SetSummary": "store",
-    "Conflict": "store",
-    "export_sets": "export",
-    "render_set": "export",
+    "import_paths": "store.write",
+    "import_sets": "store.write",
+    "ImportReport": "store.write",
+    "SetResult": "store.write",
+    "load_set": "store.read",
+    "list_sets": "store.read",
+    "conflicts": "store.read",
+    "SetSummary": "store.read",
+    "Conflict": "store.read",
+    "export_sets": "store.export",
+    "render_set": "store.export",
     # resolution
-    "Request": "requests",
-    "resolve": "resolve",
-    "resolve_many": "resolve",
-    "Resolution": "resolve",
-    "Fallback": "resolve",
-    "HardwareMismatch": "resolve",
-    "min_variance_rates": "rates",
+    "Request": "inputs.request",
+    "resolve": "resolve.plan",
+    "resolve_many": "resolve.plan",
+    "Resolution": "resolve.plan",
+    "Fallback": "resolve.plan",
+    "HardwareMismatch": "resolve.plan",
+    "min_variance_rates": "resolve.rates",
     # analysts
-    "run_query": "query",
-    "QueryResult": "query",
-    "QueryError": "query",
+    "run_query": "store.query",
+    "QueryResult": "store.query",
+    "QueryError": "store.query",
 }
 
 __all__ = [

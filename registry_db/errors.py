@@ -7,10 +7,39 @@ them for callers to catch as :class:`RegistryError`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import asdict, dataclass
+from typing import Sequence
 
-if TYPE_CHECKING:  # pragma: no cover
-    from registry_db.findings import Finding
+@dataclass(frozen=True)
+class Finding:
+    """One problem: where (file, 1-based line and column, key path), which rule, and what."""
+
+    file: str
+    line: int
+    column: int
+    path: str
+    code: str
+    message: str
+    severity: str = "error"
+
+    def render(self) -> str:
+        """``FILE:LINE:COL: PATH: MESSAGE`` (warnings say so)."""
+        where = f"{self.file}:{self.line}:{self.column}"
+        what = self.message if self.severity == "error" else f"warning: {self.message}"
+        return f"{where}: {self.path or '(document)'}: {what}"
+
+    def to_json(self) -> dict:
+        """The contract's problem object."""
+        return asdict(self)
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """Deterministic order: by file, then position, then code."""
+    return sorted(findings, key=lambda f: (f.file, f.line, f.column, f.path, f.code))
 
 
 class RegistryError(Exception):
@@ -22,7 +51,7 @@ class RegistryError(Exception):
 class InvalidInput(RegistryError):
     """One or more input files (or values) break the spec. Carries every finding at once."""
 
-    def __init__(self, findings: Sequence["Finding"], message: str | None = None):
+    def __init__(self, findings: Sequence[Finding], message: str | None = None):
         self.findings = list(findings)
         errors = [f for f in self.findings if f.severity == "error"]
         super().__init__(message or f"{len(errors)} problem(s) found")
@@ -39,7 +68,7 @@ class NotFound(RegistryError):
 
 
 class ResolutionRefused(RegistryError):
-    """The resolver refuses a run; ``reason`` is one of :data:`registry_db.spec.REFUSAL_REASONS`."""
+    """The resolver refuses a run; ``reason`` is one of :data:`registry_db.model.REFUSAL_REASONS`."""
 
     def __init__(self, reason: str, message: str):
         self.reason = reason

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from registry_db import db
-from registry_db.urls import normalize_url, redact
+from registry_db import store
+from registry_db.store.urls import normalize_url, redact
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "seed" / "acceptance"
@@ -117,17 +117,17 @@ def db_url(request, backend, tmp_path) -> str:
     """A database at the schema head, holding no profile sets."""
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path / 'registry.db'}"
-        db.open_registry(url).dispose()
+        store.open_registry(url).dispose()
         return url
     from sqlalchemy import text
 
     url = request.getfixturevalue("pg_session_url")
-    eng = db.make_engine(url)
+    eng = store.make_engine(url)
     try:
-        current = db.current_revision(eng)
-        if current != db.HEAD_REVISION:
+        current = store.current_revision(eng)
+        if current != store.HEAD_REVISION:
             _reset_pg(url)
-            db.upgrade(eng)
+            store.upgrade(eng)
         else:
             with eng.begin() as conn:
                 conn.execute(text(
@@ -140,6 +140,6 @@ def db_url(request, backend, tmp_path) -> str:
 @pytest.fixture
 def engine(db_url):
     """An engine on :func:`db_url`."""
-    eng = db.open_registry(db_url)
+    eng = store.open_registry(db_url)
     yield eng
     eng.dispose()

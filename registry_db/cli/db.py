@@ -1,0 +1,126 @@
+"""``registry db``: the schema's migrations (upgrade, downgrade, current).
+
+The only commands that change the schema. ``upgrade --sql`` and ``downgrade --sql`` print the DDL
+for the URL's dialect without connecting, for a DBA to review or run by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from registry_db.cli.output import emit_json, handle_errors, json_option
+
+
+@click.group("db")
+def db() -> None:
+    """Create, upgrade, downgrade and inspect the database schema.
+
+    \b
+    Example:
+        registry db upgrade
+        registry -d postgresql://postgres@127.0.0.1/registry db current
+    """
+
+
+def _revision_arg(revision: str | None) -> str:
+    return revision or "head"
+
+
+def _migrate(url: str, step: Callable[[Any], None]) -> tuple[str | None, str | None]:
+    """Run one migration step on ``url``: the revisions before and after it."""
+    from registry_db import store
+
+    engine = store.make_engine(url)
+    try:
+        with store.translated(url):
+            before = store.current_revision(engine)
+            step(engine)
+            return before, store.current_revision(engine)
+    finally:
+        engine.dispose()
+
+
+@db.command("upgrade")
+@click.argument("revision", required=False)
+@click.option("--sql", "sql", is_flag=True, help="Print the SQL instead of running it.")
+@click.pass_obj
+@handle_errors
+def upgrade(settings, revision: str | None, sql: bool) -> None:
+    """Upgrade the schema to REVISION (default: head).
+
+    \b
+    Example:
+        registry db upgrade
+        registry -d postgresql://localhost/registry db upgrade --sql > schema.sql
+    """
+    from registry_db import store
+    from registry_db.store.urls import redact
+
+    url = settings.url
+    target = _revision_arg(revision)
+    if sql:
+        with store.translated(url):
+            click.echo(store.migration_sql(url, target), nl=False)
+        return
+    before, after = _migrate(url, lambda engine: store.upgrade(engine, target))
+    if before == after:
+        click.echo(f"{redact(url)}: already at {after}", err=True)
+    else:
+        click.echo(f"{redact(url)}: upgraded {before or 'base'} -> {after}", err=True)
+
+
+@db.command("downgrade")
+@click.argument("revision")
+@click.option("--sql", "sql", is_flag=True,
+              help="Print the SQL instead of running it (from the head down to REVISION).")
+@click.pass_obj
+@handle_errors
+def downgrade(settings, revision: str, sql: bool) -> None:
+    """Downgrade the schema to REVISION (`base` removes it, data included).
+
+    \b
+    Example:
+        registry db downgrade 0001
+        registry db downgrade base
+    """
+    from registry_db import store
+    from registry_db.store.urls import redact
+
+    url = settings.url
+    if sql:
+        with store.translated(url):
+            click.echo(store.migration_sql(url, revision, down_from=store.HEAD_REVISION), nl=False)
+        return
+    before, after = _migrate(url, lambda engine: store.downgrade(engine, revision))
+    click.echo(f"{redact(url)}: downgraded {before or 'base'} -> {after or 'base'}", err=True)
+
+
+@db.command("current")
+@json_option
+@click.pass_obj
+@handle_errors
+def current(settings, as_json: bool) -> None:
+    """Show the schema revision and whether it is the head.
+
+    \b
+    Example:
+        registry db current --json
+    """
+    from registry_db import store
+
+    url = settings.url
+    engine = store.make_engine(url)
+    try:
+        with store.translated(url):
+            revision = store.current_revision(engine)
+    finally:
+        engine.dispose()
+    head = store.HEAD_REVISION
+    if as_json:
+        emit_json({"revision": revision, "head": head, "is_head": revision == head})
+    elif revision is None:
+        click.echo(f"no schema (head is {head}): run `registry db upgrade`")
+    else:
+        click.echo(f"{revision}{' (head)' if revision == head else f' (head is {head})'}")

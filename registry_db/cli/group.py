@@ -1,0 +1,90 @@
+"""The ``registry`` command line: parse, call the library, render, map errors to exit codes.
+
+Commands live in one module each beside this one and are imported only when called, so that
+``registry validate`` does not pay for SQLAlchemy and ``registry resolve`` does not pay for
+Alembic. Here: the group, its ``--database`` option and the settings every command reads;
+:mod:`registry_db.cli.output` holds the output options and the error-to-exit-code mapping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from typing import Any, Iterator
+
+import click
+
+
+# name -> "module:attribute"; the module is imported only when the command runs or shows help.
+COMMANDS: dict[str, str] = {
+    "db": "registry_db.cli.db:db",
+    "validate": "registry_db.cli.validate:validate",
+    "import": "registry_db.cli.importing:import_",
+    "list": "registry_db.cli.read:list_",
+    "show": "registry_db.cli.read:show",
+    "conflicts": "registry_db.cli.read:conflicts",
+    "export": "registry_db.cli.read:export",
+    "query": "registry_db.cli.query:query",
+    "resolve": "registry_db.cli.resolve:resolve",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+class Settings:
+    """What the group's options decided, handed to every command through ``ctx.obj``."""
+
+    def __init__(self, database: str | None):
+        self.database = database
+
+    @property
+    def url(self) -> str:
+        """The database URL: ``--database``, else ``REGISTRY_DATABASE_URL``, else ./registry.db."""
+        from registry_db.store.urls import resolve_url
+
+        return resolve_url(self.database)
+
+    @contextlib.contextmanager
+    def registry(self) -> Iterator[Any]:
+        """An engine on the registry (created at the head when new, refused when old), with
+        driver errors translated; disposed afterwards."""
+        from registry_db.store.engine import translated
+        from registry_db.store.migrate import open_registry
+
+        url = self.url
+        with translated(url):
+            engine = open_registry(url)
+            try:
+                yield engine
+            finally:
+                engine.dispose()
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-d", "--database", metavar="URL",
+              help="Database URL or SQLite file path. Default: $REGISTRY_DATABASE_URL, "
+                   "else sqlite:///registry.db.")
+@click.version_option(package_name="registry_db", prog_name="registry")
+@click.pass_context
+def main(ctx: click.Context, database: str | None) -> None:
+    """The registry of speculative-decoding acceptance profiles.
+
+    \b
+    Example:
+        registry import seed/acceptance/
+        registry resolve --model deepseek-v4.1-flash --method dspark --k 5 \\
+            --thinking off --category coding
+    """
+    ctx.obj = Settings(database)

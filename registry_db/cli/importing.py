@@ -1,0 +1,121 @@
+"""``registry import``: profile-set files into the database, all or nothing.
+
+Thin over :mod:`registry_db.store.write`: validate every file first (nothing is opened or written
+when one is invalid), then open the database and write every set in one transaction. A progress
+bar goes to stderr for large imports, and only when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from registry_db.cli.output import emit_json, handle_errors, json_option
+
+#: Imports of at least this many sets get a progress bar (on a terminal).
+PROGRESS_MIN_SETS = 20
+
+
+@click.command("import")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--dry-run", is_flag=True,
+              help="Validate and report what would be added, updated or unchanged; "
+                   "write nothing.")
+@json_option
+@click.pass_obj
+@handle_errors
+def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+    """Validate profile-set files, then write them all in one transaction.
+
+    PATH is a file or a folder (its *.yaml and *.yml files, sorted, hidden ones skipped).
+    If any file is invalid, every problem is printed and nothing is written (exit 1). A set
+    already in the database is replaced by its file's content; a file whose content has not
+    changed is reported `unchanged` and not rewritten. Waits for other writers up to
+    REGISTRY_LOCK_TIMEOUT seconds (exit 3 after that).
+
+    \b
+    Example:
+        registry import seed/acceptance/
+        registry import --dry-run acceptance/new-set.yaml
+        registry -d postgresql://localhost/registry import --json acceptance/
+    """
+    from registry_db.store.engine import translated
+    from registry_db.store.migrate import open_registry
+    from registry_db.store import write as importer
+    from registry_db.cli.output import report_findings
+
+    url = settings.url
+    with _Progress() as progress:
+        sets, warnings = importer.load_paths(paths, progress)
+        if dry_run and _missing_sqlite_file(url):
+            report = importer.preview_sets(sets)
+        else:
+            with translated(url):
+                engine = open_registry(url)
+                try:
+                    report = importer.import_sets(engine, sets, dry_run=dry_run,
+                                                  progress=progress)
+                finally:
+                    engine.dispose()
+    warnings = warnings + list(report.warnings)
+    if warnings:
+        report_findings(warnings, as_json=False)
+    if as_json:
+        emit_json(report.to_json())
+        return
+    _print_report(report)
+
+
+def _missing_sqlite_file(url: str) -> bool:
+    from registry_db.store.urls import sqlite_path
+
+    path = sqlite_path(url)
+    return url.startswith("sqlite") and path is not None and not Path(path).exists()
+
+
+def _print_report(report: Any) -> None:
+    width_status = max((len(s.status) for s in report.sets), default=0)
+    width_name = max((len(s.name) for s in report.sets), default=0)
+    for s in report.sets:
+        count = f"({s.profiles} profile{'s' if s.profiles != 1 else ''})"
+        click.echo(f"{s.status:<{width_status}}  {s.name:<{width_name}}  {count}  "
+                   f"{s.file or ''}".rstrip())
+    summary = ", ".join(f"{report.count(st)} {st}" for st in ("added", "updated", "unchanged"))
+    tail = " (dry run: nothing written)" if report.dry_run else ""
+    click.echo(f"{len(report.sets)} set(s): {summary}{tail}", err=True)
+
+
+class _Progress:
+    """Click progress bars on stderr, one per phase (validating, writing), only on a terminal
+    and only for imports of at least :data:`PROGRESS_MIN_SETS` files or sets."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.phase: str | None = None
+        self.done = 0
+
+    def __enter__(self) -> Any:
+        return self.update if sys.stderr.isatty() else None
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        if phase != self.phase:
+            self._close()
+            self.phase, self.done = phase, 0
+            if total >= PROGRESS_MIN_SETS:
+                label = "validating" if phase == "validate" else "writing"
+                self.bar = click.progressbar(length=total, label=label, file=sys.stderr)
+                self.bar.__enter__()
+        if self.bar is not None:
+            self.bar.update(done - self.done)
+        self.done = done
+
+    def _close(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*(exc or (None, None, None)))
+            self.bar = None
+
+    def __exit__(self, *exc: Any) -> None:
+        self._close(*exc)

@@ -1,1 +1,0 @@
-"""The ``registry`` subcommands, one module per concern, each imported only when it runs."""

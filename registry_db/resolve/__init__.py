@@ -1,0 +1,26 @@
+"""Resolution: one acceptance per run. :mod:`.plan` decides which layer states acceptance and
+builds the answer, :mod:`.lookup` holds the SQL that finds the profile, :mod:`.rates` derives the
+quantities that were not stated. The request and its checks live in :mod:`registry_db.inputs`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "resolve": "plan", "resolve_many": "plan", "Resolution": "plan", "Fallback": "plan",
+    "HardwareMismatch": "plan", "min_variance_rates": "rates",
+}
+__all__ = ["Request", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Request":
+        from registry_db.inputs.request import Request
+
+        return Request
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'registry_db.resolve' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"registry_db.resolve.{module}"), name)

@@ -1,0 +1,381 @@
+"""The resolver: one acceptance per run, or a refusal that says why.
+
+A run names its model, method and K, the workload's thinking mode and category, the scenario's
+pin, the command line's value, its chip, and which sets count as the registry. Four layers may
+state acceptance; lowest to highest they are ``registry``, ``workload``, ``scenario`` and
+``cli``. The highest layer that states it wins and layers are never merged (spec: Resolution).
+
+Every run goes through the same three steps, whether it is resolved alone (:func:`resolve`) or
+with many others (:func:`resolve_many`): :func:`_plan` checks the request, every stated value
+(its K included, at every layer, winning or not) and the named sets, and either answers at once
+or says which profile keys it needs; the keys go to the database in one indexed query
+(:mod:`registry_db.resolve.lookup`) for the run or for the whole batch; :class:`_Answers` picks
+the profile from the few rows, with the fallback category and conflict rules. Nothing falls back
+silently: every refusal is a :class:`~registry_db.errors.ResolutionRefused` with a reason code
+from the contract. The request and the checks of what it states live in
+:mod:`registry_db.inputs.request`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, NamedTuple
+
+from sqlalchemy.engine import Connection, Engine
+
+from registry_db.store.engine import translated
+from registry_db.errors import ResolutionRefused
+from registry_db.resolve.rates import complete, min_variance_rates, rate_from_al
+from registry_db.inputs.request import Checks, Request, check_request
+from registry_db.resolve.lookup import (
+    Candidate, Key, cursor, lookup_many, lookup_one, set_names, stored_among,
+)
+from registry_db.model import THINKING_MODES, InlineValue, profile_label
+
+Bind = Engine | Connection
+
+__all__ = ["Fallback", "HardwareMismatch", "Request", "Resolution", "resolve", "resolve_many"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """The pin's fallback category stood in for the workload's (``replaced`` None: it had none)."""
+
+    replaced: str | None
+    category: str
+
+
+@dataclass(frozen=True, slots=True)
+class HardwareMismatch:
+    """The profile was measured on one chip and the run is on another."""
+
+    measured_on: str
+    run_on: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """The acceptance a run uses and where it came from (the contract's JSON, field by field)."""
+
+    acceptance_length: float
+    acceptance_rate: float
+    num_spec_tokens: int
+    per_position_rates: tuple[float, ...]
+    rates_derived: bool
+    layer: str
+    profile_set: str | None
+    profile: str | None
+    source: str | None
+    fallback: Fallback | None = None
+    hardware_mismatch: HardwareMismatch | None = None
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's object, keys in the contract's order."""
+        fb, hw = self.fallback, self.hardware_mismatch
+        return {
+            "acceptance_length": self.acceptance_length,
+            "acceptance_rate": self.acceptance_rate,
+            "num_spec_tokens": self.num_spec_tokens,
+            "per_position_rates": list(self.per_position_rates),
+            "rates_derived": self.rates_derived,
+            "layer": self.layer,
+            "profile_set": self.profile_set,
+            "profile": self.profile,
+            "source": self.source,
+            "fallback": None if fb is None else {"replaced": fb.replaced, "category": fb.category},
+            "hardware_mismatch": None if hw is None else {"measured_on": hw.measured_on,
+                                                          "run_on": hw.run_on},
+            "warnings": list(self.warnings),
+        }
+
+
+def resolve(bind: Bind, request: Request) -> Resolution:
+    """Resolve one run; raise :class:`~registry_db.errors.ResolutionRefused` when it is refused.
+
+    ``bind`` is an engine or an open connection (the lookup then reads inside its transaction).
+    At most two queries: the stored set names (only when the request names sets) and the one
+    lookup of the run's profile key, in its category and fallback.
+    """
+    checked = Checks()
+    with translated(), cursor(bind) as c:
+        # Only the sets the run names are looked up (most runs name none); every name is read
+        # only to refuse an unknown one with the nearest names suggested.
+        named = _named_sets(request)
+        known = frozenset(stored_among(c, named)) if named else frozenset()
+        if len(known) < len(named):
+            known = frozenset(set_names(c))
+        plan = _plan(request, known, checked)
+        if type(plan) is _Plan:
+            index = lookup_one(c, request.model, request.method, request.k, request.thinking,
+                               plan.keys[0][4], plan.fallback)
+            plan = _Answers(index).finish(plan)
+    if isinstance(plan, ResolutionRefused):
+        raise plan
+    return plan
+
+
+def _named_sets(request: Request) -> tuple[str, ...]:
+    """The distinct set names a request names (``--set`` and the pin's ``profiles``)."""
+    names = list(request.sets) if isinstance(request.sets, (tuple, list)) else []
+    pin = request.pin
+    profiles = pin.get("profiles") if isinstance(pin, dict) else getattr(pin, "profiles", None)
+    if isinstance(profiles, str):
+        names.append(profiles)
+    return tuple(dict.fromkeys(n for n in names if isinstance(n, str)))
+
+
+def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | ResolutionRefused]:
+    """Resolve many runs at once: one answer per request, in order; refusals are returned.
+
+    Set-based: one query for the set names and one join for every distinct profile key of the
+    batch, in one transaction, however many requests there are. Each answer equals what
+    :func:`resolve` gives (or raises) for that request alone.
+    """
+    requests = list(requests)
+    checked = Checks()
+    with gc_paused(len(requests)):
+        with translated(), cursor(bind, snapshot=True) as c:
+            known = frozenset(set_names(c))
+            plans = [_plan(r, known, checked) for r in requests]
+            keys = [key for p in plans if type(p) is _Plan for key in p.keys]
+            index = lookup_many(c, keys)
+        answers = _Answers(index)
+        return [answers.finish(p) if type(p) is _Plan else p for p in plans]
+
+
+#: Batches at least this large pause the cyclic garbage collector (see :func:`gc_paused`).
+GC_PAUSE_FROM = 1_000
+
+
+@contextlib.contextmanager
+def gc_paused(size: int) -> Iterator[None]:
+    """Pause the cyclic garbage collector while a batch of ``size`` builds its answers.
+
+    A batch allocates a few small objects per request, none of them in a cycle, so collecting
+    finds nothing; but every full collection walks the whole heap, batch included, and a large
+    batch triggers many (a third of a 100,000-request batch's time, measured). Pausing defers
+    no garbage that the batch made; the collector's prior state is restored afterwards.
+    """
+    if size < GC_PAUSE_FROM or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+# --- planning: everything that needs no profile --------------------------------------------------
+
+class _Plan(NamedTuple):
+    """A request that needs a lookup: where, in which keys, and what it reports on the way."""
+
+    request: Request
+    layer: str
+    scope: frozenset[str] | None  # None: every set
+    keys: tuple[Key, ...]  # the workload's category first (when it has one), then the fallback's
+    fallback: str | None
+    notes: tuple[str, ...] = ()
+
+
+_THINKING = frozenset(THINKING_MODES)
+
+
+def _plan(req: Request, known: frozenset[str], checked: Checks
+          ) -> _Plan | Resolution | ResolutionRefused:
+    """Check everything that needs no profile; answer at once, or say which keys to look up."""
+    model, method, k, thinking, category, sets = (req.model, req.method, req.k, req.thinking,
+                                                  req.category, req.sets)
+    # The common case checked inline (a batch has many); anything unusual takes the long way,
+    # which explains what is wrong.
+    if not (type(model) is str and model and type(method) is str and method
+            and type(k) is int and k >= 1
+            and (thinking is None or type(thinking) is str and thinking in _THINKING)
+            and (category is None or checked.category(category))
+            and (req.hardware is None or type(req.hardware) is str and req.hardware)
+            and (sets is None or type(sets) is tuple and sets
+                 and all(type(n) is str and n for n in sets))):
+        try:
+            check_request(req)
+        except ResolutionRefused as refusal:
+            return refusal
+    if req.workload is None and req.pin is None and req.cli is None:
+        if sets is not None:
+            for name in sets:
+                if name not in known:
+                    return _unknown_set("--set", name, known, "")
+        if thinking is None:
+            return _no_thinking("registry")
+        if category is None:
+            return _no_category("registry")
+        return _Plan(req, "registry", None if sets is None else frozenset(sets),
+                     ((model, method, k, thinking, category),), None)
+    return _plan_layers(req, known, checked)
+
+
+def _plan_layers(req: Request, known: frozenset[str], checked: Checks
+                 ) -> _Plan | Resolution | ResolutionRefused:
+    """:func:`_plan` for a run where a workload, scenario or command line states something."""
+    try:
+        workload = checked.value(req.workload, "workload", "acceptance")
+        pin = checked.pin(req.pin)
+        cli = checked.value(req.cli, "cli", "cli")
+        for layer, value in (("workload", workload), ("scenario", pin and pin.value),
+                             ("cli", cli)):
+            if value is not None and value.num_spec_tokens != req.k:
+                raise ResolutionRefused("k_mismatch", (
+                    f"the {layer} layer's value was stated for K = {value.num_spec_tokens}, but "
+                    f"the run speculates K = {req.k}; a value is refused rather than rescaled"))
+        for name in req.sets or ():
+            if name not in known:
+                raise _unknown_set("--set", name, known, "")
+        if pin is not None and pin.profiles is not None and pin.profiles not in known:
+            raise _unknown_set("the scenario's acceptance.profiles", pin.profiles, known,
+                               "; the registry is not consulted in its place")
+    except ResolutionRefused as refusal:
+        return refusal
+
+    stated = [layer for layer, on in (("workload", workload is not None),
+                                      ("scenario", pin is not None and (
+                                          pin.value is not None or pin.profiles is not None)),
+                                      ("cli", cli is not None)) if on]
+    winner = stated[-1] if stated else "registry"
+    notes = tuple(f"the {lower} layer's acceptance is overridden by the {winner} layer "
+                  "(layers are not merged)" for lower in stated[:-1])
+    if cli is not None:
+        return _inline_answer(cli, req.k, "cli", notes)
+    if pin is not None and pin.value is not None:
+        return _inline_answer(pin.value, req.k, "scenario", notes)
+    fallback = pin.fallback_category if pin is not None else None
+    if pin is not None and pin.profiles is not None:
+        layer, scope = "scenario", frozenset((pin.profiles,))
+    elif workload is not None:
+        return _inline_answer(workload, req.k, "workload", notes)
+    else:
+        layer, scope = "registry", None if req.sets is None else frozenset(req.sets)
+    if req.thinking is None:
+        return _no_thinking(layer)
+    if req.category is None and fallback is None:
+        return _no_category(layer)
+    prefix = (req.model, req.method, req.k, req.thinking)
+    keys = tuple(prefix + (c,) for c in (req.category, fallback) if c is not None)
+    return _Plan(req, layer, scope, keys, fallback, notes)
+
+
+def _no_thinking(layer: str) -> ResolutionRefused:
+    return ResolutionRefused("no_thinking", (
+        f"the {layer} lookup needs the workload's thinking mode (on or off) and none was given"))
+
+
+def _no_category(layer: str) -> ResolutionRefused:
+    return ResolutionRefused("no_category", (
+        f"the {layer} lookup needs the workload's category and none was given, nor a "
+        "fallback_category"))
+
+
+def _unknown_set(where: str, name: str, known: frozenset[str], tail: str) -> ResolutionRefused:
+    # Imported here: the store's models cost a fast command's start-up, and this path is rare.
+    from registry_db.store.read import unknown_set_message
+
+    return ResolutionRefused("unknown_set",
+                             f"{where}: {unknown_set_message(name, sorted(known))}{tail}")
+
+
+def _inline_answer(value: InlineValue, k: int, layer: str, notes: tuple[str, ...]) -> Resolution:
+    al, rate, rates, derived = complete(
+        k, acceptance_length=value.acceptance_length, acceptance_rate=value.acceptance_rate,
+        per_position_rates=value.per_position_rates)
+    return Resolution(al, rate, k, rates, derived, layer, None, None, value.source,
+                      warnings=notes)
+
+
+# --- finishing: the profile from the lookup's rows -----------------------------------------------
+
+class _Answers:
+    """Turns plans into answers from one lookup's candidates, sharing what answers share."""
+
+    def __init__(self, index: dict[Key, list[Candidate]]):
+        self.index = index
+        self._derived: dict[tuple[float, int], tuple[float, ...]] = {}
+
+    def finish(self, plan: _Plan) -> Resolution | ResolutionRefused:
+        """The answer to ``plan``: the one profile in scope, the fallback's, or a refusal."""
+        scope, keys, category = plan.scope, plan.keys, plan.request.category
+        if category is not None:
+            found = self.index.get(keys[0])
+            if found and scope is not None:
+                found = [c for c in found if c.profile_set in scope]
+            if found:
+                if len(found) == 1:
+                    return self.answer(plan, found[0], keys[0], None)
+                return _conflict(keys[0], found)
+        fallback = plan.fallback
+        if fallback is None:
+            return ResolutionRefused("no_match", (
+                f"no profile {profile_label(*keys[0])} in {_scope_text(plan)}, and no "
+                "fallback_category was requested"))
+        key = keys[-1]
+        found = self.index.get(key)
+        if found and scope is not None:
+            found = [c for c in found if c.profile_set in scope]
+        if found:
+            if len(found) == 1:
+                return self.answer(plan, found[0], key, Fallback(category, fallback))
+            return _conflict(key, found)
+        missing = "the workload states no category" if category is None else (
+            f"the workload's category {category!r} has no profile")
+        return ResolutionRefused("fallback_no_match", (
+            f"{missing} in {_scope_text(plan)}, and the fallback has no profile either: no "
+            f"{profile_label(*key)}"))
+
+    def answer(self, plan: _Plan, cand: Candidate, key: Key,
+               fallback: Fallback | None) -> Resolution:
+        """The resolution a profile gives, with its rates stored or derived, and its notes."""
+        k, al, rates = key[2], cand.acceptance_length, cand.rates
+        derived = rates is None
+        if derived:
+            rates = self._derived.get((al, k))
+            if rates is None:
+                rates = self._derived[(al, k)] = tuple(min_variance_rates(al, k))
+        warnings, mismatch = plan.notes, None
+        run_on, measured_on = plan.request.hardware, cand.hardware
+        # Chip names are compared without case: "B300" on the command line is the b300.
+        if run_on is not None and measured_on is not None \
+                and run_on.casefold() != measured_on.casefold():
+            mismatch = HardwareMismatch(measured_on, run_on)
+        if fallback is not None or mismatch is not None or cand.method != "measured":
+            notes = list(warnings)
+            if fallback is not None:
+                notes.append((f"the workload's category {fallback.replaced!r} has no profile"
+                              if fallback.replaced else "the workload states no category")
+                             + f"; used the fallback category {fallback.category!r}")
+            if mismatch is not None:
+                notes.append(f"the profile was measured on {measured_on} and the run is on "
+                             f"{run_on}; acceptance is reused across hardware")
+            if cand.method != "measured":
+                how = f"copied from {cand.copied_from}" if cand.copied_from else cand.method
+                notes.append(f"the profile's value is not measured ({how})")
+            warnings = tuple(notes)
+        return Resolution(al, rate_from_al(al, k), k, rates, derived, plan.layer,
+                          cand.profile_set, profile_label(*key), cand.source, fallback, mismatch,
+                          warnings)
+
+
+def _scope_text(plan: _Plan) -> str:
+    if plan.layer == "scenario":
+        (name,) = plan.scope
+        return f"the scenario's set {name!r}"
+    if plan.scope is None:
+        return "the registry (every set)"
+    return "the registry sets " + ", ".join(repr(s) for s in sorted(plan.scope))
+
+
+def _conflict(key: Key, found: list[Candidate]) -> ResolutionRefused:
+    names = ", ".join(c.profile_set for c in found)
+    return ResolutionRefused("conflict", (
+        f"{len(found)} registry sets hold {profile_label(*key)}: {names}; name one with --set "
+        "(or a scenario's acceptance.profiles)"))

@@ -1,0 +1,113 @@
+"""The profile-set source: ``*.yaml``/``*.yml`` files and folders of them, as the spec writes them.
+
+This is the registry's own format, so reading is loading each file with positions
+(:mod:`registry_db.yaml.load`) and checking it (:mod:`registry_db.inputs.profile_set`), plus the
+one rule that spans files: two files may not declare one set.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from registry_db.errors import Finding, InvalidInput, sort_findings
+from registry_db.inputs.profile_set import YAML_SUFFIXES, check_profile_set
+from registry_db.model import ProfileSet
+from registry_db.yaml.load import load_file, pos
+
+NAME = "profile-set"
+DESCRIPTION = "AcceptanceProfileSet YAML files, or folders of them"
+
+
+def read(paths: Iterable[str | os.PathLike], *, progress: Callable[[str, int, int], None] | None = None,
+         **_: Any) -> tuple[list[ProfileSet], list[Finding]]:
+    """The source protocol's entry point: :func:`check_paths`."""
+    return check_paths(paths, progress)
+
+
+
+def collect_files(paths: Iterable[str | os.PathLike],
+                  findings: list[Finding] | None = None) -> list[Path]:
+    """The files named by ``paths``: files as given, folders' ``*.yaml``/``*.yml`` (sorted).
+
+    Folders are read one level deep and their hidden files skipped. A path that does not exist
+    (``no_such_file``) and a folder without YAML files (``no_yaml_files``, an error, since the
+    user surely meant some) are findings: appended to ``findings`` when given, else raised as
+    :class:`InvalidInput`. A file named twice is returned once.
+    """
+    problems: list[Finding] = []
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        label = str(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.suffix in YAML_SUFFIXES
+                           and not p.name.startswith(".") and p.is_file())
+            if not found:
+                problems.append(Finding(label, 0, 0, "", "no_yaml_files",
+                                        "the folder holds no *.yaml or *.yml file"))
+        elif path.exists():
+            found = [path]
+        else:
+            problems.append(Finding(label, 0, 0, "", "no_such_file",
+                                    "no such file or folder; check the path"))
+            found = []
+        for p in found:
+            if p.resolve() not in seen:
+                seen.add(p.resolve())
+                out.append(p)
+    if findings is not None:
+        findings.extend(problems)
+    elif problems:
+        raise InvalidInput(problems)
+    return out
+
+
+def check_paths(paths: Iterable[str | os.PathLike],
+                progress: Callable[[str, int, int], None] | None = None,
+                ) -> tuple[list[ProfileSet], list[Finding]]:
+    """Load and check every file under ``paths``, and the rule that set names are unique.
+
+    Returns every valid set and every finding (sorted); the caller writes nothing when any finding
+    is an error. File names in findings are the paths as given. ``progress("validate", done,
+    total)`` is called after each file.
+    """
+    findings: list[Finding] = []
+    sets: list[ProfileSet] = []
+    declared: dict[str, tuple[str, int]] = {}
+    files = collect_files(paths, findings)
+    for done, path in enumerate(files):
+        if progress is not None:  # here, not at the end: the body may `continue`
+            progress("validate", done, len(files))
+        file = str(path)
+        load_failed = False
+        try:
+            doc = load_file(path, file)
+        except InvalidInput as exc:
+            findings.extend(exc.findings)
+            doc = getattr(exc, "document", None)
+            if doc is None:
+                continue
+            load_failed = True  # still checked, so every problem shows at once; never imported
+        profile_set, problems = check_profile_set(doc, file)
+        findings.extend(problems)
+        if load_failed:
+            profile_set = None
+        name = doc.get("name") if isinstance(doc, dict) else None
+        if isinstance(name, str) and name.strip():
+            if name in declared:
+                other, line = declared[name]
+                line_col = pos(doc, "name")
+                findings.append(Finding(file, line_col[0], line_col[1], "name",
+                                        "duplicate_set_name",
+                                        f"set {name!r} is declared by both {other} (line {line}) "
+                                        f"and {file}; give each set its own name"))
+            else:
+                declared[name] = (file, pos(doc, "name")[0])
+        if profile_set is not None:
+            sets.append(profile_set)
+    if progress is not None and files:
+        progress("validate", len(files), len(files))
+    return sets, sort_findings(findings)

@@ -1,0 +1,36 @@
+"""The database: engines, locks and error translation (:mod:`.engine`), migrations and the schema
+check (:mod:`.migrate`), the tables (:mod:`.schema`), writing (:mod:`.write`), reading back
+(:mod:`.read`), YAML export (:mod:`.export`), analysts' queries (:mod:`.query`) and the columns'
+meanings (:mod:`.catalog`).
+
+The store's public functions are re-exported here and loaded on first use, so that
+``from registry_db import store; store.open_registry(url)`` costs only what it calls.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY: dict[str, str] = {}
+for _module, _names in {
+    "engine": "make_engine run_write write_connection translate translated lock_timeout "
+              "WRITE_LOCK_KEY DEFAULT_LOCK_TIMEOUT",
+    "migrate": "open_registry upgrade downgrade migration_sql current_revision schema_state "
+               "ensure_schema script_head alembic_config migrations_dir seed_dir HEAD_REVISION "
+               "run_migrations_on",
+    "read": "list_sets set_summary conflicts load_set load_sets set_names SetSummary Conflict",
+    "write": "import_paths import_sets load_paths ImportReport SetResult",
+    "export": "export_sets render_set",
+    "query": "run_query QueryResult QueryError",
+}.items():
+    _LAZY.update(dict.fromkeys(_names.split(), _module))
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'registry_db.store' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"registry_db.store.{module}"), name)

@@ -1,0 +1,245 @@
+"""What analysts can query, described: every table and view, every column, its meaning and unit.
+
+The views' SQL lives only in the migrations (each carries its own copy, so history never changes
+under it); this module holds the words. ``docs/schema.md`` embeds :func:`reference_markdown`
+between marker comments, and tests hold the three together: the reflected database has exactly
+these relations and columns, in this order, and the document shows exactly this text.
+
+``acceptance_profiles`` and ``profile_conflicts`` are the contract's stable surface
+(:data:`CONTRACT_COLUMNS` lists the columns it promises); the other views are conveniences that a
+later migration may extend.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: what it means and, for quantities, its unit."""
+
+    name: str
+    meaning: str
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A table or view, with its columns in database order."""
+
+    name: str
+    kind: str  # "table" or "view"
+    summary: str
+    columns: tuple[Column, ...]
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """The column names, in order."""
+        return tuple(c.name for c in self.columns)
+
+
+C = Column
+_KEY = (
+    C("model", "The catalog model name."),
+    C("speculative_method", "The engine's speculative method, e.g. `dspark`, `mtp`."),
+    C("num_spec_tokens", "K: draft tokens proposed per verification step; at least 1.",
+      "tokens"),
+    C("thinking", "Thinking mode: `on` or `off`."),
+    C("category", "Workload category, e.g. `coding` (lower-case letters, digits, `_`, `-`)."),
+)
+_AL = C("acceptance_length", "AL: tokens a request gains per verification step, the target's "
+        "bonus token included; in [1, K + 1].", "tokens per step")
+_SAMPLING = (
+    C("temperature", "`sampling.temperature`; 0 is greedy. NULL when no sampling was stated.",
+      "unitless"),
+    C("top_p", "`sampling.top_p`: nucleus probability mass, in (0, 1].", "probability"),
+    C("top_k", "`sampling.top_k`: candidates kept; -1 and 0 disable it.", "tokens"),
+    C("max_tokens", "`sampling.max_tokens`: the output cap.", "tokens"),
+)
+_PROVENANCE = (
+    C("source", "`provenance.source`: the document the value was read from."),
+    C("run", "`provenance.run`: the job that measured it, e.g. a GitHub Actions run."),
+    C("benchmark", "`provenance.benchmark`: the prompt set, e.g. `SPEED-Bench Qualitative`."),
+    C("prompts", "`provenance.prompts`: how many prompts it covered.", "prompts"),
+    C("hardware", "`provenance.hardware`: the catalog chip it was measured on, e.g. `b300`."),
+    C("engine_image", "`provenance.engine_image`: the engine image or release that ran."),
+    C("tp", "`provenance.tp`: tensor-parallel width.", "GPUs"),
+) + _SAMPLING
+
+VIEWS: dict[str, Relation] = {r.name: r for r in (
+    Relation("acceptance_profiles", "view",
+             "One row per profile of every set, with its provenance flattened in. The "
+             "contract's stable view.", (
+                 C("profile_id", "The profile's id (`profiles.id`)."),
+                 C("profile_set", "The set's name (`profile_sets.name`)."),
+                 *_KEY, _AL,
+                 C("acceptance_rate", "The accepted fraction of drafts, (AL − 1) / K; in [0, 1].",
+                   "probability"),
+                 C("method", "How the value was obtained: `measured`, `literature`, "
+                   "`vendor_spec`, `copied` or `assumed`."),
+                 C("profile", "The spec's label `model/method/k<K>/thinking-<mode>/category`."),
+                 C("provenance_id", "The shared provenance (`provenances.id`); equal ids mean "
+                   "one measurement. NULL for `assumed` values without one."),
+                 *_PROVENANCE,
+                 C("rationale", "The reasoning behind a value that was not measured."),
+                 C("copied_from", "For `copied`: the profile it was copied from, as a label."),
+                 C("has_rates", "1 when per-position rates are stored "
+                   "(see `profile_rates_long`), else 0."),
+                 C("position", "The profile's 0-based place in its file."),
+                 C("source_file", "The file the set was imported from."),
+                 C("imported_at", "When the set's content was written.", "UTC timestamp"),
+             )),
+    Relation("profile_conflicts", "view",
+             "One row per profile key held by two or more sets (the resolver refuses such a "
+             "lookup as `conflict`). The contract's stable view.", (
+                 *_KEY,
+                 C("set_count", "How many sets hold the key.", "sets"),
+                 C("min_acceptance_length", "The smallest AL among them.", "tokens per step"),
+                 C("max_acceptance_length", "The largest AL among them.", "tokens per step"),
+             )),
+    Relation("profile_rates_long", "view",
+             "Stored per-position rates in long form: one row per profile and position. "
+             "Profiles without stored rates have no rows.", (
+                 C("profile_id", "The profile (`profiles.id`)."),
+                 C("profile_set", "The set's name."),
+                 *_KEY, _AL,
+                 C("position", "i, from 1 to K."),
+                 C("rate", "p_i: the unconditional probability that the first i drafts are all "
+                   "accepted; non-increasing in i, summing to AL − 1.", "probability"),
+             )),
+    Relation("provenance_details", "view",
+             "One row per provenance and engine setting (one row with NULL settings when it "
+             "has none).", (
+                 C("provenance_id", "The provenance (`provenances.id`)."),
+                 *_PROVENANCE,
+                 C("setting_name", "`provenance.settings` key, e.g. `rejection_sample_method`."),
+                 C("setting_value", "The setting's value as text (booleans `true`/`false`)."),
+                 C("setting_type", "How the file wrote it: `string`, `integer`, `number` or "
+                   "`boolean`."),
+                 C("profile_count", "How many profiles (in all sets) cite this provenance.",
+                   "profiles"),
+             )),
+    Relation("set_overview", "view", "One row per set.", (
+        C("profile_set", "The set's name."),
+        C("source_file", "The file it was imported from."),
+        C("imported_at", "When its content was written.", "UTC timestamp"),
+        C("content_hash", "SHA-256 of the set's meaning; unchanged content keeps it."),
+        C("profile_count", "Its profiles.", "profiles"),
+        C("caveat_count", "Its caveats.", "caveats"),
+    )),
+)}
+
+TABLES: dict[str, Relation] = {r.name: r for r in (
+    Relation("profile_sets", "table", "A profile set: one file of `acceptance/`.", (
+        C("id", "Surrogate key."),
+        C("name", "The set's identity; unique and not empty."),
+        C("source_file", "The file it was imported from, as the importer was given it."),
+        C("content_hash", "SHA-256 of the set's meaning; an import with the same hash is "
+          "`unchanged`."),
+        C("imported_at", "When this content was written.", "UTC timestamp"),
+    )),
+    Relation("set_caveats", "table", "A set's caveats, in file order.", (
+        C("set_id", "The set (`profile_sets.id`); deleted with it."),
+        C("position", "0-based order in the file."),
+        C("text", "The caveat; not empty."),
+    )),
+    Relation("methods", "table", "The methods vocabulary and what each requires of a profile "
+             "(seeded by the first migration). Booleans read 1/0 on SQLite, true/false on "
+             "PostgreSQL.", (
+                 C("name", "`measured`, `literature`, `vendor_spec`, `copied`, `assumed`, "
+                   "`not_charged`."),
+                 C("description", "What the method means."),
+                 C("allowed_in_profile", "Whether a profile may use it (not `not_charged`)."),
+                 C("requires_provenance", "A profile with it needs a provenance."),
+                 C("requires_rationale", "A profile with it needs a rationale."),
+                 C("requires_copied_from", "A profile with it needs `copied_from`."),
+                 C("requires_measurement", "Its provenance needs hardware, engine_image and "
+                   "sampling."),
+             )),
+    Relation("provenances", "table", "One distinct provenance, shared by every profile that "
+             "cites the same content.", (
+                 C("id", "Surrogate key."),
+                 C("content_hash", "SHA-256 of the content, settings included: its identity."),
+                 *_PROVENANCE,
+             )),
+    Relation("provenance_settings", "table", "A provenance's engine settings, by name.", (
+        C("provenance_id", "The provenance (`provenances.id`); deleted with it."),
+        C("name", "The setting's name; not empty."),
+        C("value", "Its value as text (booleans `true`/`false`); not empty."),
+        C("value_type", "`string`, `integer`, `number` or `boolean`: how the file wrote it."),
+    )),
+    Relation("profiles", "table", "One profile of one set.", (
+        C("id", "Surrogate key."),
+        C("set_id", "The set (`profile_sets.id`); deleted with it."),
+        C("position", "0-based order in the file."),
+        *_KEY, _AL,
+        C("method", "How the value was obtained (`methods.name`)."),
+        C("provenance_id", "Where it was measured (`provenances.id`); NULL only for "
+          "`assumed`."),
+        C("rationale", "The reasoning behind a value that was not measured."),
+        C("copied_from", "For `copied`: the source profile's label."),
+    )),
+    Relation("profile_rates", "table", "Per-position rates of a profile, when the file "
+             "states them.", (
+                 C("profile_id", "The profile (`profiles.id`); deleted with it."),
+                 C("position", "i, from 1 to K."),
+                 C("rate", "p_i: P(the first i drafts are all accepted).", "probability"),
+             )),
+    Relation("alembic_version", "table", "Alembic's bookkeeping: the schema revision.", (
+        C("version_num", "The revision the database is at, e.g. `0002`."),
+    )),
+)}
+
+#: The columns the contract promises analysts, per stable view; later migrations keep them.
+CONTRACT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "acceptance_profiles": (
+        "profile_set", "model", "speculative_method", "num_spec_tokens", "thinking", "category",
+        "acceptance_length", "acceptance_rate", "method", "source", "run", "benchmark",
+        "hardware", "engine_image", "provenance_id",
+    ),
+    "profile_conflicts": (
+        "model", "speculative_method", "num_spec_tokens", "thinking", "category", "set_count",
+    ),
+}
+
+RELATIONS: dict[str, Relation] = {**VIEWS, **TABLES}
+
+_BEGIN = "<!-- reference:{kind}s:begin (generated by registry_db.store.catalog; do not edit) -->"
+_END = "<!-- reference:{kind}s:end -->"
+
+
+def reference_markdown(kind: str) -> str:
+    """The Markdown reference of every view (``kind="view"``) or table (``"table"``)."""
+    rels = VIEWS if kind == "view" else TABLES
+    parts = []
+    for rel in rels.values():
+        lines = [f"### `{rel.name}`", "", rel.summary, "", "| column | meaning | unit |",
+                 "|---|---|---|"]
+        lines += [f"| `{c.name}` | {c.meaning} | {c.unit} |" for c in rel.columns]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def embedded_reference(document: str, kind: str) -> str | None:
+    """The generated block of ``kind`` in ``document`` (None when its markers are missing)."""
+    pattern = re.escape(_BEGIN.format(kind=kind)) + r"(.*?)" + re.escape(_END.format(kind=kind))
+    m = re.search(pattern, document, re.S)
+    return m.group(1).strip("\n") if m else None
+
+
+def update_reference(path: str | Path) -> bool:
+    """Rewrite the generated blocks of the document at ``path``; True when it changed."""
+    path = Path(path)
+    old = path.read_text(encoding="utf-8")
+    new = old
+    for kind in ("view", "table"):
+        begin, end = _BEGIN.format(kind=kind), _END.format(kind=kind)
+        pattern = re.escape(begin) + r".*?" + re.escape(end)
+        block = f"{begin}\n\n{reference_markdown(kind)}\n\n{end}"
+        new = re.sub(pattern, lambda _m, b=block: b, new, flags=re.S)
+    if new != old:
+        path.write_text(new, encoding="utf-8")
+    return new != old

@@ -1,0 +1,168 @@
+"""Database access: engines, write transactions, migrations and the schema check.
+
+No global engine or session: callers make an engine with :func:`make_engine` (or
+:func:`open_registry`, which also checks the schema) and pass it on.
+
+SQLite gets what it needs to behave like a server database: foreign keys on every connection,
+WAL so readers do not block the writer, a busy timeout, ``BEGIN IMMEDIATE`` for writers (two
+writers queue instead of failing with "database is locked" mid-transaction) and a real ``BEGIN``
+so that DDL rolls back when a migration fails. PostgreSQL writers take one advisory lock, bounded
+by ``lock_timeout``, so concurrent imports run one after another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from urllib.parse import quote
+from typing import Any, Callable, Iterator, TypeVar
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from registry_db.errors import (
+    DatabaseError,
+    DatabaseLocked,
+    DatabaseUnavailable,
+    RegistryError,
+)
+from registry_db.store.urls import dialect_of, redact, sqlite_path
+
+
+#: How long a writer waits for another (seconds); REGISTRY_LOCK_TIMEOUT overrides it.
+DEFAULT_LOCK_TIMEOUT = 60.0
+#: pg_advisory_xact_lock key shared by every registry writer and migration.
+WRITE_LOCK_KEY = 0x5245_4749  # "REGI"
+
+T = TypeVar("T")
+
+
+def lock_timeout() -> float:
+    """The writers' wait, in seconds."""
+    try:
+        return float(os.environ.get("REGISTRY_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT))
+    except ValueError:
+        return DEFAULT_LOCK_TIMEOUT
+
+
+def make_engine(url: str, *, readonly: bool = False, timeout: float | None = None) -> Engine:
+    """An engine for ``url`` with the registry's connection settings (no schema check)."""
+    timeout = lock_timeout() if timeout is None else timeout
+    if dialect_of(url) == "sqlite":
+        return _sqlite_engine(url, readonly=readonly, timeout=timeout)
+    connect_args: dict[str, Any] = {"connect_timeout": 10}
+    if readonly:
+        connect_args["options"] = "-c default_transaction_read_only=on"
+    engine = create_engine(url, connect_args=connect_args, pool_pre_ping=False)
+    engine.update_execution_options(registry_lock_timeout=timeout)
+    return engine
+
+
+def _sqlite_engine(url: str, *, readonly: bool, timeout: float) -> Engine:
+    path = sqlite_path(url)
+    if readonly and path:
+        # Quoted twice: SQLAlchemy unquotes the URL once and SQLite decodes the URI once, so a
+        # path with '#' or '?' still names the same file (and never a new, writable one).
+        url = f"sqlite:///file:{quote(quote(path))}?mode=ro&uri=true"
+    engine = create_engine(url, connect_args={"timeout": timeout})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # noqa: ANN001
+        # Take transaction control away from pysqlite so that BEGIN is ours to emit.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        if not readonly and path:
+            cur.execute("PRAGMA journal_mode=WAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):  # noqa: ANN001
+        write = conn.get_execution_options().get("registry_write")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+def translate(exc: BaseException, url: str | None = None) -> RegistryError:
+    """A driver or SQLAlchemy error as the registry's own, with a message a user can act on."""
+    where = f" ({redact(url)})" if url else ""
+    orig = getattr(exc, "orig", None) or exc
+    msg = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    code = getattr(orig, "sqlstate", None) or getattr(getattr(orig, "diag", None),
+                                                       "sqlstate", None)
+    low = msg.lower()
+    if "database is locked" in low or code in ("55P03",) or "lock timeout" in low:
+        return DatabaseLocked(
+            f"the database is locked by another writer and the wait ran out{where}; "
+            f"try again, or raise REGISTRY_LOCK_TIMEOUT (now {lock_timeout():g} s)")
+    if "does not exist" in low and "database" in low:
+        return DatabaseUnavailable(
+            f"{msg}{where}; create it first, e.g. `createdb -h HOST -U USER NAME`")
+    if (isinstance(exc, DBAPIError) and exc.connection_invalidated) or any(
+            s in low for s in ("connection refused", "could not connect", "unable to open",
+                               "connection failed", "timeout expired", "could not translate",
+                               "server closed", "no such host", "name or service")):
+        return DatabaseUnavailable(f"cannot reach the database{where}: {msg}")
+    if "readonly" in low or "read-only" in low or "read only" in low or code == "25006":
+        return RegistryError(f"refused: the connection is read-only: {msg}")
+    return DatabaseError(f"database error{where}: {msg}")
+
+
+@contextlib.contextmanager
+def translated(url: str | None = None) -> Iterator[None]:
+    """Re-raise SQLAlchemy and driver errors as :class:`RegistryError`."""
+    try:
+        yield
+    except RegistryError:
+        raise
+    except (SQLAlchemyError, OSError) as exc:
+        raise translate(exc, url) from exc
+
+
+def _retryable(exc: BaseException) -> bool:
+    orig = getattr(exc, "orig", None)
+    code = getattr(orig, "sqlstate", None)
+    return code in ("40001", "40P01") or "database is locked" in str(orig or exc).lower()
+
+
+# --- write transactions --------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def write_connection(engine: Engine) -> Iterator[Connection]:
+    """One write transaction: SQLite ``BEGIN IMMEDIATE``, PostgreSQL the writers' lock.
+
+    Commits on success and rolls back on any exception; the caller translates errors.
+    """
+    timeout = engine.get_execution_options().get("registry_lock_timeout", lock_timeout())
+    with engine.connect() as conn:
+        conn.execution_options(registry_write=True)
+        with conn.begin():
+            if conn.dialect.name == "postgresql":
+                conn.execute(text(f"SET LOCAL lock_timeout = '{int(timeout * 1000)}ms'"))
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
+            yield conn
+
+
+def run_write(engine: Engine, work: Callable[[Connection], T], *, url: str | None = None) -> T:
+    """Run ``work`` in one write transaction, retrying serialization failures until the wait
+    (REGISTRY_LOCK_TIMEOUT) runs out; then :class:`DatabaseLocked`."""
+    deadline = time.monotonic() + lock_timeout()
+    delay = 0.05
+    while True:
+        try:
+            with write_connection(engine) as conn:
+                return work(conn)
+        except RegistryError:
+            raise
+        except SQLAlchemyError as exc:
+            if _retryable(exc) and time.monotonic() + delay < deadline:
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            raise translate(exc, url) from exc

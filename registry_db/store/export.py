@@ -1,0 +1,173 @@
+"""Stored sets back to YAML files that import to the same rows.
+
+A set becomes the spec's document: keys in the spec's order, absent fields left out, numbers as
+Python's shortest round-tripping ``repr`` (4.07, never 4.0699999). A provenance that several
+profiles of a set cite is one dict referenced several times, so :func:`registry_db.yaml.dump.dump_yaml`
+writes it once with an anchor (named after its source document, e.g. ``&dsv41flash_dspark``)
+and then as aliases, as in the spec's example.
+
+Each set goes to ``<name>.yaml`` in the output folder, written to a temporary file and renamed,
+so an interrupted export never leaves half a file. A set whose name is not a safe file name
+(empty, hidden, holding ``/``, ``\\`` or NUL, or too long) is refused before anything is
+written; ``-o -`` prints such a set instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from sqlalchemy.engine import Engine
+
+from registry_db.store import read as store
+from registry_db.errors import RegistryError
+from registry_db.model import (
+    KIND,
+    PROFILE_KEYS,
+    PROVENANCE_KEYS,
+    SAMPLING_KEYS,
+    Profile,
+    ProfileSet,
+    Provenance,
+)
+from registry_db.yaml.dump import dump_yaml
+
+#: Longest set name that still makes a file name on common file systems (bytes, with ".yaml").
+MAX_NAME_BYTES = 250
+
+_ANCHOR_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def set_document(ps: ProfileSet) -> dict[str, Any]:
+    """The set as the spec's mapping. A provenance cited twice is the same dict object twice."""
+    shared: dict[str, dict[str, Any]] = {}
+    doc: dict[str, Any] = {"kind": KIND, "name": ps.name}
+    if ps.caveats:
+        doc["caveats"] = list(ps.caveats)
+    doc["profiles"] = [_profile(p, shared) for p in ps.profiles]
+    return doc
+
+
+def render_set(ps: ProfileSet) -> str:
+    """The set as YAML text in the spec's format; shared provenances become anchor + aliases."""
+    doc = set_document(ps)
+    counts: dict[int, int] = {}
+    provs: dict[int, dict[str, Any]] = {}
+    for p in doc["profiles"]:
+        if "provenance" in p:
+            key = id(p["provenance"])
+            counts[key] = counts.get(key, 0) + 1
+            provs[key] = p["provenance"]
+    anchors: dict[int, str] = {}
+    used: set[str] = set()
+    for key, n in counts.items():
+        if n > 1:
+            anchors[key] = _anchor_name(provs[key]["source"], used)
+    return dump_yaml(doc, anchors=anchors)
+
+
+def file_name(name: str) -> str:
+    """``<name>.yaml``, or :class:`RegistryError` when the name cannot safely be a file name."""
+    bad = None
+    if not name or name.startswith("."):
+        bad = "it is empty or starts with '.'"
+    elif any(c in name for c in "/\\\0"):
+        bad = "it holds '/', '\\' or NUL"
+    elif len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        bad = f"it is longer than {MAX_NAME_BYTES} bytes"
+    if bad:
+        raise RegistryError(f"set {name!r} cannot be exported to a file because {bad}; "
+                            "print it with `registry export -o - SET` instead")
+    return f"{name}.yaml"
+
+
+def export_sets(engine: Engine, names: Sequence[str] | None = None,
+                out_dir: str | Path = ".") -> list[Path]:
+    """Write each named set (every set when ``names`` is None or empty) to ``out_dir``.
+
+    Returns the written paths in set order. Unknown names raise
+    :class:`~registry_db.errors.NotFound`; unsafe names raise before any file is written; a
+    folder that cannot be written raises :class:`~registry_db.errors.RegistryError`.
+    """
+    sets = store.load_sets(engine, list(names) if names else None)
+    targets = [file_name(ps.name) for ps in sets]
+    out = Path(out_dir)
+    written = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for ps, target in zip(sets, targets):
+            path = out / target
+            _write_atomically(path, render_set(ps))
+            written.append(path)
+    except OSError as exc:
+        raise RegistryError(f"cannot write to {exc.filename or out}: {exc.strerror or exc}; "
+                            "choose another folder with -o") from exc
+    return written
+
+
+def render_sets(engine: Engine, names: Sequence[str] | None = None) -> str:
+    """The named sets (every set when None or empty) as one YAML stream, ``---`` between sets."""
+    sets = store.load_sets(engine, list(names) if names else None)
+    return "---\n".join(render_set(ps) for ps in sets)
+
+
+def _profile(p: Profile, shared: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    values = {
+        "model": p.model, "speculative_method": p.speculative_method,
+        "num_spec_tokens": p.num_spec_tokens, "thinking": p.thinking, "category": p.category,
+        "acceptance_length": p.acceptance_length,
+        "per_position_rates": None if p.per_position_rates is None
+        else list(p.per_position_rates),
+        "method": p.method, "provenance": None, "rationale": p.rationale,
+        "copied_from": p.copied_from,
+    }
+    if p.provenance is not None:
+        h = p.provenance.content_hash()
+        if h not in shared:
+            shared[h] = _provenance(p.provenance)
+        values["provenance"] = shared[h]
+    return {k: values[k] for k in PROFILE_KEYS if values[k] is not None}
+
+
+def _provenance(pv: Provenance) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in PROVENANCE_KEYS:
+        if k == "sampling":
+            if pv.sampling is not None:
+                out[k] = {s: getattr(pv.sampling, s) for s in SAMPLING_KEYS
+                          if getattr(pv.sampling, s) is not None}
+        elif k == "settings":
+            if pv.settings:
+                out[k] = dict(pv.settings)
+        elif getattr(pv, k) is not None:
+            out[k] = getattr(pv, k)
+    return out
+
+
+def _anchor_name(source: str, used: set[str]) -> str:
+    """A readable anchor: the source document's stem (``dsv41flash_dspark``), else ``prov``."""
+    stem = source.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0]
+    stem = stem.rsplit(".", 1)[0] if "." in stem.strip(".") else stem
+    base = _ANCHOR_CHARS.sub("_", stem).strip("_.-")[:40] or "prov"
+    name, n = base, 1
+    while name in used:
+        n += 1
+        name = f"{base}-{n}"
+    used.add(name)
+    return name
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,217 @@
+"""Migrations and the schema check: Alembic driven from the library, and ``open_registry``.
+
+The schema is created and changed only by the migrations in ``migrations/`` (shipped inside the
+wheel as ``registry_db._migrations``). Every command opens the registry through
+:func:`open_registry`, which creates a new database at the head, refuses an out-of-date one
+(naming ``registry db upgrade``) and never imports Alembic when the schema is already current.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any, Callable
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
+from registry_db.errors import DatabaseError, SchemaOutOfDate
+from registry_db.store.engine import WRITE_LOCK_KEY, make_engine, translated
+from registry_db.store.urls import redact, sqlite_path
+
+#: The newest migration; a test proves it equals Alembic's head. Kept as a constant so that the
+#: schema check on every command does not import Alembic.
+HEAD_REVISION = "0002"
+
+
+def migrations_dir() -> str:
+    """Where the migrations are: inside the installed package, else the checkout's folder."""
+    try:
+        import registry_db._migrations as shipped  # type: ignore[import-not-found]
+
+        return str(Path(shipped.__file__).parent)
+    except ImportError:
+        return str(Path(__file__).resolve().parents[2] / "migrations")
+
+
+def seed_dir() -> Path:
+    """The shipped ``seed/`` folder (``seed/acceptance/`` holds the profile sets)."""
+    try:
+        import registry_db._seed as shipped  # type: ignore[import-not-found]
+
+        return Path(shipped.__file__).parent
+    except ImportError:
+        return Path(__file__).resolve().parents[2] / "seed"
+
+
+def alembic_config(url: str | None = None, connection: Connection | None = None,
+                   stdout: Any = None):
+    """An Alembic ``Config`` for the shipped migrations (no alembic.ini needed)."""
+    from alembic.config import Config
+
+    cfg = Config(stdout=stdout) if stdout is not None else Config()
+    cfg.set_main_option("script_location", migrations_dir())
+    if url:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def run_migrations_on(connection: Connection, work: Callable[[Connection], None]) -> None:
+    """Run Alembic's migration step ``work`` in one transaction on ``connection``.
+
+    On SQLite, foreign keys are switched off around it (a batch rebuild of a parent table
+    would otherwise cascade-delete its children) and checked before the commit.
+    """
+    if connection.dialect.name != "sqlite":
+        with connection.begin():
+            connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
+            work(connection)
+        return
+    raw = connection.connection.driver_connection
+    raw.execute("PRAGMA foreign_keys=OFF")
+    try:
+        connection.execution_options(registry_write=True)
+        with connection.begin():
+            work(connection)
+            broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise DatabaseError(
+                    f"migration left {len(broken)} row(s) with broken foreign keys "
+                    f"(first: {tuple(broken[0])}); rolled back")
+    finally:
+        raw.execute("PRAGMA foreign_keys=ON")
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Migrate the database up to ``revision``."""
+    from alembic import command
+
+    with engine.connect() as conn:
+        command.upgrade(alembic_config(connection=conn), revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Migrate the database down to ``revision`` (``base`` removes the schema)."""
+    from alembic import command
+
+    with engine.connect() as conn:
+        command.downgrade(alembic_config(connection=conn), revision)
+
+
+def migration_sql(url: str, revision: str = "head", down_from: str | None = None) -> str:
+    """The DDL of an upgrade (or a ``from:to`` downgrade) for ``url``'s dialect, offline."""
+    from alembic import command
+
+    buf = io.StringIO()
+    cfg = alembic_config(url=url, stdout=buf)
+    cfg.output_buffer = buf
+    if down_from:
+        command.downgrade(cfg, f"{down_from}:{revision}", sql=True)
+    else:
+        command.upgrade(cfg, revision, sql=True)
+    return buf.getvalue()
+
+
+def script_head() -> str:
+    """The head revision according to the migration scripts (imports Alembic)."""
+    from alembic.script import ScriptDirectory
+
+    heads = ScriptDirectory.from_config(alembic_config()).get_heads()
+    if len(heads) != 1:
+        raise DatabaseError(f"the migrations have {len(heads)} heads ({heads}); expected one")
+    return heads[0]
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The database's revision, or None when it has no ``alembic_version`` table."""
+    with engine.connect() as conn:
+        return _current(conn)
+
+
+def _current(conn: Connection) -> str | None:
+    from sqlalchemy import inspect
+
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+    return row[0] if row else None
+
+
+def ensure_schema(engine: Engine, url: str | None = None) -> None:
+    """Create an empty database at the head; refuse one that is behind or ahead of the code."""
+    found, empty = schema_state(engine, url)
+    if found == HEAD_REVISION:
+        return
+    if empty:
+        with translated(url):
+            upgrade(engine, "head")
+        return
+    raise _out_of_date(found, url or str(engine.url))
+
+
+def schema_state(engine: Engine, url: str | None = None) -> tuple[str | None, bool]:
+    """The database's revision, and whether it is empty (no tables or views at all)."""
+    with translated(url):
+        with engine.connect() as conn:
+            found = _current(conn)
+            return found, found is None and not _has_tables(conn)
+
+
+def _out_of_date(found: str | None, url: str) -> SchemaOutOfDate:
+    if found is None:
+        return SchemaOutOfDate(
+            f"{redact(url)} has tables but no registry schema revision; "
+            "point --database at a registry database or an empty one")
+    known = _known_revisions()
+    if found in known and known.index(found) < known.index(HEAD_REVISION):
+        return SchemaOutOfDate(
+            f"the database is at schema revision {found}, this registry needs "
+            f"{HEAD_REVISION}: run `registry db upgrade`")
+    return SchemaOutOfDate(
+        f"the database is at schema revision {found}, newer than (or unknown to) this "
+        f"registry's {HEAD_REVISION}: upgrade registry_db, or point --database elsewhere")
+
+
+def _has_tables(conn: Connection) -> bool:
+    from sqlalchemy import inspect
+
+    insp = inspect(conn)
+    return bool(insp.get_table_names() or insp.get_view_names())
+
+
+def _known_revisions() -> list[str]:
+    names = sorted(p.name for p in Path(migrations_dir(), "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
+    return [n[:4] for n in names]
+
+
+def open_registry(url: str, *, readonly: bool = False) -> Engine:
+    """An engine on a registry database at the head (created there when empty).
+
+    With ``readonly``, an existing database is checked through the read-only connection, so a
+    user with read permission only can still open it; only an empty one needs a writer.
+    """
+    path = sqlite_path(url)
+    if readonly and not (path and not Path(path).exists()):
+        engine = make_engine(url, readonly=True)
+        try:
+            found, empty = schema_state(engine, url)
+        except BaseException:
+            engine.dispose()
+            raise
+        engine.dispose()  # a fresh pool: callers may still add "connect" listeners
+        if found == HEAD_REVISION:
+            return engine
+        if not empty:
+            raise _out_of_date(found, url)
+    engine = make_engine(url)
+    try:
+        ensure_schema(engine, url)
+    except BaseException:
+        engine.dispose()
+        raise
+    if readonly:
+        engine.dispose()
+        engine = make_engine(url, readonly=True)
+    return engine

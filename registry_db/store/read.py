@@ -1,0 +1,238 @@
+"""Reading profile sets back out of the database.
+
+Rows never leave this module: callers get :class:`~registry_db.model.ProfileSet` (rebuilt exactly
+as it was imported: profiles and caveats in file order, rates by position, provenance with its
+sampling and typed settings) or the small frozen :class:`SetSummary` and :class:`Conflict`.
+Every listing has a deterministic order. Each function takes an engine or an open connection,
+so it can also read inside a caller's transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterator, Sequence
+
+from sqlalchemy import and_, func, select
+from sqlalchemy.engine import Connection, Engine
+
+from registry_db.errors import NotFound
+from registry_db.store.schema import (
+    profile_rates,
+    profile_sets,
+    profiles,
+    provenance_settings,
+    provenances,
+    set_caveats,
+)
+from registry_db.model import (
+    PROFILE_KEY_FIELDS,
+    Keyed,
+    Profile,
+    ProfileSet,
+    Provenance,
+    Sampling,
+    setting_value,
+)
+
+Bind = Engine | Connection
+
+
+@dataclass(frozen=True)
+class SetSummary:
+    """One stored set, as ``registry list`` shows it."""
+
+    name: str
+    file: str | None
+    profiles: int
+    caveats: int
+    imported_at: datetime
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class Conflict(Keyed):
+    """A profile key that two or more stored sets hold (the resolver refuses it)."""
+
+    model: str
+    speculative_method: str
+    num_spec_tokens: int
+    thinking: str
+    category: str
+    sets: tuple[str, ...]
+
+    @property
+    def set_count(self) -> int:
+        """How many sets hold the key."""
+        return len(self.sets)
+
+
+
+@contextlib.contextmanager
+def _connect(bind: Bind) -> Iterator[Connection]:
+    if isinstance(bind, Connection):
+        yield bind
+        return
+    with bind.connect() as conn:
+        yield conn
+
+
+def _utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes; the importer wrote them in UTC.
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None \
+        else value.astimezone(timezone.utc)
+
+
+# --- listings ------------------------------------------------------------------------------------
+
+def set_names(bind: Bind) -> list[str]:
+    """The stored sets' names, sorted."""
+    with _connect(bind) as conn:
+        return list(conn.execute(select(profile_sets.c.name)
+                                 .order_by(profile_sets.c.name)).scalars())
+
+
+def list_sets(bind: Bind) -> list[SetSummary]:
+    """Every stored set with its file, counts and import time, by name."""
+    return _summaries(bind, None)
+
+
+def set_summary(bind: Bind, name: str) -> SetSummary:
+    """The summary of the stored set ``name``; :class:`NotFound` names the known sets."""
+    found = _summaries(bind, name)
+    if not found:
+        raise NotFound(unknown_set_message(name, set_names(bind)))
+    return found[0]
+
+
+def _summaries(bind: Bind, name: str | None) -> list[SetSummary]:
+    ps = profile_sets.c
+    n_profiles = (select(func.count()).where(profiles.c.set_id == ps.id)
+                  .correlate(profile_sets).scalar_subquery())
+    n_caveats = (select(func.count()).where(set_caveats.c.set_id == ps.id)
+                 .correlate(profile_sets).scalar_subquery())
+    query = select(ps.name, ps.source_file, n_profiles, n_caveats, ps.imported_at,
+                   ps.content_hash).order_by(ps.name)
+    if name is not None:
+        query = query.where(ps.name == name)
+    with _connect(bind) as conn:
+        return [SetSummary(n, f, int(np), int(nc), _utc(t), h)
+                for n, f, np, nc, t, h in conn.execute(query)]
+
+
+def conflicts(bind: Bind) -> list[Conflict]:
+    """Profile keys held by two or more sets, by key, each with its sets by name."""
+    key_cols = [profiles.c[k] for k in PROFILE_KEY_FIELDS]
+    dup = (select(*key_cols).group_by(*key_cols).having(func.count() > 1)
+           .subquery("dup"))
+    on = and_(*(profiles.c[k] == dup.c[k] for k in PROFILE_KEY_FIELDS))
+    query = (select(*key_cols, profile_sets.c.name)
+             .join_from(profiles, dup, on)
+             .join(profile_sets, profile_sets.c.id == profiles.c.set_id)
+             .order_by(*key_cols, profile_sets.c.name))
+    grouped: dict[tuple, list[str]] = defaultdict(list)
+    with _connect(bind) as conn:
+        for *key, name in conn.execute(query):
+            grouped[tuple(key)].append(name)
+    return [Conflict(*key, sets=tuple(names)) for key, names in grouped.items()]
+
+
+# --- whole sets ----------------------------------------------------------------------------------
+
+def load_set(bind: Bind, name: str) -> ProfileSet:
+    """The stored set ``name``, exactly as imported; :class:`NotFound` names the known sets."""
+    return load_sets(bind, [name])[0]
+
+
+def load_sets(bind: Bind, names: Sequence[str] | None = None) -> list[ProfileSet]:
+    """The named sets (in the order given; every set by name when ``names`` is None).
+
+    Reads with a fixed number of queries however many sets and profiles there are.
+    """
+    with _connect(bind) as conn:
+        ps = profile_sets.c
+        query = select(ps.id, ps.name, ps.source_file)
+        if names is not None:
+            query = query.where(ps.name.in_(sorted(set(names))))
+        found = {n: (i, f) for i, n, f in conn.execute(query)}
+        if names is None:
+            names = sorted(found)
+        missing = [n for n in names if n not in found]
+        if missing:
+            raise NotFound(unknown_set_message(missing[0], set_names(conn)))
+        ids = [found[n][0] for n in names]
+        return _build(conn, ids, names, [found[n][1] for n in names])
+
+
+def unknown_set_message(name: str, known: Sequence[str]) -> str:
+    """"No set NAME", with the nearest known names and the full list (or how to add sets)."""
+    if not known:
+        return (f"no profile set named {name!r}: the database holds no sets yet; "
+                "add some with `registry import PATH`")
+    near = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    hint = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
+    shown = ", ".join(known[:20]) + (f", … ({len(known)} in all)" if len(known) > 20 else "")
+    return f"no profile set named {name!r}; {hint}known sets: {shown}"
+
+
+def _build(conn: Connection, ids: list[int], names: Sequence[str],
+           files: Sequence[str | None]) -> list[ProfileSet]:
+    caveats: dict[int, list[str]] = defaultdict(list)
+    for sid, text in conn.execute(select(set_caveats.c.set_id, set_caveats.c.text)
+                                  .where(set_caveats.c.set_id.in_(ids))
+                                  .order_by(set_caveats.c.set_id, set_caveats.c.position)):
+        caveats[sid].append(text)
+
+    p = profiles.c
+    rows = conn.execute(select(p.id, p.set_id, p.model, p.speculative_method, p.num_spec_tokens,
+                               p.thinking, p.category, p.acceptance_length, p.method,
+                               p.provenance_id, p.rationale, p.copied_from)
+                        .where(p.set_id.in_(ids)).order_by(p.set_id, p.position)).all()
+
+    rates: dict[int, list[float]] = defaultdict(list)
+    in_sets = select(p.id).where(p.set_id.in_(ids))
+    for pid, rate in conn.execute(select(profile_rates.c.profile_id, profile_rates.c.rate)
+                                  .where(profile_rates.c.profile_id.in_(in_sets))
+                                  .order_by(profile_rates.c.profile_id,
+                                            profile_rates.c.position)):
+        rates[pid].append(rate)
+
+    provs = _provenances(conn, select(p.provenance_id).where(p.set_id.in_(ids)))
+
+    by_set: dict[int, list[Profile]] = defaultdict(list)
+    for (pid, sid, model, smethod, k, thinking, category, al, method, prov_id, rationale,
+         copied) in rows:
+        by_set[sid].append(Profile(
+            model=model, speculative_method=smethod, num_spec_tokens=k, thinking=thinking,
+            category=category, acceptance_length=al, method=method,
+            per_position_rates=tuple(rates[pid]) if pid in rates else None,
+            provenance=None if prov_id is None else provs[prov_id],
+            rationale=rationale, copied_from=copied))
+    return [ProfileSet(name=n, caveats=tuple(caveats[i]), profiles=tuple(by_set[i]), file=f)
+            for i, n, f in zip(ids, names, files)]
+
+
+def _provenances(conn: Connection, cited) -> dict[int, Provenance]:  # noqa: ANN001
+    settings: dict[int, list[tuple[str, object]]] = defaultdict(list)
+    st = provenance_settings.c
+    for pid, name, value, type_ in conn.execute(
+            select(st.provenance_id, st.name, st.value, st.value_type)
+            .where(st.provenance_id.in_(cited)).order_by(st.provenance_id, st.name)):
+        settings[pid].append((name, setting_value(value, type_)))
+    pr = provenances.c
+    out: dict[int, Provenance] = {}
+    for row in conn.execute(select(pr.id, pr.source, pr.run, pr.benchmark, pr.prompts,
+                                   pr.hardware, pr.engine_image, pr.tp, pr.temperature,
+                                   pr.top_p, pr.top_k, pr.max_tokens)
+                            .where(pr.id.in_(cited))):
+        (pid, source, run, benchmark, prompts, hardware, image, tp, temperature, top_p, top_k,
+         max_tokens) = row
+        sampling = None if temperature is None else Sampling(temperature, top_p, top_k,
+                                                             max_tokens)
+        out[pid] = Provenance(source=source, run=run, benchmark=benchmark, prompts=prompts,
+                              hardware=hardware, engine_image=image, tp=tp, sampling=sampling,
+                              settings=tuple(settings[pid]))
+    return out

@@ -1,0 +1,356 @@
+"""Validated profile sets into the database, all or nothing.
+
+:func:`import_paths` validates every file first and refuses the lot when any is invalid;
+:func:`import_sets` writes already-validated :class:`~registry_db.model.ProfileSet` objects in ONE
+write transaction (:func:`registry_db.store.run_write`). Inside that transaction, after the writers'
+lock, each set is classified ``added``, ``updated`` (its old rows are replaced) or ``unchanged``
+(same content hash: not rewritten), so concurrent importers agree with some serial order.
+Provenances are deduplicated by content hash across profiles and sets; ones no profile cites any
+more are deleted. Rows go in with Core ``executemany`` (``COPY`` on PostgreSQL), never one
+statement per row, and ids are read back per set, so a large import costs a few statements a file.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from sqlalchemy import bindparam, delete, exists, insert, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from registry_db.store.engine import run_write
+from registry_db.errors import InvalidInput
+from registry_db.errors import Finding
+from registry_db.store.schema import (
+    profile_rates,
+    profile_sets,
+    profiles,
+    provenance_settings,
+    provenances,
+    set_caveats,
+)
+from registry_db.model import ProfileSet, Provenance, profile_label, setting_text, setting_type
+
+STATUSES: tuple[str, ...] = ("added", "updated", "unchanged")
+
+#: Values per ``IN (...)`` list: far below SQLite's and PostgreSQL's bound-parameter limits.
+_CHUNK = 1000
+
+#: From this many rows on, PostgreSQL inserts use COPY.
+_COPY_MIN_ROWS = 50
+
+#: ``progress(phase, done, total)``, called after each set is written (phase ``write``).
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class SetResult:
+    """What the import did (or, in a dry run, would do) with one set."""
+
+    name: str
+    file: str | None
+    status: str
+    profiles: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's per-set object."""
+        return {"name": self.name, "file": self.file, "status": self.status,
+                "profiles": self.profiles}
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """The outcome of one import: a result per set, in input order, and the warnings."""
+
+    sets: tuple[SetResult, ...]
+    warnings: tuple[Finding, ...] = ()
+    dry_run: bool = False
+
+    def count(self, status: str) -> int:
+        """How many sets got ``status``."""
+        return sum(1 for s in self.sets if s.status == status)
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's ``{"sets": [...]}`` object (warnings are reported apart)."""
+        return {"sets": [s.to_json() for s in self.sets]}
+
+
+# --- entry points --------------------------------------------------------------------------------
+
+def load_paths(paths: Sequence[str | Path], progress: Progress | None = None,
+               ) -> tuple[list[ProfileSet], list[Finding]]:
+    """Load and validate every file under ``paths``: the sets and the warnings.
+
+    Raises :class:`~registry_db.errors.InvalidInput` carrying every finding when any file has
+    an error, so nothing is written for a partly invalid folder.
+    """
+    from registry_db.sources import get_source
+
+    sets, findings = get_source("profile-set").read(list(paths), progress=progress)
+    if any(f.is_error for f in findings):
+        raise InvalidInput(findings)
+    return list(sets), list(findings)
+
+
+def import_paths(engine: Engine, paths: Sequence[str | Path], *, dry_run: bool = False,
+                 progress: Progress | None = None) -> ImportReport:
+    """Validate every file under ``paths``, then import all of them in one transaction.
+
+    Raises :class:`~registry_db.errors.InvalidInput` before the database is touched when any
+    file has an error. Warnings (the validator's and the importer's) come back on the report.
+    """
+    sets, warnings = load_paths(paths)
+    report = import_sets(engine, sets, dry_run=dry_run, progress=progress)
+    return ImportReport(report.sets, tuple(warnings) + report.warnings, report.dry_run)
+
+
+def import_sets(engine: Engine, sets: Sequence[ProfileSet], *, dry_run: bool = False,
+                progress: Progress | None = None) -> ImportReport:
+    """Write ``sets`` (already valid) in one transaction; ``dry_run`` only reports.
+
+    A set whose name is in the database is replaced by the given content, unless its content
+    hash is the same (``unchanged``, not rewritten). Two sets with one name raise
+    :class:`~registry_db.errors.InvalidInput`. A profile key held by two sets (given ones, or a
+    given one and one already stored) is allowed and reported as a warning.
+    """
+    sets = list(sets)
+    _refuse_duplicate_names(sets)
+    hashes = [s.content_hash() for s in sets]
+
+    def work(conn: Connection) -> ImportReport:
+        stored = _stored_sets(conn, [s.name for s in sets])
+        results = []
+        for s, h in zip(sets, hashes):
+            old = stored.get(s.name)
+            status = "added" if old is None else "unchanged" if old[1] == h else "updated"
+            results.append(SetResult(s.name, s.file, status, len(s.profiles)))
+        warnings = _overlap_warnings(conn, sets)
+        if not dry_run:
+            changed = [(s, h) for s, h, r in zip(sets, hashes, results) if r.status != "unchanged"]
+            _write(conn, changed, stored, progress)
+        return ImportReport(tuple(results), tuple(warnings), dry_run)
+
+    if dry_run:
+        with engine.connect() as conn, conn.begin():
+            return work(conn)
+    return run_write(engine, work)
+
+
+def preview_sets(sets: Sequence[ProfileSet]) -> ImportReport:
+    """What a dry run reports against an empty database (every set ``added``), with no database.
+
+    ``registry import --dry-run`` uses it when the SQLite file does not exist yet, so that a
+    dry run does not create one.
+    """
+    sets = list(sets)
+    _refuse_duplicate_names(sets)
+    results = tuple(SetResult(s.name, s.file, "added", len(s.profiles)) for s in sets)
+    return ImportReport(results, tuple(_overlap_warnings(None, sets)), dry_run=True)
+
+
+# --- checks --------------------------------------------------------------------------------------
+
+def _refuse_duplicate_names(sets: Sequence[ProfileSet]) -> None:
+    first: dict[str, ProfileSet] = {}
+    findings = []
+    for s in sets:
+        if s.name in first:
+            findings.append(Finding(
+                s.file or "<input>", 0, 0, "name", "duplicate_set_name",
+                f"set {s.name!r} is also declared by {first[s.name].file or '<input>'}; "
+                "a set name may be declared by one file only"))
+        else:
+            first[s.name] = s
+    if findings:
+        raise InvalidInput(findings)
+
+
+def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet]) -> list[Finding]:
+    """One warning per profile key that an incoming set shares with another set.
+
+    The other set is another incoming one or a stored one that this import does not replace;
+    the resolver refuses such a key while both sets count as the registry.
+    """
+    holders: dict[tuple, list[tuple[str, str | None, int]]] = defaultdict(list)
+    for s in sets:
+        for i, p in enumerate(s.profiles):
+            holders[p.key].append((s.name, s.file, i))
+    incoming = {s.name for s in sets}
+    models = sorted({k[0] for k in holders}) if conn is not None else []
+    p, ps = profiles.c, profile_sets.c
+    for chunk in _chunks(models):
+        query = (select(ps.name, p.model, p.speculative_method, p.num_spec_tokens, p.thinking,
+                        p.category)
+                 .join_from(profiles, profile_sets, p.set_id == ps.id)
+                 .where(p.model.in_(chunk)))
+        if len(incoming) <= _CHUNK:
+            # Re-importing a large registry should not read every row it is about to replace.
+            query = query.where(ps.name.not_in(sorted(incoming)))
+        rows = conn.execute(query)
+        for name, *key in rows:
+            key = tuple(key)
+            if name not in incoming and key in holders:
+                holders[key].append((name, None, -1))
+    warnings = []
+    for key, held in holders.items():
+        if len(held) < 2:
+            continue
+        name, file, index = held[0]
+        names = ", ".join(sorted(h[0] for h in held))
+        warnings.append(Finding(
+            file or "<input>", 0, 0, f"profiles[{index}]", "profile_key_overlap",
+            f"profile {profile_label(*key)} is held by {len(held)} sets ({names}); the resolver "
+            "refuses this key while more than one of them is in use (see `registry conflicts`)",
+            severity="warning"))
+    return sorted(warnings, key=lambda f: (f.file, f.message))
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+def _stored_sets(conn: Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """``name -> (id, content_hash)`` for the names already in the database."""
+    out: dict[str, tuple[int, str]] = {}
+    for chunk in _chunks(sorted(set(names))):
+        rows = conn.execute(select(profile_sets.c.name, profile_sets.c.id,
+                                   profile_sets.c.content_hash)
+                            .where(profile_sets.c.name.in_(chunk)))
+        out.update((n, (i, h)) for n, i, h in rows)
+    return out
+
+
+def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str]],
+           stored: dict[str, tuple[int, str]], progress: Progress | None) -> None:
+    if not changed:
+        return
+    now = datetime.now(timezone.utc)
+    replaced = [stored[s.name][0] for s, _ in changed if s.name in stored]
+    for chunk in _chunks(replaced):
+        # profile_rates go with their profiles (ON DELETE CASCADE).
+        conn.execute(delete(profiles).where(profiles.c.set_id.in_(chunk)))
+        conn.execute(delete(set_caveats).where(set_caveats.c.set_id.in_(chunk)))
+    if replaced:
+        conn.execute(
+            update(profile_sets).where(profile_sets.c.id == bindparam("set_id"))
+            .values(content_hash=bindparam("h"), source_file=bindparam("f"),
+                    imported_at=bindparam("t")),
+            [{"set_id": stored[s.name][0], "h": h, "f": s.file, "t": now}
+             for s, h in changed if s.name in stored])
+    added = [{"name": s.name, "source_file": s.file, "content_hash": h, "imported_at": now}
+             for s, h in changed if s.name not in stored]
+    if added:
+        # Plain executemany, then read the ids back: RETURNING in parameter order would make
+        # SQLite run one statement per row.
+        _insert_many(conn, profile_sets, added)
+    set_ids = {n: i for n, (i, _) in _stored_sets(conn, [s.name for s, _ in changed]).items()}
+
+    prov_ids = _provenance_ids(conn, [s for s, _ in changed])
+    total = len(changed)
+    for done, (s, _) in enumerate(changed, 1):
+        _write_set(conn, s, set_ids[s.name], prov_ids)
+        if progress:
+            progress("write", done, total)
+    if replaced:
+        # Replaced profiles may have been the last to cite a provenance.
+        conn.execute(delete(provenances).where(~exists().where(
+            profiles.c.provenance_id == provenances.c.id)))
+
+
+def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int, int]) -> None:
+    if s.caveats:
+        _insert_many(conn, set_caveats, [
+            {"set_id": set_id, "position": i, "text": c} for i, c in enumerate(s.caveats)])
+    _insert_many(conn, profiles, [{
+        "set_id": set_id, "position": i, "model": p.model,
+        "speculative_method": p.speculative_method, "num_spec_tokens": p.num_spec_tokens,
+        "thinking": p.thinking, "category": p.category,
+        "acceptance_length": float(p.acceptance_length), "method": p.method,
+        "provenance_id": None if p.provenance is None else prov_ids[id(p.provenance)],
+        "rationale": p.rationale, "copied_from": p.copied_from,
+    } for i, p in enumerate(s.profiles)])
+    if not any(p.per_position_rates for p in s.profiles):
+        return
+    ids = dict(conn.execute(select(profiles.c.position, profiles.c.id)
+                            .where(profiles.c.set_id == set_id)).all())
+    _insert_many(conn, profile_rates, [
+        {"profile_id": ids[i], "position": k, "rate": float(r)}
+        for i, p in enumerate(s.profiles) if p.per_position_rates
+        for k, r in enumerate(p.per_position_rates, 1)])
+
+
+def _provenance_ids(conn: Connection, sets: Iterable[ProfileSet]) -> dict[int, int]:
+    """``id(provenance object) -> row id`` for every provenance the sets cite, inserting the
+    missing ones. Each distinct object is hashed once (aliases share one object)."""
+    by_object: dict[int, str] = {}
+    wanted: dict[str, Provenance] = {}
+    for s in sets:
+        for p in s.profiles:
+            pv = p.provenance
+            if pv is not None and id(pv) not in by_object:
+                by_object[id(pv)] = h = pv.content_hash()
+                wanted.setdefault(h, pv)
+    ids = _provenance_rows(conn, sorted(wanted))
+    missing = [h for h in wanted if h not in ids]
+    if missing:
+        _insert_many(conn, provenances, [_provenance_row(h, wanted[h]) for h in missing])
+        ids.update(_provenance_rows(conn, missing))
+        settings = [{"provenance_id": ids[h], "name": n, "value": setting_text(v),
+                     "value_type": setting_type(v)}
+                    for h in missing for n, v in wanted[h].settings]
+        if settings:
+            _insert_many(conn, provenance_settings, settings)
+    return {obj: ids[h] for obj, h in by_object.items()}
+
+
+def _provenance_rows(conn: Connection, hashes: Sequence[str]) -> dict[str, int]:
+    ids: dict[str, int] = {}
+    for chunk in _chunks(hashes):
+        ids.update(conn.execute(select(provenances.c.content_hash, provenances.c.id)
+                                .where(provenances.c.content_hash.in_(chunk))).all())
+    return ids
+
+
+def _provenance_row(content_hash: str, pv: Provenance) -> dict[str, Any]:
+    sampling = pv.sampling
+    return {
+        "content_hash": content_hash, "source": pv.source, "run": pv.run,
+        "benchmark": pv.benchmark, "prompts": pv.prompts, "hardware": pv.hardware,
+        "engine_image": pv.engine_image, "tp": pv.tp,
+        "temperature": None if sampling is None else float(sampling.temperature),
+        "top_p": None if sampling is None or sampling.top_p is None else float(sampling.top_p),
+        "top_k": None if sampling is None else sampling.top_k,
+        "max_tokens": None if sampling is None else sampling.max_tokens,
+    }
+
+
+def _insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows`` into ``table``, in the current transaction.
+
+    PostgreSQL gets ``COPY ... FROM STDIN`` for many rows (psycopg's executemany sends one
+    statement per row, ten times slower); SQLite's executemany is already a tight C loop.
+    """
+    if conn.dialect.name == "postgresql" and len(rows) >= _COPY_MIN_ROWS:
+        columns = list(rows[0])
+        names = ", ".join(f'"{c}"' for c in columns)
+        sql = f'COPY "{table.name}" ({names}) FROM STDIN'
+        dbapi_error = conn.dialect.loaded_dbapi.Error
+        cursor = conn.connection.driver_connection.cursor()
+        try:
+            with cursor.copy(sql) as copy:
+                for row in rows:
+                    copy.write_row([row[c] for c in columns])
+        except dbapi_error as exc:
+            # Wrapped like SQLAlchemy's own errors, so run_write retries or translates it.
+            raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
+        finally:
+            cursor.close()
+        return
+    conn.execute(insert(table), rows)
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]

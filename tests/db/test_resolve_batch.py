@@ -1,0 +1,282 @@
+"""Many runs at once: the batch answers exactly what one-by-one resolution does, with a fixed
+number of statements however many requests there are, and the lookups use the profile key's
+index (asserted on the query plans, not on timings)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from sqlalchemy import text
+
+from registry_db.store import write as importer
+from registry_db.errors import ResolutionRefused
+from registry_db.resolve.plan import GC_PAUSE_FROM, Request, resolve, resolve_many
+from registry_db.resolve.lookup import (LOOKUP_ONE, PG_LOOKUP_MANY, SQLITE_KEYS_DDL,
+                                      SQLITE_KEYS_INSERT, SQLITE_LOOKUP_MANY)
+from registry_db.model import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
+
+MODELS = [f"model-{i}" for i in range(30)]
+METHODS = ("eagle", "mtp")
+CATEGORIES = ("coding", "chat", "math", "law", "poetry")
+SET_NAMES = ("north", "south", "east", "west", "centre")
+CHIPS = ("b300", "h100", "mi355x")
+
+
+def _key(rng: random.Random) -> tuple:
+    return (rng.choice(MODELS), rng.choice(METHODS), rng.randint(1, 5), rng.choice(("on", "off")),
+            rng.choice(CATEGORIES))
+
+
+def _profile(rng: random.Random, key: tuple, chip: str) -> Profile:
+    model, method, k, thinking, category = key
+    rates = None
+    if rng.random() < 0.3:
+        rates = tuple(sorted((round(rng.random(), 3) for _ in range(k)), reverse=True))
+        al = 1 + sum(rates)
+    else:
+        al = round(rng.uniform(1, k + 1), 3)
+    roll = rng.random()
+    if roll < 0.7:
+        pv = Provenance(f"https://example.org/{chip}/{model}", hardware=chip,
+                        engine_image="vllm:1", sampling=Sampling(1.0))
+        return Profile(model, method, k, thinking, category, al, "measured",
+                       per_position_rates=rates, provenance=pv)
+    if roll < 0.85:
+        return Profile(model, method, k, thinking, category, al, "copied",
+                       per_position_rates=rates, provenance=Provenance("https://example.org/c"),
+                       rationale="close enough", copied_from=f"x/{method}/k{k}/thinking-on/coding")
+    return Profile(model, method, k, thinking, category, al, "assumed", per_position_rates=rates,
+                   rationale="a guess")
+
+
+def generated_sets(per_set: int = 900, seed: int = 7) -> list[ProfileSet]:
+    """Five sets over a pool of 3,000 keys: many keys held by two or more sets."""
+    rng = random.Random(seed)
+    out = []
+    for i, name in enumerate(SET_NAMES):
+        keys: dict[tuple, None] = {}
+        while len(keys) < per_set:
+            keys[_key(rng)] = None
+        out.append(ProfileSet(name, ("generated",), tuple(
+            _profile(rng, key, CHIPS[i % len(CHIPS)]) for key in keys), file=f"{name}.yaml"))
+    return out
+
+
+def generated_requests(n: int, seed: int = 11) -> list[Request]:
+    """A mix over every rule: hits, misses, conflicts, fallbacks, pins, values, bad input."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        model, method, k, thinking, category = _key(rng)
+        kw: dict = {}
+        r = rng.random
+        if r() < 0.05:
+            thinking = None
+        if r() < 0.1:
+            category = None
+        elif r() < 0.1:
+            category = "unseen"
+        if r() < 0.3:
+            kw["sets"] = tuple(rng.sample(SET_NAMES, rng.randint(1, 3)))
+        elif r() < 0.02:
+            kw["sets"] = ("nowhere",)
+        roll = r()
+        if roll < 0.2:
+            kw["pin"] = Pin(fallback_category=rng.choice(CATEGORIES))
+        elif roll < 0.3:
+            kw["pin"] = Pin(profiles=rng.choice(SET_NAMES + ("elsewhere",)),
+                            fallback_category=rng.choice((None,) + CATEGORIES))
+        elif roll < 0.33:
+            kw["pin"] = Pin(value=InlineValue(rng.choice((k, k, k + 1)), acceptance_length=1.5))
+        if r() < 0.05:
+            kw["workload"] = InlineValue(k, acceptance_rate=rng.choice((0.25, 0.5, 1.5)))
+        if r() < 0.05:
+            kw["cli"] = InlineValue(rng.choice((k, k + 1)), acceptance_length=1.25)
+        if r() < 0.3:
+            kw["hardware"] = rng.choice(CHIPS)
+        if r() < 0.01:
+            thinking = "sometimes"
+        out.append(Request(model, method, k, thinking, category, **kw))
+    return out
+
+
+def _one(engine, request: Request):
+    try:
+        return resolve(engine, request).to_json()
+    except ResolutionRefused as refusal:
+        return refusal.to_json()
+
+
+def _many(engine, requests):
+    return [a.to_json() for a in resolve_many(engine, requests)]
+
+
+@pytest.fixture
+def big(engine):
+    importer.import_sets(engine, generated_sets())
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as conn:  # statistics, so the planner sees a table of thousands
+            conn.execute(text("ANALYZE"))
+    return engine
+
+
+def test_batch_equals_one_by_one(big):
+    requests = generated_requests(2_000)
+    batch = _many(big, requests)
+    assert batch == [_one(big, r) for r in requests]
+    reasons = {a["refused"]["reason"] for a in batch if "refused" in a}
+    layers = {a["layer"] for a in batch if "layer" in a}
+    # The mix really covers the rules it is meant to compare.
+    assert reasons >= {"no_thinking", "no_category", "no_match", "fallback_no_match", "conflict",
+                       "unknown_set", "k_mismatch", "invalid_value", "invalid_request"}
+    assert layers == {"registry", "workload", "scenario", "cli"}
+    assert any(a.get("fallback") for a in batch) and any(a.get("hardware_mismatch")
+                                                         for a in batch)
+    assert {a.get("rates_derived") for a in batch if "layer" in a} == {True, False}
+
+
+def test_batch_of_duplicates_and_empty_batch(big):
+    requests = generated_requests(50, seed=3) * 3
+    assert _many(big, requests) == _many(big, requests[:50]) * 3
+    assert resolve_many(big, []) == []
+
+
+class _Counting:
+    """A DB-API connection that records every statement its cursors send (one per call)."""
+
+    def __init__(self, real):
+        self.real, self.sent = real, []
+
+    def cursor(self):
+        return _CountingCursor(self.real.cursor(), self.sent)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+class _CountingCursor:
+    def __init__(self, real, sent):
+        self.real, self.sent = real, sent
+
+    def execute(self, sql, *args):
+        self.sent.append(sql)
+        return self.real.execute(sql, *args)
+
+    def executemany(self, sql, rows):
+        self.sent.append(sql)
+        return self.real.executemany(sql, rows)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def _statements(engine, work) -> list[str]:
+    """The statements ``work(conn)`` sends through a connection of ``engine``."""
+    with engine.connect() as conn:
+        fairy = conn.connection
+        real = fairy.dbapi_connection
+        counting = fairy.dbapi_connection = _Counting(real)
+        try:
+            work(conn)
+        finally:
+            fairy.dbapi_connection = real
+    return counting.sent
+
+
+def test_batch_makes_no_per_request_round_trips(big):
+    small = _statements(big, lambda conn: resolve_many(conn, generated_requests(10)))
+    large = _statements(big, lambda conn: resolve_many(conn, generated_requests(3_000)))
+    assert len(large) == len(small) <= 6, large
+    assert sum("JOIN profiles p" in sql for sql in large) == 1
+
+
+def test_one_run_is_one_lookup_query(big):
+    request = Request("model-1", "eagle", 3, "off", "chat", pin=Pin(fallback_category="coding"))
+    sent = _statements(big, lambda conn: _one(conn, request))
+    assert len(sent) == 1 and "FROM profiles p" in sent[0]
+    named = Request("model-1", "eagle", 3, "off", "chat", sets=("north",))
+    assert len(_statements(big, lambda conn: _one(conn, named))) == 2  # + the set names
+
+
+def _plan_text(conn, sql: str, params) -> str:
+    cur = conn.connection.dbapi_connection.cursor()
+    if conn.dialect.name == "sqlite":
+        cur.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+        return "\n".join(str(r[-1]) for r in cur.fetchall())
+    cur.execute(f"EXPLAIN {sql}", params)
+    return "\n".join(r[0] for r in cur.fetchall())
+
+
+KEY_COLUMNS = ["model", "speculative_method", "num_spec_tokens", "thinking", "category",
+               "set_id"]
+
+
+def _key_index(conn) -> str:
+    """The index behind the unique constraint uq_profiles_key (SQLite names it itself)."""
+    if conn.dialect.name != "sqlite":
+        return "uq_profiles_key"
+    for row in conn.exec_driver_sql("PRAGMA index_list(profiles)"):
+        columns = [r[2] for r in conn.exec_driver_sql(f"PRAGMA index_info('{row[1]}')")]
+        if columns == KEY_COLUMNS:
+            return row[1]
+    raise AssertionError("no index on the profile key")
+
+
+def test_one_run_lookup_uses_the_profile_key_index(big):
+    params = ("model-1", "eagle", 3, "off", "chat", "coding")
+    with big.connect() as conn:
+        plan = _plan_text(conn, LOOKUP_ONE[conn.dialect.name], params)
+        index = _key_index(conn)
+    assert index in plan, plan
+    if big.dialect.name == "sqlite":
+        # All five key columns bound: a search of the index, not a scan of the table.
+        assert (f"SEARCH p USING INDEX {index} (model=? AND speculative_method=? AND "
+                "num_spec_tokens=? AND thinking=? AND category=?)") in plan, plan
+    assert "SCAN p\n" not in plan + "\n" and "Seq Scan on profiles" not in plan, plan
+
+
+def test_batch_lookup_probes_the_index_for_a_few_keys(big):
+    """SQLite probes the index per key of the TEMP table; PostgreSQL does for a few unnested
+    keys (for many it may merge-join the sorted keys with the table: set-based either way)."""
+    keys = [(i, "model-1", "eagle", 3, "off", c) for i, c in enumerate(CATEGORIES)]
+    with big.connect() as conn:
+        index = _key_index(conn)
+        cur = conn.connection.dbapi_connection.cursor()
+        if conn.dialect.name == "sqlite":
+            cur.execute(SQLITE_KEYS_DDL)
+            cur.executemany(SQLITE_KEYS_INSERT, keys)
+            plan = "\n".join(r[-1] for r in cur.execute("EXPLAIN QUERY PLAN "
+                                                         + SQLITE_LOOKUP_MANY))
+            assert f"SEARCH p USING INDEX {index} (model=? AND speculative_method=? AND " \
+                   "num_spec_tokens=? AND thinking=? AND category=?)" in plan, plan
+            return
+        columns = [list(c) for c in zip(*keys)]
+        cur.execute("EXPLAIN " + PG_LOOKUP_MANY, dict(zip(
+            ("ids", "models", "methods", "ks", "thinkings", "categories"), columns)))
+        plan = "\n".join(r[0] for r in cur.fetchall())
+    assert index in plan and "Seq Scan on profiles" not in plan, plan
+
+
+def test_batch_tells_equal_values_of_other_types_apart(big):
+    """K 1 and K True compare equal in Python; only the first is a valid K."""
+    good = Request("model-1", "eagle", 1, cli=InlineValue(1, acceptance_length=1.5))
+    bad = Request("model-1", "eagle", 1, cli=InlineValue(True, acceptance_length=1.5))
+    first, second = resolve_many(big, [good, bad])
+    assert first.layer == "cli"
+    assert second.reason == "invalid_value" and "num_spec_tokens" in second.message
+
+
+def test_large_batch_leaves_the_garbage_collector_as_it_found_it(big):
+    import gc
+
+    requests = generated_requests(GC_PAUSE_FROM)
+    assert gc.isenabled()
+    resolve_many(big, requests)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        resolve_many(big, requests)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
