@@ -32,14 +32,10 @@ def _migrate(url: str, step: Callable[[Any], None]) -> tuple[str | None, str | N
     """Run one migration step on ``url``: the revisions before and after it."""
     from registry_db import store
 
-    engine = store.make_engine(url)
-    try:
-        with store.translated(url):
-            before = store.current_revision(engine)
-            step(engine)
-            return before, store.current_revision(engine)
-    finally:
-        engine.dispose()
+    with store.registry(url, check_schema=False) as engine:
+        before = store.current_revision(engine)
+        step(engine)
+        return before, store.current_revision(engine)
 
 
 @db.command("upgrade")
@@ -111,12 +107,8 @@ def current(settings, as_json: bool) -> None:
     from registry_db import store
 
     url = settings.url
-    engine = store.make_engine(url)
-    try:
-        with store.translated(url):
-            revision = store.current_revision(engine)
-    finally:
-        engine.dispose()
+    with store.registry(url, check_schema=False) as engine:
+        revision = store.current_revision(engine)
     head = store.HEAD_REVISION
     if as_json:
         emit_json({"revision": revision, "head": head, "is_head": revision == head})

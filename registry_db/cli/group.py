@@ -60,16 +60,10 @@ class Settings:
     def registry(self) -> Iterator[Any]:
         """An engine on the registry (created at the head when new, refused when old), with
         driver errors translated; disposed afterwards."""
-        from registry_db.store.engine import translated
-        from registry_db.store.migrate import open_registry
+        from registry_db.store.migrate import registry
 
-        url = self.url
-        with translated(url):
-            engine = open_registry(url)
-            try:
-                yield engine
-            finally:
-                engine.dispose()
+        with registry(self.url) as engine:
+            yield engine
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

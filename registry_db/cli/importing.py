@@ -42,8 +42,6 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, as_json: bool)
         registry import --dry-run acceptance/new-set.yaml
         registry -d postgresql://localhost/registry import --json acceptance/
     """
-    from registry_db.store.engine import translated
-    from registry_db.store.migrate import open_registry
     from registry_db.store import write as importer
     from registry_db.cli.output import report_findings
 
@@ -53,13 +51,8 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, as_json: bool)
         if dry_run and _missing_sqlite_file(url):
             report = importer.preview_sets(sets)
         else:
-            with translated(url):
-                engine = open_registry(url)
-                try:
-                    report = importer.import_sets(engine, sets, dry_run=dry_run,
-                                                  progress=progress)
-                finally:
-                    engine.dispose()
+            with settings.registry() as engine:
+                report = importer.import_sets(engine, sets, dry_run=dry_run, progress=progress)
     warnings = warnings + list(report.warnings)
     if warnings:
         report_findings(warnings, as_json=False)

@@ -8,9 +8,10 @@ wheel as ``registry_db._migrations``). Every command opens the registry through
 
 from __future__ import annotations
 
+import contextlib
 import io
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
@@ -182,8 +183,12 @@ def _has_tables(conn: Connection) -> bool:
 
 
 def _known_revisions() -> list[str]:
-    names = sorted(p.name for p in Path(migrations_dir(), "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
-    return [n[:4] for n in names]
+    """Every revision the shipped migrations know, oldest first (only on the error path, so
+    the common schema check still never imports Alembic)."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    return [s.revision for s in reversed(list(script.walk_revisions()))]
 
 
 def open_registry(url: str, *, readonly: bool = False) -> Engine:
@@ -215,3 +220,16 @@ def open_registry(url: str, *, readonly: bool = False) -> Engine:
         engine.dispose()
         engine = make_engine(url, readonly=True)
     return engine
+
+
+@contextlib.contextmanager
+def registry(url: str, *, readonly: bool = False, check_schema: bool = True) -> Iterator[Engine]:
+    """The one way to hold an engine for a command: opened by :func:`open_registry` (or, with
+    ``check_schema=False``, a bare engine for the ``db`` commands that inspect or change the
+    schema itself), driver errors translated, and disposed afterwards."""
+    with translated(url):
+        engine = open_registry(url, readonly=readonly) if check_schema else make_engine(url)
+        try:
+            yield engine
+        finally:
+            engine.dispose()

@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import re
 
+from sqlalchemy.engine.url import make_url
+from sqlalchemy.exc import ArgumentError
+
 ENV_VAR = "REGISTRY_DATABASE_URL"
 DEFAULT_URL = "sqlite:///registry.db"
 
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
-_PASSWORD_RE = re.compile(r"^(?P<head>[^:/]+://[^:/@]*):(?P<pw>[^@]*)@")
 
 
 def resolve_url(option: str | None = None, environ: dict[str, str] | None = None) -> str:
@@ -39,12 +41,19 @@ def normalize_url(raw: str) -> str:
 
 def dialect_of(url: str) -> str:
     """``sqlite`` or ``postgresql`` (or whatever else the URL names)."""
-    return url.split(":", 1)[0].split("+", 1)[0]
+    try:
+        return make_url(url).get_backend_name()
+    except ArgumentError:
+        return url.split(":", 1)[0].split("+", 1)[0]
 
 
 def redact(url: str) -> str:
     """The URL with any password replaced by ``***``, for messages."""
-    return _PASSWORD_RE.sub(lambda m: f"{m.group('head')}:***@", url)
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        # Not a URL SQLAlchemy can parse: show only the scheme, never what might be a password.
+        return url.split("://", 1)[0] + "://***" if "://" in url else url
 
 
 def sqlite_path(url: str) -> str | None:
