@@ -1,0 +1,124 @@
+"""Ingested sets validate, import and resolve to exactly the source's values, on both backends.
+
+Everything goes through the command line, as the README shows it: ``registry ingest`` writes
+files, ``registry validate`` accepts them, ``registry import`` stores them, ``registry resolve``
+answers with the source's number and the provenance its header gave.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from registry_db import store
+from registry_db.cli import main
+from registry_db.sources.inferencex import read_inferencex
+from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics
+from registry_db.spec import Sampling
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "sources"
+IX = DATA / "inferencex"
+IMAGE = "vllm/vllm-openai:v0.22.0"
+BASE = "https://github.com/OWNER/REPO/blob/main/golden_al_distribution"
+
+
+def run(*args: str):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+def resolve(url: str, *args: str) -> dict:
+    result = run("-d", url, "resolve", "--json", *args)
+    return json.loads(result.stdout)
+
+
+def ingest_validate_import(url: str, out: Path, *ingest_args: str) -> None:
+    assert run("ingest", *ingest_args, "-o", out).exit_code == 0
+    checked = run("validate", out)
+    assert checked.exit_code == 0 and "warning" not in checked.stderr, checked.stderr
+    assert run("-d", url, "import", out).exit_code == 0
+
+
+def test_inferencex_curves_resolve_to_the_golden_values(db_url, tmp_path):
+    out = tmp_path / "acceptance"
+    ingest_validate_import(db_url, out, "inferencex", IX / "example_eagle3.yaml",
+                           IX / "copied_mtp.yaml", "--engine-image", IMAGE, "--source-base", BASE)
+    got = resolve(db_url, "--model", "example-model-fp8", "--method", "eagle3", "--k", "2",
+                  "--thinking", "on", "--category", "coding")
+    assert got["acceptance_length"] == 2.2
+    assert (got["layer"], got["profile_set"], got["source"]) == (
+        "registry", "example_eagle3", f"{BASE}/example_eagle3.yaml")
+    copied = resolve(db_url, "--model", "new-model", "--method", "mtp", "--k", "3",
+                     "--thinking", "on", "--category", "coding")
+    assert copied["acceptance_length"] == 2.99
+    assert any("copied" in w for w in copied["warnings"])
+
+
+def test_the_stored_sets_are_exactly_what_was_ingested(db_url, engine, tmp_path):
+    files = [str(IX / f"{n}.yaml") for n in ("example_eagle3", "shared_sampling_mtp",
+                                             "dspark_spaces", "one_mode")]
+    ingested = read_inferencex(files, engine_image=IMAGE)
+    ingest_validate_import(db_url, tmp_path / "a", "inferencex", *files, "--engine-image",
+                           IMAGE)
+    stored = {ps.name: ps for ps in store.load_sets(engine)}
+    for ps in ingested.sets:
+        # provenance (run, hardware, sampling, settings), values and keys, all of it
+        assert stored[ps.name].content_hash() == ps.content_hash(), ps.name
+
+
+def test_two_curves_of_one_key_import_side_by_side_and_conflict_until_a_set_is_named(
+        db_url, tmp_path):
+    ingest_validate_import(db_url, tmp_path / "a", "inferencex", IX / "draft_a.yaml",
+                           IX / "draft_b.yaml", "--engine-image", IMAGE)
+    key = ["--model", "twin-model", "--method", "eagle3", "--k", "1", "--thinking", "off",
+           "--category", "coding"]
+    refused = resolve(db_url, *key)
+    assert refused["refused"]["reason"] == "conflict"
+    assert resolve(db_url, *key, "--set", "draft_b")["acceptance_length"] == 1.74
+
+
+def test_vllm_counters_resolve_to_the_exact_al_and_rates(db_url, engine, tmp_path):
+    out = tmp_path / "acceptance" / "example-model-eagle3.yaml"
+    ingest_validate_import(
+        db_url, out, "vllm-metrics", DATA / "vllm" / "after.prom",
+        "--before", DATA / "vllm" / "before.prom", "--model", "example-model",
+        "--method", "eagle3", "--k", "3", "--thinking", "off", "--category", "coding",
+        "--hardware", "b300", "--engine-image", IMAGE, "--temperature", "0.6",
+        "--benchmark", "SPEED-Bench", "--prompts", "80")
+    got = resolve(db_url, "--model", "example-model", "--method", "eagle3", "--k", "3",
+                  "--thinking", "off", "--category", "coding")
+    expected = read_vllm_metrics(
+        str(DATA / "vllm" / "after.prom"), str(DATA / "vllm" / "before.prom"),
+        Facts("example-model", "eagle3", 3, "off", "coding", "b300", IMAGE, Sampling(0.6)))
+    profile = expected.sets[0].profiles[0]
+    assert got["acceptance_length"] == profile.acceptance_length == 1 + 128899 / 84995
+    assert got["per_position_rates"] == list(profile.per_position_rates)
+    assert got["rates_derived"] is False
+    (stored,) = store.load_sets(engine, ["example-model-eagle3"])
+    pv = stored.profiles[0].provenance
+    assert (pv.prompts, pv.benchmark, dict(pv.settings)["num_drafts"]) == (80, "SPEED-Bench",
+                                                                         84995)
+
+
+def test_the_readmes_ingest_example_runs_as_written(tmp_path, monkeypatch):
+    """The README's end-to-end block, run from a folder that sees the repository's tests/."""
+    readme = (DATA.parents[2] / "README.md").read_text()
+    tail = readme.split("<!-- example: ingest -->", 1)[1]
+    commands, shown = re.search(r"```sh\n(.*?)```\n```text\n(.*?)```", tail, re.S).groups()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("REGISTRY_DATABASE_URL", raising=False)
+    (tmp_path / "tests").symlink_to(DATA.parents[1])
+    printed = []
+    for line in commands.replace("\\\n", " ").splitlines():
+        program, *args = shlex.split(line)
+        assert program == "registry"
+        result = run(*args)
+        assert result.exit_code == 0, (line, result.output)
+        if args[0] == "resolve":
+            printed.append(result.stdout)
+    assert "".join(printed) == shown

@@ -1,0 +1,221 @@
+"""vLLM's /metrics counters become one measured profile: the arithmetic, the checks, no database."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from registry_db.cli import main
+from registry_db.errors import InvalidInput
+from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics, round_rates
+from registry_db.spec import Sampling
+from registry_db.validate import check_paths
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "sources" / "vllm"
+AFTER, BEFORE = str(DATA / "after.prom"), str(DATA / "before.prom")
+FACTS = Facts(model="example-model", method="eagle3", k=3, thinking="off", category="coding",
+              hardware="b300", engine_image="vllm/vllm-openai:v0.22.0",
+              sampling=Sampling(temperature=0.6, top_p=0.95))
+#: The deltas in the fixtures, summed over engines 0 and 1 (the issue's example numbers).
+DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS = 84995, 254985, 128899, (61234, 40000, 27665)
+
+
+def profile(after=AFTER, before=BEFORE, facts=FACTS, **kwargs):
+    result = read_vllm_metrics(after, before, facts, **kwargs)
+    (ps,) = result.sets
+    (p,) = ps.profiles
+    return p, result
+
+
+def refused(after=AFTER, before=BEFORE, facts=FACTS, **kwargs) -> list:
+    with pytest.raises(InvalidInput) as exc:
+        read_vllm_metrics(after, before, facts, **kwargs)
+    return exc.value.findings
+
+
+def edited(tmp_path, drop: str = "", replace: tuple[str, str] = ("", ""), source=AFTER) -> str:
+    """A copy of a scrape without the lines holding ``drop``, or with one text replaced."""
+    lines = Path(source).read_text().splitlines(keepends=True)
+    text = "".join(line for line in lines if not (drop and drop in line))
+    if replace[0]:
+        text = text.replace(*replace)
+    path = tmp_path / "edited.prom"
+    path.write_text(text)
+    return str(path)
+
+
+def run(*args: str):
+    result = CliRunner().invoke(main, list(args))
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+# --- the arithmetic --------------------------------------------------------------------------
+
+def test_al_and_rates_are_vllms_definitions_exact_and_unrounded():
+    p, result = profile()
+    assert p.acceptance_length == float(1 + Fraction(ACCEPTED, DRAFTS)) == 2.5165480322371905
+    assert p.per_position_rates == tuple(float(Fraction(n, DRAFTS)) for n in PER_POS)
+    assert (p.method, p.num_spec_tokens, p.thinking, p.category) == (
+        "measured", 3, "off", "coding")
+    assert result.warnings == ()  # draft tokens are exactly K x drafts here
+
+
+def test_counts_are_summed_over_engines_and_recorded_in_settings():
+    p, _ = profile()
+    assert dict(p.provenance.settings) == {"num_drafts": DRAFTS, "num_draft_tokens": DRAFT_TOKENS,
+                                           "num_accepted_tokens": ACCEPTED}
+
+
+def test_without_before_the_counters_count_from_the_servers_start():
+    p, _ = profile(before=None)
+    assert dict(p.provenance.settings)["num_drafts"] == 41000 + 46995
+    assert p.acceptance_length == float(1 + Fraction(61500 + 71399, 41000 + 46995))
+    assert p.provenance.source == f"vLLM /metrics: {AFTER}"
+
+
+def test_provenance_takes_the_flags_and_prompts():
+    facts = Facts(**{**FACTS.__dict__, "source": "team run", "run": "https://ci/1",
+                     "benchmark": "SPEED-Bench", "prompts": 80})
+    pv = profile(facts=facts)[0].provenance
+    assert (pv.source, pv.run, pv.benchmark, pv.prompts, pv.hardware, pv.engine_image) == (
+        "team run", "https://ci/1", "SPEED-Bench", 80, "b300", "vllm/vllm-openai:v0.22.0")
+    assert (pv.sampling.temperature, pv.sampling.top_p) == (0.6, 0.95)
+
+
+def test_round_keeps_the_rates_summing_to_al_minus_one():
+    p, _ = profile(round_to=2)
+    assert p.acceptance_length == 2.52
+    assert abs(sum(p.per_position_rates) - (p.acceptance_length - 1)) <= 0.01
+    assert p.per_position_rates == (0.72, 0.47, 0.33)
+
+
+def test_round_distributes_by_largest_remainder_where_rounding_each_rate_would_not():
+    # K = 8, every rate 0.45: rounding each to 0.1 misses AL - 1 = 3.6 by 0.4
+    rates = [Fraction(9, 20)] * 8
+    al = 1 + sum(rates)
+    assert abs(sum(round(float(r), 1) for r in rates) - 3.6) > 0.01
+    al_r, rounded = round_rates(al, rates, 1)
+    assert al_r == 4.6
+    assert rounded == (0.5, 0.5, 0.5, 0.5, 0.4, 0.4, 0.4, 0.4)
+    assert abs(sum(rounded) - 3.6) < 1e-9
+
+
+# --- model names -------------------------------------------------------------------------------
+
+def test_several_served_models_need_model_name():
+    (finding,) = refused(after=str(DATA / "after-two-models.prom"))
+    assert finding.code == "several_models" and "--model-name" in finding.message
+
+
+def test_model_name_picks_one_served_model():
+    two = str(DATA / "after-two-models.prom")
+    picked, _ = profile(after=two, model_name="example/model")
+    only, _ = profile()
+    assert (picked.acceptance_length, picked.per_position_rates) == (
+        only.acceptance_length, only.per_position_rates)
+    other, _ = profile(after=two, before=None, model_name="other/model")
+    assert other.acceptance_length == float(1 + Fraction(900, 500))
+    (finding,) = refused(after=two, model_name="nope/model")
+    assert finding.code == "unknown_model_name" and "example/model" in finding.message
+
+
+# --- the checks --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("counter", ["num_drafts_total", "num_draft_tokens_total",
+                                     "num_accepted_tokens_total", "accepted_tokens_per_pos_total"])
+def test_a_missing_counter_is_an_error_naming_it(tmp_path, counter):
+    findings = refused(after=edited(tmp_path, drop=counter))
+    assert {x.code for x in findings} == {"missing_counter"}
+    assert counter.replace("_total", "") in findings[0].path
+
+
+def test_a_counter_that_went_down_is_a_restart():
+    findings = refused(after=str(DATA / "after-restart.prom"))
+    assert {x.code for x in findings} == {"counter_went_down"}
+    assert findings[0].line == 7  # engine 1's drafts line in AFTER
+    assert "restarted between the scrapes" in findings[0].message
+
+
+def test_zero_drafts_is_an_error():
+    (finding,) = refused(after=BEFORE)
+    assert finding.code == "zero_drafts"
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_positions_must_be_exactly_zero_to_k_minus_one(k):
+    findings = refused(facts=Facts(**{**FACTS.__dict__, "k": k}))
+    assert [x.code for x in findings] == ["bad_positions"]
+    assert "0, 1, 2" in findings[0].message
+
+
+def test_adaptive_verification_warns_and_keeps_al():
+    p, result = profile(after=str(DATA / "adaptive.prom"), before=None,
+                        facts=Facts(**{**FACTS.__dict__, "method": "dspark"}))
+    assert p.acceptance_length == 2.5  # 1 + 15000 / 10000
+    (warning,) = result.warnings
+    assert warning.code == "draft_tokens_not_k_drafts" and warning.severity == "warning"
+    assert "0.625" in warning.message and "0.5" in warning.message  # logged rate vs (AL-1)/K
+    settings = dict(p.provenance.settings)
+    assert (settings["num_drafts"], settings["num_draft_tokens"]) == (10000, 24000)
+
+
+def test_text_that_is_not_prometheus_format_is_an_error(tmp_path):
+    path = tmp_path / "x.prom"
+    path.write_text("this is { not metrics\n")
+    (finding,) = refused(after=str(path), before=None)
+    assert finding.code == "not_prometheus_text"
+
+
+def test_a_series_written_twice_is_an_error(tmp_path):
+    text = Path(AFTER).read_text()
+    line = next(x for x in text.splitlines() if x.startswith("vllm:spec_decode_num_drafts_total"))
+    path = tmp_path / "twice.prom"
+    path.write_text(text + line + "\n")
+    (finding,) = refused(after=str(path), before=None)
+    assert "appears twice" in finding.message
+
+
+def test_per_position_counts_that_disagree_with_accepted_are_inconsistent(tmp_path):
+    after = edited(tmp_path, replace=('position="2"} 12300.0', 'position="2"} 2300.0'))
+    findings = refused(after=after)
+    assert {x.code for x in findings} == {"inconsistent_counters"}
+
+
+# --- the command line and the output -----------------------------------------------------------
+
+ARGS = ["--model", "example-model", "--method", "eagle3", "--k", "3", "--thinking", "off",
+        "--category", "coding", "--hardware", "b300", "--engine-image",
+        "vllm/vllm-openai:v0.22.0", "--temperature", "0.6"]
+
+
+def test_cli_writes_a_valid_file_named_after_its_set_and_the_same_bytes_twice(tmp_path):
+    out = tmp_path / "example-model-eagle3.yaml"
+    first = run("ingest", "vllm-metrics", AFTER, "--before", BEFORE, *ARGS, "-o", str(out))
+    assert first.exit_code == 0, first.output
+    text = out.read_text()
+    assert "name: example-model-eagle3\n" in text
+    sets, findings = check_paths([out])
+    assert findings == [] and sets[0].profiles[0].acceptance_length == 2.5165480322371905
+    run("ingest", "vllm-metrics", AFTER, "--before", BEFORE, *ARGS, "-o", str(out))
+    assert out.read_text() == text
+
+
+def test_cli_refusals_exit_1_without_traceback_and_usage_errors_exit_2():
+    bad = run("ingest", "vllm-metrics", str(DATA / "after-restart.prom"), "--before", BEFORE,
+              *ARGS)
+    assert bad.exit_code == 1 and "went down" in bad.stderr and bad.stdout == ""
+    missing = run("ingest", "vllm-metrics", AFTER, "--model", "m")
+    assert missing.exit_code == 2
+    negative = run("ingest", "vllm-metrics", AFTER, *ARGS[:-2], "--temperature", "-1")
+    assert negative.exit_code == 2
+
+
+def test_cli_warns_on_stderr_and_still_writes():
+    result = run("ingest", "vllm-metrics", str(DATA / "adaptive.prom"), *ARGS, "--round", "3")
+    assert result.exit_code == 0
+    assert "adaptive verification" in result.stderr
+    assert "acceptance_length: 2.5\n" in result.stdout
