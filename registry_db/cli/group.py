@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "export": "registry_db.cli.read:export",
     "query": "registry_db.cli.query:query",
     "resolve": "registry_db.cli.resolve:resolve",
+    "ingest": "registry_db.cli.ingest:ingest",
 }
 
 

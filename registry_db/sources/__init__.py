@@ -35,6 +35,8 @@ class Source(Protocol):
 #: name -> module; modules are imported on first use.
 SOURCES: dict[str, str] = {
     "profile-set": "registry_db.sources.profile_set",
+    "inferencex": "registry_db.sources.inferencex",
+    "vllm-metrics": "registry_db.sources.vllm_metrics",
 }
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from registry_db.cli import main
+from registry_db.cli.group import main
 from registry_db.errors import InvalidInput
 from registry_db.sources.inferencex import load_map, read_inferencex
 from registry_db.sources.output import rendered
-from registry_db.spec import Profile, ProfileSet
-from registry_db.validate import check_paths
+from registry_db.model import Profile, ProfileSet
+from registry_db.sources.profile_set import check_paths
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources" / "inferencex"
 IMAGE = "vllm/vllm-openai:v0.22.0"
@@ -277,3 +277,13 @@ def test_help_ends_with_an_example():
     for cmd in (["ingest"], ["ingest", "inferencex"], ["ingest", "vllm-metrics"]):
         result = run(*cmd, "--help")
         assert result.exit_code == 0 and "Example:" in result.output, cmd
+
+
+def test_both_readers_are_registered_sources():
+    from registry_db.sources import get_source
+
+    sets, findings = get_source("inferencex").read([f("draft_a")], engine_image=IMAGE)
+    assert [ps.name for ps in sets] == ["draft_a"] and findings == []
+    sets, findings = get_source("inferencex").read([f("draft_a")])
+    assert sets == [] and [x.code for x in findings] == ["missing_engine_image"]
+    assert get_source("vllm-metrics").NAME == "vllm-metrics"

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from registry_db.cli import main
+from registry_db.cli.group import main
 from registry_db.errors import InvalidInput
 from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics, round_rates
-from registry_db.spec import Sampling
-from registry_db.validate import check_paths
+from registry_db.model import Sampling
+from registry_db.sources.profile_set import check_paths
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources" / "vllm"
 AFTER, BEFORE = str(DATA / "after.prom"), str(DATA / "before.prom")
@@ -219,3 +219,13 @@ def test_cli_warns_on_stderr_and_still_writes():
     assert result.exit_code == 0
     assert "adaptive verification" in result.stderr
     assert "acceptance_length: 2.5\n" in result.stdout
+
+
+def test_the_source_protocols_read_returns_refusals_as_findings():
+    from registry_db.sources import get_source
+
+    source = get_source("vllm-metrics")
+    sets, findings = source.read([AFTER], before=BEFORE, facts=FACTS)
+    assert sets[0].profiles[0].acceptance_length == 2.5165480322371905 and findings == []
+    sets, findings = source.read([BEFORE], before=BEFORE, facts=FACTS)
+    assert sets == [] and [x.code for x in findings] == ["zero_drafts"]
