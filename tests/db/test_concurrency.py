@@ -27,7 +27,7 @@ from registry_db.store import write as importer
 
 from registry_db.store.urls import sqlite_path
 from tests.conftest import ROOT
-from tests.db.test_import import broken_foreign_keys, orphan_provenances, write_set
+from tests.helpers import broken_foreign_keys, orphan_provenances, write_set
 
 pytestmark = pytest.mark.slow
 

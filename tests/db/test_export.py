@@ -18,7 +18,7 @@ from registry_db.errors import NotFound, RegistryError
 from registry_db.model import Profile, ProfileSet, Provenance, Sampling
 from registry_db.yaml.load import load_yaml
 from tests.conftest import SEED
-from tests.db.test_import import SEED_FILE, broken_foreign_keys, dump, write_set
+from tests.helpers import SEED_FILE, broken_foreign_keys, dump, write_set
 
 #: What differs between two imports of the same content: when, and from which file.
 VOLATILE = ("profile_sets.imported_at", "profile_sets.source_file")

@@ -17,16 +17,12 @@ from registry_db import store
 
 from registry_db.cli.group import main
 from tests.conftest import ROOT, SEED
-from tests.db.test_import import SEED_FILE, dump, set_yaml, write_set
+from tests.helpers import run_cli, SEED_FILE, dump, set_yaml, write_set
 
 
 def run(url: str, *args: str, env: dict[str, str] | None = None):
     """``registry -d URL ARGS`` in process; stdout and stderr apart."""
-    result = CliRunner().invoke(main, ["-d", url, *args], env=env)
-    assert "Traceback" not in result.output, result.output
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
+    return run_cli("-d", url, *args, env=env)
 
 
 def test_seed_import_prints_one_line_per_set(db_url):

@@ -11,22 +11,19 @@ import io
 import json
 
 import pytest
-from click.testing import CliRunner
 from sqlalchemy import inspect, text
 
+from tests.helpers import run_cli
 from registry_db import store
 
 from registry_db.store import write as importer
-from registry_db.cli.group import main
 from registry_db.store.query import QueryError, parse_param, parse_value, placeholders, run_query
 from registry_db.model import Profile, ProfileSet
 
 
 def invoke(url: str, *args: str, input: str | None = None):
     """Run `registry -d URL query ARGS...`; no expected failure may show a traceback."""
-    result = CliRunner().invoke(main, ["-d", url, "query", *args], input=input)
-    assert "Traceback" not in result.output + result.stderr
-    return result
+    return run_cli("-d", url, "query", *args, input=input)
 
 
 def snapshot(url: str) -> dict[str, list[tuple]]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from registry_db.store import write as importer
-from registry_db.cli.group import main
 from registry_db.resolve.rates import min_variance_rates
+from tests.helpers import run_cli
 from tests.conftest import DATA, SEED
 
 FILES = DATA / "resolve"
@@ -28,11 +27,7 @@ def url(db_url, engine):
 
 def run(url: str, *args: str, input: str | None = None):
     """``registry -d URL resolve ARGS`` in process; stdout and stderr apart."""
-    result = CliRunner().invoke(main, ["-d", url, "resolve", *args], input=input)
-    assert "Traceback" not in result.output + result.stderr, result.output + result.stderr
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
+    return run_cli("-d", url, "resolve", *args, input=input)
 
 
 def seed_answer(**changes) -> dict:

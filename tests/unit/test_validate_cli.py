@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.helpers import run_cli
 from registry_db.cli.group import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +23,7 @@ LINE_RE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<path>\S+
 
 
 def run(*args):
-    return CliRunner().invoke(main, ["validate", *map(str, args)])
+    return run_cli("validate", *args)
 
 
 def test_the_seed_is_valid(monkeypatch):

@@ -1,0 +1,107 @@
+"""What many tests share: one way to run the command line, one way to write a set, and the
+database checks (a full dump of every table, broken foreign keys, orphaned provenances).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+from sqlalchemy import select, text
+
+from registry_db.cli.group import main
+from registry_db.store.schema import metadata
+from tests.conftest import SEED
+
+SEED_FILE = SEED / "inferencex-golden-al.yaml"
+
+
+def run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
+    """``registry ARGS`` in process, stdout and stderr apart. No expected failure may show a
+    traceback, and an unexpected exception is raised here rather than read as an exit code."""
+    result = CliRunner().invoke(main, [str(a) for a in args], input=input, env=env)
+    assert "Traceback" not in result.output + result.stderr, result.output + result.stderr
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+
+def set_yaml(name: str, n: int = 3, *, al: float = 2.5, model: str = "model-a",
+             source: str = "https://example.org/run.yaml", caveats: tuple[str, ...] = ("c1",),
+             first_category: int = 0) -> str:
+    """A valid set of ``n`` measured profiles (categories cat<i>) sharing one provenance."""
+    lines = ["kind: AcceptanceProfileSet", f"name: {name}"]
+    if caveats:
+        lines.append("caveats:")
+        lines += [f"  - {c}" for c in caveats]
+    lines.append("profiles:")
+    for i in range(n):
+        lines += [
+            f"  - model: {model}", "    speculative_method: mtp", "    num_spec_tokens: 3",
+            '    thinking: "on"', f"    category: cat{first_category + i}",
+            f"    acceptance_length: {al}", "    method: measured",
+        ]
+        if i == 0:
+            lines += [
+                "    provenance: &p",
+                f"      source: {source}", "      hardware: b300", "      engine_image: img:1",
+                "      sampling: {temperature: 0.0}",
+                "      settings: {rejection_sample_method: block, seed: 7}",
+            ]
+        else:
+            lines.append("    provenance: *p")
+    return "\n".join(lines) + "\n"
+
+
+def write_set(folder: Path, name: str, n: int = 3, **kw) -> Path:
+    """Write :func:`set_yaml` to ``folder/<name>.yaml``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(set_yaml(name, n, **kw), encoding="utf-8")
+    return path
+
+
+def dump(engine, *, skip: tuple[str, ...] = ()) -> dict[str, list[tuple]]:
+    """Every table's rows ordered by primary key (``table.column`` names in ``skip`` omitted)."""
+    out = {}
+    with engine.connect() as conn:
+        for table in metadata.sorted_tables:
+            cols = [c for c in table.columns if f"{table.name}.{c.name}" not in skip]
+            order = list(table.primary_key.columns) or cols
+            out[table.name] = [tuple(r) for r in conn.execute(select(*cols).order_by(*order))]
+    return out
+
+
+#: Child column -> parent column, for the orphan check.
+_FOREIGN_KEYS = [
+    ("set_caveats", "set_id", "profile_sets", "id"),
+    ("profiles", "set_id", "profile_sets", "id"),
+    ("profiles", "provenance_id", "provenances", "id"),
+    ("profiles", "method", "methods", "name"),
+    ("profile_rates", "profile_id", "profiles", "id"),
+    ("provenance_settings", "provenance_id", "provenances", "id"),
+]
+
+
+def broken_foreign_keys(engine) -> list[tuple]:
+    """Rows whose parent is missing: SQLite's own check, plus orphan joins on both backends."""
+    found: list[tuple] = []
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            found += [tuple(r) for r in conn.exec_driver_sql("PRAGMA foreign_key_check")]
+        for child, col, parent, pcol in _FOREIGN_KEYS:
+            n = conn.execute(text(
+                f"SELECT COUNT(*) FROM {child} c LEFT JOIN {parent} p ON p.{pcol} = c.{col} "
+                f"WHERE c.{col} IS NOT NULL AND p.{pcol} IS NULL")).scalar()
+            if n:
+                found.append((child, col, n))
+    return found
+
+
+def orphan_provenances(engine) -> int:
+    """Provenances no profile cites (the importer deletes them)."""
+    with engine.connect() as conn:
+        return conn.execute(text(
+            "SELECT COUNT(*) FROM provenances pr WHERE NOT EXISTS "
+            "(SELECT 1 FROM profiles p WHERE p.provenance_id = pr.id)")).scalar()
