@@ -4,16 +4,32 @@ database checks (a full dump of every table, broken foreign keys, orphaned prove
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Iterator
 
 from click.testing import CliRunner, Result
+from sqlalchemy.engine import Engine
 from sqlalchemy import select, text
 
+from registry_db import store
 from registry_db.cli.group import main
 from registry_db.store.schema import metadata
 from tests.conftest import SEED
 
 SEED_FILE = SEED / "inferencex-golden-al.yaml"
+
+
+@contextlib.contextmanager
+def migrated_to(url: str, revision: str) -> Iterator[Engine]:
+    """An engine on the empty database ``url`` brought to ``revision`` (not the head), for data
+    migration tests: write rows as that revision held them, then upgrade and check."""
+    engine = store.make_engine(url)
+    try:
+        store.upgrade(engine, revision)
+        yield engine
+    finally:
+        engine.dispose()
 
 
 def run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
