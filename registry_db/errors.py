@@ -8,7 +8,7 @@ them for callers to catch as :class:`RegistryError`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 @dataclass(frozen=True)
 class Finding:
@@ -50,6 +50,10 @@ class RegistryError(Exception):
 
 class InvalidInput(RegistryError):
     """One or more input files (or values) break the spec. Carries every finding at once."""
+
+    #: The loaded document when loading failed only in ways the validator can look past (a
+    #: duplicate key keeps the first value), so that every other problem is still reported.
+    document: Any = None
 
     def __init__(self, findings: Sequence[Finding], message: str | None = None):
         self.findings = list(findings)

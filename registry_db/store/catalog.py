@@ -239,7 +239,7 @@ def update_reference(path: str | Path) -> bool:
         begin, end = _BEGIN.format(kind=kind), _END.format(kind=kind)
         pattern = re.escape(begin) + r".*?" + re.escape(end)
         block = f"{begin}\n\n{reference_markdown(kind)}\n\n{end}"
-        new = re.sub(pattern, lambda _m, b=block: b, new, flags=re.S)
+        new = re.sub(pattern, lambda _m: block, new, flags=re.S)  # noqa: B023 - used at once
     if new != old:
         path.write_text(new, encoding="utf-8")
     return new != old

@@ -71,6 +71,7 @@ def run_migrations_on(connection: Connection, work: Callable[[Connection], None]
             work(connection)
         return
     raw = connection.connection.driver_connection
+    assert raw is not None  # a live pooled connection always has its driver connection
     raw.execute("PRAGMA foreign_keys=OFF")
     try:
         connection.execution_options(registry_write=True)

@@ -137,7 +137,8 @@ def conflicts(bind: Bind) -> list[Conflict]:
     with _connect(bind) as conn:
         for *key, name in conn.execute(query):
             grouped[tuple(key)].append(name)
-    return [Conflict(*key, sets=tuple(names)) for key, names in grouped.items()]
+    return [Conflict(key[0], key[1], key[2], key[3], key[4], tuple(names))
+            for key, names in grouped.items()]
 
 
 # --- whole sets ----------------------------------------------------------------------------------

@@ -201,12 +201,12 @@ def load_yaml(data: bytes | str, file: str) -> Any:
         if parser is not None and hasattr(parser, "dispose"):
             parser.dispose()
     if builder.findings:
-        exc = InvalidInput(builder.findings)
+        invalid = InvalidInput(builder.findings)
         # A duplicate key leaves a whole document (the first value kept): hand it on so that
         # the validator can still report every other problem of the file at once.
         if all(f.code in RECOVERABLE for f in builder.findings):
-            exc.document = builder.root
-        raise exc
+            invalid.document = builder.root
+        raise invalid
     return builder.root
 
 
