@@ -136,9 +136,9 @@ def vllm_metrics(after: str, before: str | None, out: str, name: str | None,
             --hardware b300 --engine-image vllm/vllm-openai:v0.22.0 --temperature 0.6 \\
             -o acceptance/example-model-eagle3.yaml
     """
+    from registry_db.model import Sampling
     from registry_db.sources.output import safe_name
     from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics
-    from registry_db.model import Sampling
 
     sampling = Sampling(temperature=flags.pop("temperature"), top_p=flags.pop("top_p"),
                         top_k=flags.pop("top_k"), max_tokens=flags.pop("max_tokens"))

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from registry_db.errors import Finding, InvalidInput, sort_findings
+from registry_db.inputs.base import is_int, is_number
+from registry_db.model import CATEGORY_RE, Profile, ProfileSet, Provenance, Sampling, profile_label
 from registry_db.sources.inferencex_header import Header, read_header
 from registry_db.sources.output import Ingested, rendered, safe_name
-from registry_db.model import CATEGORY_RE, Profile, ProfileSet, Provenance, Sampling, profile_label
 from registry_db.sources.profile_set import collect_files
-from registry_db.inputs.base import is_int, is_number
 from registry_db.yaml.load import MAX_FILE_BYTES, key_pos, load_file, load_yaml, mark, pos
 
 NAME = "inferencex"
@@ -132,7 +132,8 @@ def read(paths: Iterable[str | os.PathLike], **options: Any
 
 
 def _per_file(curves: list, findings: list[Finding]) -> list[ProfileSet]:
-    sets, named = [], {}
+    sets: list[ProfileSet] = []
+    named: dict[str, str] = {}
     for file, profiles, _ in curves:
         set_name = safe_name(Path(file).stem)
         if set_name in named:

@@ -170,7 +170,9 @@ class _Reader:
                           self.col(offset + kwargs.start("json")))
             else:
                 line.settings["chat_template_kwargs"] = kwargs["json"]
-            rest = rest[:kwargs.start()] + " " * (kwargs.end() - kwargs.start()) + rest[kwargs.end():]
+            # blanked, not cut, so that the columns of what follows stay true
+            blank = " " * (kwargs.end() - kwargs.start())
+            rest = rest[:kwargs.start()] + blank + rest[kwargs.end():]
         rest = rest.replace("|", " ").replace(",", " ")
         at = 0
         while rest[at:].strip():

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry_db.errors import Finding, InvalidInput, RegistryError, UsageError
-from registry_db.store.export import _write_atomically, file_name, render_set
-from registry_db.model import ProfileSet
 from registry_db.inputs.profile_set import YAML_SUFFIXES, check_profile_set
+from registry_db.model import ProfileSet
+from registry_db.store.export import _write_atomically, file_name, render_set
 from registry_db.yaml.load import load_yaml
 
 _UNSAFE_RE = re.compile(r"[^A-Za-z0-9._-]+")

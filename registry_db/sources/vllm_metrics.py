@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from registry_db.errors import Finding, InvalidInput
-from registry_db.sources.output import Ingested, rendered, safe_name
 from registry_db.model import SUM_TOLERANCE, Profile, ProfileSet, Provenance, Sampling
+from registry_db.sources.output import Ingested, rendered, safe_name
 
 NAME = "vllm-metrics"
 DESCRIPTION = "vLLM's speculative-decoding counters, from /metrics scrapes around a run"
@@ -154,9 +154,9 @@ def _parse(file: str) -> Scrape:
     try:
         text = Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
         raise InvalidInput([Finding(file, 0, 0, "", "unreadable_file",
-                                    f"cannot read the file: {getattr(exc, 'strerror', None) or exc}")]
-                           ) from None
+                                    f"cannot read the file: {why}")]) from None
     series: dict[Series, float] = {}
     try:
         for family in text_string_to_metric_families(text):
@@ -230,10 +230,10 @@ def delta(after: Scrape, before: Scrape | None, k: int, model_name: str | None) 
             now = picked[after.file].get(key)
             if key[0] in missing:  # already reported, and not a restart
                 continue
-            labels = ",".join(f'{n}="{v}"' for n, v in key[1])
+            shown = ",".join(f'{n}="{v}"' for n, v in key[1])
             if now is None or now < value:
                 problem(after, key[0], "counter_went_down",
-                        f"{key[0]}_total{{{labels}}} went down from {_number(Fraction(value))} "
+                        f"{key[0]}_total{{{shown}}} went down from {_number(Fraction(value))} "
                         f"to {'nothing' if now is None else _number(Fraction(now))}: the server "
                         "restarted between the scrapes; take both from one server run", key[1])
             else:
@@ -299,8 +299,9 @@ def acceptance(counts: Counts, k: int, round_to: int | None, file: str
     if any(later > earlier for earlier, later in zip(rates, rates[1:])):
         problems.append("the per-position counts rise with the position; vLLM's never do")
     if abs(sum(rates) - (al - 1)) > Fraction(str(SUM_TOLERANCE)):
-        problems.append(f"the per-position counts sum to {_number(sum(counts.per_position))} "
-                        f"but accepted tokens are {_number(counts.accepted)}")
+        summed = sum(counts.per_position, Fraction(0))
+        problems.append(f"the per-position counts sum to {_number(summed)} but accepted "
+                        f"tokens are {_number(counts.accepted)}")
     if problems:
         raise InvalidInput([Finding(file, 0, 0, ACCEPTED, "inconsistent_counters",
                                     f"{p}; the counters are inconsistent") for p in problems])

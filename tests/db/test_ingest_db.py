@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from registry_db import store
 from registry_db.cli.group import main
+from registry_db.model import Sampling
 from registry_db.sources.inferencex import read_inferencex
 from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics
-from registry_db.model import Sampling
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources"
 IX = DATA / "inferencex"

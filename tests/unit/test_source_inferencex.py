@@ -1,4 +1,4 @@
-"""InferenceX golden AL files become profile sets: every header variant, every refusal, no database."""
+"""InferenceX golden AL files become profile sets: every header variant and refusal; no database."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 from registry_db.cli.group import main
 from registry_db.errors import InvalidInput
+from registry_db.model import Profile, ProfileSet
 from registry_db.sources.inferencex import load_map, read_inferencex
 from registry_db.sources.output import rendered
-from registry_db.model import Profile, ProfileSet
 from registry_db.sources.profile_set import check_paths
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources" / "inferencex"

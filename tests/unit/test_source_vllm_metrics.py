@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from registry_db.cli.group import main
 from registry_db.errors import InvalidInput
-from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics, round_rates
 from registry_db.model import Sampling
 from registry_db.sources.profile_set import check_paths
+from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics, round_rates
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources" / "vllm"
 AFTER, BEFORE = str(DATA / "after.prom"), str(DATA / "before.prom")
