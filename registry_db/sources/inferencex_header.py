@@ -259,9 +259,9 @@ class _Reader:
             return
         number_value: int | float = int(value) if integer else float(value)
         problem = _out_of_range(key, number_value)
-        if problem:
+        if problem:  # kept all the same, so that no "missing temperature" follows
             self.error(number, "bad_sampling", f"{name} is {value}; {problem}", column)
-        elif key is None:
+        if key is None:
             settings[name] = number_value
         else:
             sampling[key] = number_value

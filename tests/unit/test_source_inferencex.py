@@ -287,3 +287,77 @@ def test_both_readers_are_registered_sources():
     sets, findings = get_source("inferencex").read([f("draft_a")])
     assert sets == [] and [x.code for x in findings] == ["missing_engine_image"]
     assert get_source("vllm-metrics").NAME == "vllm-metrics"
+
+
+# --- each header rule, on a small file written here -----------------------------------------------
+
+HEADER = "# dataset: coding | temperature: 1.0\n# Measured on m (B300, vLLM MTP).\n"
+BODY = "m:\n  thinking_on:\n    1: 1.5\n"
+
+
+def curve(tmp_path, header: str = HEADER, body: str = BODY) -> str:
+    path = tmp_path / "c.yaml"
+    path.write_text(header + body)
+    return str(path)
+
+
+@pytest.mark.parametrize("header, code, line", [
+    ("# Measured on m (B300, vLLM MTP).\n# dataset: coding | top_p: 1.5 | temperature: 1\n",
+     "bad_sampling", 2),
+    ("# dataset: coding | temperature: 1 | top_k: -5\n# Measured on m (B300, vLLM MTP).\n",
+     "bad_sampling", 1),
+    ("# dataset: coding | temperature: -0.1\n# Measured on m (B300, vLLM MTP).\n",
+     "bad_sampling", 1),
+    ("# temperature is 1.0\n# dataset: coding\n# Measured on m (B300, vLLM MTP).\n",
+     "no_temperature", 1),
+    ("# dataset: coding | temperature: 1.0\n", "no_method", 1),
+    ("# Measured on m (B300, vLLM MTP).\n", "no_category", 1),
+    ("# dataset: Coding! | temperature: 1.0\n# Measured on m (B300, vLLM MTP).\n",
+     "bad_category", 1),
+    ("# dataset: coding | temperature: 1.0\n# Measured on m (vLLM MTP).\n", "no_hardware", 1),
+    ("# dataset: coding | temperature: 1.0\n# speculative-config: method=mtp\n"
+     "# Measured on m (B300, vLLM EAGLE3).\n", "method_mismatch", 2),
+])
+def test_header_refusals(tmp_path, header, code, line):
+    with pytest.raises(InvalidInput) as exc:
+        read_inferencex([curve(tmp_path, header)], engine_image=IMAGE)
+    errors = {(x.code, x.line) for x in exc.value.findings if x.is_error}
+    # a missing "Measured on" line also leaves the hardware unknown: both are said
+    assert errors == {(code, line)} | ({("no_hardware", 1)} if code == "no_method" else set())
+
+
+@pytest.mark.parametrize("body, code", [
+    ("m:\n  thinking_maybe:\n    1: 1.5\n", "unknown_mode"),
+    ("m:\n  thinking_on:\n    1: fast\n", "bad_al"),
+    ("m:\n  thinking_on: 1.5\n", "not_a_curve"),
+    ("- m\n", "not_a_curve"),
+    ("_metadata: {}\n", "not_one_model"),
+])
+def test_body_refusals(tmp_path, body, code):
+    with pytest.raises(InvalidInput) as exc:
+        read_inferencex([curve(tmp_path, body=body)], engine_image=IMAGE)
+    assert [x.code for x in exc.value.findings] == [code]
+
+
+def test_chat_template_kwargs_that_are_not_json_are_left_out_with_a_warning(tmp_path):
+    header = HEADER + '# thinking_on: chat_template_kwargs: {thinking: yes}\n'
+    result = read_inferencex([curve(tmp_path, header)], engine_image=IMAGE)
+    assert [(w.code, w.line) for w in result.warnings] == [("unknown_header_item", 3)]
+    assert result.sets[0].profiles[0].provenance.settings == ()
+
+
+def test_a_measured_on_model_other_than_the_values_key_is_a_warning(tmp_path):
+    header = "# dataset: coding | temperature: 1.0\n# Measured on other (B300, vLLM MTP).\n"
+    result = read_inferencex([curve(tmp_path, header)], engine_image=IMAGE)
+    assert [(w.code, w.line, w.column) for w in result.warnings] == [("model_mismatch", 2, 15)]
+    assert result.sets[0].profiles[0].model == "m"
+
+
+def test_a_copied_curve_without_temperature_keeps_no_sampling_and_says_so(tmp_path):
+    header = ("# dataset: coding | top_p: 0.9\n# copied from base's curve\n"
+              "# Measured on base (B300, vLLM MTP).\n")
+    result = read_inferencex([curve(tmp_path, header)])
+    (p,) = result.sets[0].profiles
+    assert (p.method, p.copied_from, p.provenance.sampling) == (
+        "copied", "base/mtp/k1/thinking-on/coding", None)
+    assert [w.code for w in result.warnings] == ["sampling_left_out"]

@@ -229,3 +229,67 @@ def test_the_source_protocols_read_returns_refusals_as_findings():
     assert sets[0].profiles[0].acceptance_length == 2.5165480322371905 and findings == []
     sets, findings = source.read([BEFORE], before=BEFORE, facts=FACTS)
     assert sets == [] and [x.code for x in findings] == ["zero_drafts"]
+
+
+# --- what real scrapes also hold -------------------------------------------------------------------
+
+def scrape(tmp_path, drafts, tokens, accepted, per_pos, extra: str = "", name="s.prom") -> str:
+    """A one-engine scrape with ``_total`` names (as vLLM writes them)."""
+    pre = "vllm:spec_decode_num_"
+    lines = [f"{pre}drafts_total {drafts}", f"{pre}draft_tokens_total {tokens}",
+             f"{pre}accepted_tokens_total {accepted}"]
+    lines += [f'{pre}accepted_tokens_per_pos_total{{position="{i}"}} {n}'
+              for i, n in enumerate(per_pos)]
+    path = tmp_path / name
+    path.write_text(extra + "\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_created_samples_and_other_metrics_are_ignored_and_bare_names_read(tmp_path):
+    extra = ("vllm:spec_decode_num_drafts_created 1.7e9\n"
+             "vllm:generation_tokens_total 123456.0\n")
+    text = Path(scrape(tmp_path, 10, 30, 15, (7, 5, 3), extra)).read_text()
+    path = tmp_path / "bare.prom"
+    path.write_text(text.replace("_total", "").replace("vllm:generation_tokens",
+                                                       "vllm:generation_tokens_total"))
+    p, _ = profile(after=str(path), before=None)
+    assert p.acceptance_length == 2.5 and p.per_position_rates == (0.7, 0.5, 0.3)
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-3"])
+def test_a_counter_that_is_not_a_finite_count_is_refused(tmp_path, value):
+    (finding,) = refused(after=scrape(tmp_path, value, 30, 15, (7, 5, 3)), before=None)
+    assert finding.code == "not_prometheus_text" and "finite count" in finding.message
+
+
+@pytest.mark.parametrize("drafts, accepted, per_pos, words", [
+    (10, 50, (20, 20, 10), "exceeds K + 1"),
+    (10, 25, (11, 9, 5), "more often than there were drafts"),
+    (10, 15, (5, 7, 3), "rise with the position"),
+])
+def test_counts_that_no_vllm_writes_are_inconsistent(tmp_path, drafts, accepted, per_pos, words):
+    findings = refused(after=scrape(tmp_path, drafts, 3 * drafts, accepted, per_pos), before=None)
+    assert {x.code for x in findings} == {"inconsistent_counters"}
+    assert any(words in x.message for x in findings)
+
+
+def test_a_counter_missing_from_before_is_an_error_too(tmp_path):
+    before = scrape(tmp_path, 1, 3, 1, (1, 0, 0), name="before.prom")
+    text = Path(before).read_text()
+    Path(before).write_text("\n".join(x for x in text.splitlines() if "draft_tokens" not in x))
+    findings = refused(after=scrape(tmp_path, 10, 30, 15, (7, 5, 3)), before=before)
+    assert [(x.file, x.code) for x in findings] == [(before, "missing_counter")]
+
+
+def test_an_engine_that_started_between_the_scrapes_counts_from_zero(tmp_path):
+    before = scrape(tmp_path, 1, 3, 1, (1, 0, 0), name="before.prom")
+    after = Path(scrape(tmp_path, 11, 33, 16, (8, 5, 3))).read_text()
+    new_engine = "\n".join(line.replace(" ", '{engine="1"} ', 1) if "{" not in line else
+                           line.replace("{", '{engine="1",', 1)
+                           for line in after.splitlines())
+    path = tmp_path / "after2.prom"
+    path.write_text(after + new_engine + "\n")
+    p, _ = profile(after=str(path), before=before)
+    # engine 0: 10 drafts, 15 accepted since BEFORE; engine 1: 11 and 16 from its start
+    assert dict(p.provenance.settings)["num_drafts"] == 21
+    assert p.acceptance_length == float(1 + Fraction(31, 21))
