@@ -231,7 +231,7 @@ def test_the_source_protocols_read_returns_refusals_as_findings():
     assert sets == [] and [x.code for x in findings] == ["zero_drafts"]
 
 
-# --- what real scrapes also hold -------------------------------------------------------------------
+# --- what real scrapes also hold ------------------------------------------------------------
 
 def scrape(tmp_path, drafts, tokens, accepted, per_pos, extra: str = "", name="s.prom") -> str:
     """A one-engine scrape with ``_total`` names (as vLLM writes them)."""
