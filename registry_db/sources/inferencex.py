@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from registry_db.errors import Finding, InvalidInput, sort_findings
 from registry_db.inputs.base import is_int, is_number

@@ -18,10 +18,11 @@ themselves go into the provenance's settings, so the value can always be derived
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from registry_db.errors import Finding, InvalidInput
 from registry_db.model import SUM_TOLERANCE, Profile, ProfileSet, Provenance, Sampling

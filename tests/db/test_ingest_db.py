@@ -12,24 +12,17 @@ import re
 import shlex
 from pathlib import Path
 
-from click.testing import CliRunner
-
 from registry_db import store
-from registry_db.cli.group import main
 from registry_db.model import Sampling
 from registry_db.sources.inferencex import read_inferencex
 from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics
+from tests.helpers import run_cli as run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources"
 IX = DATA / "inferencex"
 IMAGE = "vllm/vllm-openai:v0.22.0"
 BASE = "https://github.com/OWNER/REPO/blob/main/golden_al_distribution"
 
-
-def run(*args: str):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert "Traceback" not in result.output, result.output
-    return result
 
 
 def resolve(url: str, *args: str) -> dict:

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from registry_db.cli.group import main
 from registry_db.errors import InvalidInput
 from registry_db.model import Profile, ProfileSet
 from registry_db.sources.inferencex import load_map, read_inferencex
 from registry_db.sources.output import rendered
 from registry_db.sources.profile_set import check_paths
+from tests.helpers import run_cli as run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources" / "inferencex"
 IMAGE = "vllm/vllm-openai:v0.22.0"
@@ -37,11 +36,6 @@ def refused(*names: str, **kwargs) -> list:
         read_inferencex([f(n) for n in names], **kwargs)
     return exc.value.findings
 
-
-def run(*args: str):
-    result = CliRunner().invoke(main, list(args))
-    assert "Traceback" not in result.output, result.output
-    return result
 
 
 # --- the example and each header variant ------------------------------------------------

@@ -6,13 +6,12 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from registry_db.cli.group import main
 from registry_db.errors import InvalidInput
 from registry_db.model import Sampling
 from registry_db.sources.profile_set import check_paths
 from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics, round_rates
+from tests.helpers import run_cli as run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources" / "vllm"
 AFTER, BEFORE = str(DATA / "after.prom"), str(DATA / "before.prom")
@@ -46,11 +45,6 @@ def edited(tmp_path, drop: str = "", replace: tuple[str, str] = ("", ""), source
     path.write_text(text)
     return str(path)
 
-
-def run(*args: str):
-    result = CliRunner().invoke(main, list(args))
-    assert "Traceback" not in result.output, result.output
-    return result
 
 
 # --- the arithmetic --------------------------------------------------------------------------
