@@ -122,6 +122,27 @@ VIEWS: dict[str, Relation] = {r.name: r for r in (
                  C("profile_count", "How many profiles (in all sets) cite this provenance.",
                    "profiles"),
              )),
+    Relation("profile_coverage", "view",
+             "The coverage grid, one row per cell and set: every (model, speculative_method) "
+             "pair stored, times both thinking modes, times every category stored, times K "
+             "from 1 to the largest K stored. A cell no set holds is one row with NULL "
+             "`profile_set` (a run there is refused or falls back); a cell two sets hold is two "
+             "rows (a run there is a `conflict`). `registry coverage` reads it.", (
+                 C("model", "The catalog model name."),
+                 C("speculative_method", "The engine's speculative method, e.g. `dspark`, "
+                   "`mtp`."),
+                 C("thinking", "Thinking mode: `on` or `off` (both, for every pair)."),
+                 C("category", "Workload category: every category any profile has."),
+                 C("num_spec_tokens", "K, from 1 to the largest K of any profile.", "tokens"),
+                 C("profile_set", "The set holding the cell; NULL when no set does."),
+                 C("profile_id", "The profile (`profiles.id`); NULL when no set holds the "
+                   "cell."),
+                 C("acceptance_length", "AL of that set's profile, in [1, K + 1]; NULL when no "
+                   "set holds the cell.", "tokens per step"),
+                 C("method", "How the value was obtained (`methods.name`); NULL when missing."),
+                 C("set_count", "How many sets hold the cell: 0 missing, 1 resolvable, 2 or more "
+                   "a conflict.", "sets"),
+             )),
     Relation("set_overview", "view", "One row per set.", (
         C("profile_set", "The set's name."),
         C("source_file", "The file it was imported from."),

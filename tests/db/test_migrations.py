@@ -131,13 +131,16 @@ def test_failed_migration_rolls_back_ddl(empty_url, monkeypatch, tmp_path):
     """A migration that fails half-way leaves the database as it was, on SQLite too."""
     import shutil
 
+    # The broken revision follows whatever the head is, so new migrations never collide with it.
+    head, broken = store.HEAD_REVISION, f"{int(store.HEAD_REVISION) + 1:04d}"
     versions = tmp_path / "migrations" / "versions"
     shutil.copytree(store.migrations_dir(), tmp_path / "migrations",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (versions / "0003_broken.py").write_text(
+    (versions / f"{broken}_broken.py").write_text(
         '"""Broken on purpose."""\n'
         "import sqlalchemy as sa\nfrom alembic import op\n"
-        'revision = "0003"\ndown_revision = "0002"\nbranch_labels = None\ndepends_on = None\n'
+        f'revision = "{broken}"\ndown_revision = "{head}"\nbranch_labels = None\n'
+        "depends_on = None\n"
         "def upgrade():\n"
         '    op.create_table("half_done", sa.Column("id", sa.Integer, primary_key=True))\n'
         '    op.execute("SELECT * FROM no_such_table_at_all")\n'
@@ -147,10 +150,10 @@ def test_failed_migration_rolls_back_ddl(empty_url, monkeypatch, tmp_path):
     monkeypatch.setattr(migrate, "migrations_dir", lambda: str(tmp_path / "migrations"))
     engine = store.make_engine(empty_url)
     try:
-        store.upgrade(engine, "0002")
+        store.upgrade(engine, head)
         with pytest.raises(Exception):
-            store.upgrade(engine, "0003")
-        assert store.current_revision(engine) == "0002"
+            store.upgrade(engine, broken)
+        assert store.current_revision(engine) == head
         with engine.connect() as conn:
             assert "half_done" not in inspect(conn).get_table_names()
     finally:

@@ -163,3 +163,49 @@ def test_set_overview(two_sets_url):
     (stamp,) = rows(two_sets_url, "SELECT imported_at FROM set_overview "
                                   "WHERE profile_set = 'team-overrides'")
     assert stamp[0] is not None
+
+
+def test_profile_coverage_is_the_whole_grid(two_sets_url):
+    """3 (model, method) pairs x 2 thinking modes x 2 categories x K 1..5 = 60 cells, one row
+    each, plus one more row for the cell both sets hold."""
+    (count,) = rows(two_sets_url, "SELECT COUNT(*) FROM profile_coverage")
+    assert count == (61,)
+    (cells,) = rows(two_sets_url, """
+        SELECT COUNT(*) FROM (SELECT DISTINCT model, speculative_method, thinking, category,
+                                              num_spec_tokens FROM profile_coverage) c""")
+    assert cells == (60,)
+    present = rows(two_sets_url, """
+        SELECT model, speculative_method, thinking, category, num_spec_tokens, profile_set,
+               acceptance_length, method, set_count
+        FROM profile_coverage WHERE profile_set IS NOT NULL
+        ORDER BY model, thinking, category, num_spec_tokens, profile_set""")
+    assert present == [
+        ("deepseek-v4.1-flash", "dspark", "off", "coding", 5, "inferencex-golden-al", 4.07,
+         "measured", 2),
+        ("deepseek-v4.1-flash", "dspark", "off", "coding", 5, "team-overrides", 4.2,
+         "literature", 2),
+        ("deepseek-v4.1-flash", "dspark", "on", "coding", 5, "inferencex-golden-al", 3.51,
+         "measured", 1),
+        ("glm-5.3", "mtp", "on", "coding", 3, "inferencex-golden-al", 2.99, "copied", 1),
+        ("tiny-model", "eagle", "on", "chat", 2, "team-overrides", 1.8, "assumed", 1),
+    ]
+
+
+def test_profile_coverage_missing_cells(two_sets_url):
+    """A missing cell is one row with no set, no profile and no value, and set_count 0."""
+    got = rows(two_sets_url, """
+        SELECT COUNT(*), COUNT(profile_id), COUNT(acceptance_length), COUNT(method),
+               MAX(set_count)
+        FROM profile_coverage WHERE profile_set IS NULL""")
+    assert got == [(56, 0, 0, 0, 0)]
+    # glm-5.3 with thinking off has no curve at all: every K of it is missing.
+    got = rows(two_sets_url, """
+        SELECT num_spec_tokens FROM profile_coverage
+        WHERE model = 'glm-5.3' AND thinking = 'off' AND category = 'coding'
+              AND profile_set IS NULL
+        ORDER BY num_spec_tokens""")
+    assert got == [(1,), (2,), (3,), (4,), (5,)]
+
+
+def test_profile_coverage_of_an_empty_registry(db_url):
+    assert rows(db_url, "SELECT COUNT(*) FROM profile_coverage") == [(0,)]
