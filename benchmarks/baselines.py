@@ -1,34 +1,63 @@
 """The raw baselines the library is measured against, in the same run and on the same data.
 
-- :func:`raw_import`: parse the same files with PyYAML's C loader, then insert the same rows
-  (sets, caveats, provenances deduplicated by content, their settings, profiles, rates) into
-  the same tables with the driver's ``executemany``, in one transaction. No validation, no
-  unchanged detection, no SQLAlchemy: the floor of what an import can cost.
-- :func:`raw_resolve`: one parameterized SELECT per request through the driver, on the index the
-  resolver uses, plus a second SELECT only when a fallback category is asked for and the first
-  found nothing. The answer is the minimum a resolution carries: set, AL, rates, source and
-  hardware, or the refusal reason.
+Each is the floor of what its job must cost, written with the same drivers and no SQLAlchemy:
+
+- import: :func:`compose_files` (``yaml.compose`` with PyYAML's C loader: libyaml's events
+  turned into nodes, the least any YAML reader that keeps the document builds) plus
+  :func:`write_rows` (the driver's ``executemany`` of the same rows into the same tables in one
+  transaction). The rows are laid out beforehand by :func:`build_rows` and handed over as a
+  ``marshal`` file, so neither side of the sum includes building them: parse + write, nothing
+  else. No validation, no unchanged detection.
+- batch resolution, as a process that reads JSON lines and writes JSON lines:
+  :func:`batch_join` sends the batch's distinct keys to the database at once (SQLite: a TEMP
+  table; PostgreSQL: arrays unnested) and answers every line from one join, the set-based floor;
+  :func:`batch_loop` runs one parameterized SELECT per line on the same index. Answers carry the
+  minimum a resolution does (set, AL, rates, source, hardware) or the refusal reason.
+- :func:`raw_resolve` / :func:`lookup`: the point query alone, for the latency figures.
 
 Both talk to sqlite3 or psycopg directly; the schema comes from ``registry_db.store.open_registry``
-so the tables, indexes and constraints are exactly the library's.
+so the tables, indexes and constraints are exactly the library's. Run as a script, each baseline
+(and, for a like-for-like in-process figure, the library's own import) is one fresh process that
+prints its timings as JSON:
+
+    python benchmarks/baselines.py rows FOLDER ROWS.marshal         # lay the rows out once
+    python benchmarks/baselines.py import URL FOLDER ROWS.marshal   # compose + executemany
+    python benchmarks/baselines.py ours-import URL FOLDER           # import_paths, timed inside
+    python benchmarks/baselines.py batch-join URL IN.jsonl OUT.jsonl
+    python benchmarks/baselines.py batch-loop URL IN.jsonl OUT.jsonl
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import marshal
 import sqlite3
 import sys
+import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-import yaml
+# Nothing heavy at the top: a baseline process must not pay for imports it does not use (the
+# batch baselines load neither PyYAML nor SQLAlchemy; URLs come normalized from the runner).
 
-from registry_db.model import setting_text, setting_type
-from registry_db.store.urls import dialect_of, sqlite_path
 
-LOADER = yaml.CSafeLoader
+def dialect_of(url: str) -> str:
+    """``sqlite`` or ``postgresql``, from an already normalized URL."""
+    return url.split(":", 1)[0].split("+", 1)[0]
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:///PATH`` URL."""
+    return url.split(":///", 1)[1].split("?", 1)[0]
+
+
+def _loader() -> Any:
+    import yaml
+
+    return yaml, yaml.CSafeLoader
 
 
 @contextmanager
@@ -61,6 +90,8 @@ def placeholder(url: str) -> str:
 # --- import --------------------------------------------------------------------------------------
 
 def _prov_key(pv: dict) -> tuple:
+    from registry_db.model import setting_text, setting_type
+
     s = pv.get("sampling") or {}
     settings = tuple(sorted((n, setting_type(v), setting_text(v))
                             for n, v in (pv.get("settings") or {}).items()))
@@ -71,6 +102,7 @@ def _prov_key(pv: dict) -> tuple:
 
 def build_rows(paths: Sequence[Path]) -> dict[str, list[tuple]]:
     """Parse ``paths`` with the C loader and lay out every table's rows, ids assigned here."""
+    yaml, loader = _loader()
     now = datetime.now(timezone.utc).isoformat(sep=" ")
     rows: dict[str, list[tuple]] = {t: [] for t in (
         "profile_sets", "set_caveats", "provenances", "provenance_settings", "profiles",
@@ -81,7 +113,7 @@ def build_rows(paths: Sequence[Path]) -> dict[str, list[tuple]]:
     profile_id = 0
     for set_id, path in enumerate(paths, 1):
         data = path.read_bytes()
-        doc = yaml.load(data, Loader=LOADER)
+        doc = yaml.load(data, Loader=loader)
         keep_alive.append(doc)
         rows["profile_sets"].append((set_id, doc["name"], str(path),
                                      hashlib.sha256(data).hexdigest(), now))
@@ -125,18 +157,11 @@ _COLUMNS = {
 
 
 def raw_import(url: str, paths: Sequence[Path]) -> int:
-    """Parse ``paths`` and insert their rows with ``executemany`` in one transaction; profiles."""
-    rows = build_rows(paths)
-    mark = placeholder(url)
-    with raw_connection(url) as conn:
-        cur = conn.cursor()
-        cur.execute("BEGIN")
-        for table, cols in _COLUMNS.items():
-            if rows[table]:
-                marks = ", ".join([mark] * (cols.count(",") + 1))
-                cur.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", rows[table])
-        cur.execute("COMMIT")
-    return len(rows["profiles"])
+    """Load ``paths`` (``yaml.load``) and write their rows (:func:`write_rows`); profiles.
+
+    Fills a registry for the resolution benchmarks; not itself a timed baseline.
+    """
+    return write_rows(url, build_rows(paths))
 
 
 # --- resolution ----------------------------------------------------------------------------------
@@ -202,15 +227,175 @@ def lookup(cur: Any, sql: str, req: dict, category: str,
     return found
 
 
-def main(argv: list[str]) -> int:
-    """``baselines.py import URL FOLDER``: the raw import in its own process, as timed."""
-    if len(argv) != 3 or argv[0] != "import":
-        print("usage: baselines.py import URL FOLDER", file=sys.stderr)
-        return 2
-    from registry_db.store.urls import normalize_url
+def compose_files(paths: Sequence[Path]) -> int:
+    """``yaml.compose`` every file with the C loader, one at a time; the nodes composed.
 
-    paths = sorted(Path(argv[2]).glob("*.yaml"))
-    print(raw_import(normalize_url(argv[1]), paths))
+    Each document is dropped once composed: this is the cost of parsing, not of holding.
+    """
+    yaml, loader = _loader()
+    nodes = 0
+    for path in paths:
+        doc = yaml.compose(path.read_bytes(), Loader=loader)
+        nodes += len(doc.value)
+    return nodes
+
+
+def write_rows(url: str, rows: dict[str, list[tuple]]) -> int:
+    """Insert prepared ``rows`` with ``executemany``, every table in one transaction; profiles."""
+    mark = placeholder(url)
+    with raw_connection(url) as conn:
+        cur = conn.cursor()
+        cur.execute("BEGIN")
+        for table, cols in _COLUMNS.items():
+            if rows[table]:
+                marks = ", ".join([mark] * (cols.count(",") + 1))
+                cur.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", rows[table])
+        cur.execute("COMMIT")
+    return len(rows["profiles"])
+
+
+def _timed(fn: Any, *args: Any) -> tuple[Any, float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    out = fn(*args)
+    return out, time.process_time() - cpu, time.perf_counter() - wall
+
+
+def compose_and_write(url: str, folder: Path, rows_file: Path) -> dict[str, Any]:
+    """The import baseline in this process: compose every file, then write the prepared rows."""
+    paths = sorted(folder.glob("*.yaml"))
+    rows = marshal.loads(rows_file.read_bytes())
+    _, compose_cpu, compose_s = _timed(compose_files, paths)
+    n, write_cpu, write_s = _timed(write_rows, url, rows)
+    return {"profiles": n, "compose_cpu_s": compose_cpu, "compose_s": compose_s,
+            "write_cpu_s": write_cpu, "write_s": write_s,
+            "cpu_s": compose_cpu + write_cpu, "wall_s": compose_s + write_s}
+
+
+def ours_import(url: str, folder: Path) -> dict[str, Any]:
+    """The library's ``import_paths`` in this process, timed the way the baseline is."""
+    from registry_db import store
+    from registry_db.store.write import import_paths
+
+    engine = store.open_registry(url)
+    try:
+        report, cpu, wall = _timed(import_paths, engine, [folder])
+    finally:
+        engine.dispose()
+    return {"profiles": sum(s.profiles for s in report.sets), "cpu_s": cpu, "wall_s": wall}
+
+
+# --- batch resolution as a process: JSON lines in, JSON lines out ------------------------------
+
+_JOIN_SELECT = """SELECT t.id, s.name, p.acceptance_length, pv.source, pv.hardware, r.position,
+       r.rate
+FROM {keys}
+JOIN profiles p ON p.model = t.model AND p.speculative_method = t.method
+  AND p.num_spec_tokens = t.k AND p.thinking = t.thinking AND p.category = t.category
+JOIN profile_sets s ON s.id = p.set_id
+LEFT JOIN provenances pv ON pv.id = p.provenance_id
+LEFT JOIN profile_rates r ON r.profile_id = p.id
+ORDER BY t.id, s.name, r.position"""
+
+
+def _join_lookup(conn: Any, url: str, keys: list[tuple]) -> dict[tuple, dict[str, tuple]]:
+    """``{key: {set: (AL, source, hardware, rates)}}`` for every key, from one join."""
+    cur = conn.cursor()
+    if dialect_of(url) == "sqlite":
+        cur.execute("CREATE TEMP TABLE k (id INTEGER PRIMARY KEY, model TEXT, method TEXT, "
+                    "k INTEGER, thinking TEXT, category TEXT)")
+        cur.executemany("INSERT INTO temp.k VALUES (?, ?, ?, ?, ?, ?)",
+                        [(i,) + key for i, key in enumerate(keys)])
+        cur.execute(_JOIN_SELECT.format(keys="temp.k t"))
+    else:
+        cols = [list(c) for c in zip(*keys)] if keys else [[]] * 5
+        cur.execute(_JOIN_SELECT.format(
+            keys="unnest(%s::int[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[])"
+                 " AS t(id, model, method, k, thinking, category)"),
+            [list(range(len(keys)))] + cols)
+    found: dict[tuple, dict[str, tuple]] = {}
+    for kid, name, al, source, hardware, _pos, rate in cur.fetchall():
+        entry = found.setdefault(keys[kid], {}).setdefault(name, (al, source, hardware, []))
+        if rate is not None:
+            entry[3].append(rate)
+    return found
+
+
+def _answer(found: dict[str, tuple], sets: Sequence[str] | None) -> dict | None:
+    if sets is not None:
+        found = {n: v for n, v in found.items() if n in sets}
+    if not found:
+        return None
+    if len(found) > 1:
+        return {"refused": "conflict"}
+    (name, (al, source, hardware, rates)), = found.items()
+    return {"profile_set": name, "acceptance_length": al, "source": source,
+            "hardware": hardware, "per_position_rates": rates or None}
+
+
+def batch_join(url: str, lines: Sequence[str]) -> list[str]:
+    """Answer JSON lines set-based: the batch's distinct keys, one join, one answer per line."""
+    reqs = [json.loads(line) for line in lines]
+    wanted: set[tuple] = set()
+    for r in reqs:
+        prefix = (r["model"], r["method"], r["k"], r["thinking"])
+        wanted.add(prefix + (r["category"],))
+        fallback = (r.get("pin") or {}).get("fallback_category")
+        if fallback:
+            wanted.add(prefix + (fallback,))
+    keys = sorted(wanted)
+    with raw_connection(url) as conn:
+        found = _join_lookup(conn, url, keys)
+    out = []
+    for r in reqs:
+        prefix = (r["model"], r["method"], r["k"], r["thinking"])
+        sets = r.get("sets")
+        answer = _answer(found.get(prefix + (r["category"],), {}), sets)
+        fallback = (r.get("pin") or {}).get("fallback_category")
+        if answer is None and fallback:
+            answer = _answer(found.get(prefix + (fallback,), {}), sets) or {
+                "refused": "fallback_no_match"}
+        out.append(json.dumps(answer or {"refused": "no_match"}))
+    return out
+
+
+def batch_loop(url: str, lines: Sequence[str]) -> list[str]:
+    """Answer JSON lines with one point query per line (:func:`raw_resolve`)."""
+    return [json.dumps(a) for a in raw_resolve(url, [json.loads(line) for line in lines])]
+
+
+def _batch_main(fn: Any, url: str, src: str, dst: str) -> dict[str, Any]:
+    lines = Path(src).read_text(encoding="utf-8").splitlines()
+    out, cpu, wall = _timed(fn, url, lines)
+    Path(dst).write_text("\n".join(out) + "\n", encoding="utf-8")
+    return {"requests": len(out), "cpu_s": cpu, "wall_s": wall}
+
+
+def main(argv: list[str]) -> int:
+    """The baselines (and the library's in-process import) as fresh processes; see the docstring.
+
+    URLs are SQLAlchemy-style and normalized (``sqlite:///PATH``, ``postgresql+psycopg://...``).
+    """
+    usage = ("usage: baselines.py rows FOLDER OUT | import URL FOLDER ROWS | ours-import URL "
+             "FOLDER | batch-join URL IN OUT | batch-loop URL IN OUT")
+    if not argv:
+        print(usage, file=sys.stderr)
+        return 2
+    what, args = argv[0], argv[1:]
+    if what == "rows" and len(args) == 2:
+        rows = build_rows(sorted(Path(args[0]).glob("*.yaml")))
+        Path(args[1]).write_bytes(marshal.dumps(rows))
+        result: dict[str, Any] = {"profiles": len(rows["profiles"])}
+    elif what == "import" and len(args) == 3:
+        result = compose_and_write(args[0], Path(args[1]), Path(args[2]))
+    elif what == "ours-import" and len(args) == 2:
+        result = ours_import(args[0], Path(args[1]))
+    elif what in ("batch-join", "batch-loop") and len(args) == 3:
+        fn = batch_join if what == "batch-join" else batch_loop
+        result = _batch_main(fn, args[0], args[1], args[2])
+    else:
+        print(usage, file=sys.stderr)
+        return 2
+    print(json.dumps(result))
     return 0
 
 

@@ -3,10 +3,12 @@
     python benchmarks/hotspots.py import --profiles 100000 --files 200 [--backend postgresql]
     python benchmarks/hotspots.py batch --profiles 100000 --requests 100000
     python benchmarks/hotspots.py one --profiles 10000 --requests 2000
+    python benchmarks/hotspots.py cli-batch --profiles 100000 --requests 100000
 
 ``import`` profiles ``import_paths`` into a fresh database; ``batch`` profiles ``resolve_many``
 and ``one`` a loop of ``resolve`` calls, both against a registry loaded by the raw baseline
-(the rows are the same). Prints the top functions by cumulative time and writes the full
+(the rows are the same); ``cli-batch`` profiles the whole ``registry resolve --batch FILE``
+command in process (JSON lines in and out included, stdout sent to /dev/null). Prints the top functions by cumulative time and writes the full
 statistics next to the work files (``.pstats``; open with ``python -m pstats`` or snakeviz).
 """
 
@@ -51,10 +53,26 @@ def _profile(fn: Callable[[], object], out: Path, top: int, use_pyinstrument: bo
     print(f"full statistics: {out}")
 
 
+def _cli_batch(url: str, layout: generate.Layout, n: int, tmp: Path) -> None:
+    """``registry -d URL resolve --batch FILE`` in this process, answers to /dev/null."""
+    import contextlib
+    import json
+
+    from registry_db.cli import main as cli_main
+
+    src = tmp / "batch.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in generate.requests(layout, n)))
+    with open("/dev/null", "w") as sink, contextlib.redirect_stdout(sink):
+        try:
+            cli_main(["-d", url, "resolve", "--batch", str(src)], standalone_mode=True)
+        except SystemExit:
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("import", "batch", "one"))
+    ap.add_argument("what", choices=("import", "batch", "one", "cli-batch"))
     ap.add_argument("--profiles", type=int, default=100_000)
     ap.add_argument("--files", type=int, default=None, help="default: profiles / 500")
     ap.add_argument("--requests", type=int, default=None, help="default: as many as profiles")
@@ -89,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             backend.settle(url)
             n = args.requests or args.profiles
             engine = store.open_registry(url, readonly=True)
-            if args.what == "batch":
+            if args.what == "cli-batch":
+                _profile(lambda: _cli_batch(url, layout, n, Path(tmp)), out, args.top,
+                         args.pyinstrument)
+            elif args.what == "batch":
                 reqs = measure.library_requests(list(generate.requests(layout, n)))
                 measure.resolve_many_ours(engine, reqs[:100])
                 _profile(lambda: measure.resolve_many_ours(engine, reqs), out, args.top,

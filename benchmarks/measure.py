@@ -1,17 +1,22 @@
 """The four measurements, each of ours against its raw baseline in the same run.
 
 Every figure is the median of ``repeats`` runs; ours and the baseline alternate within a repeat
-so that a noisy neighbour on the machine slows both. Imports run as fresh processes on both
-sides (``registry import`` and ``python benchmarks/baselines.py import``) so each pays one
-interpreter start; resolutions run in this process against a warm engine or connection.
+so that a noisy neighbour on the machine slows both. Imports, batches and the CLI run as fresh
+processes on both sides, each paying one interpreter start; :func:`run_child` records each
+child's wall time, CPU time (user + system, from ``wait4``) and peak RSS. The import is also
+timed inside its process (``baselines.py import`` / ``ours-import``), which leaves out start-up
+and is the steadier figure on a busy machine. Latency runs in this process against a warm engine.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -22,8 +27,9 @@ from backends import Backend
 HERE = Path(__file__).resolve().parent
 
 #: Modules the ``resolve`` command has no use for: importing one is start-up paid for nothing.
-UNUSED_BY_RESOLVE = ("alembic", "mako", "yaml", "registry_db.store.write", "registry_db.inputs.profile_set",
-                     "registry_db.store.export", "hypothesis", "pytest")
+UNUSED_BY_RESOLVE = ("alembic", "mako", "yaml", "registry_db.store.write",
+                     "registry_db.inputs.profile_set", "registry_db.store.export", "hypothesis",
+                     "pytest")
 
 
 def registry_command() -> list[str]:
@@ -32,14 +38,45 @@ def registry_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "registry_db"]
 
 
-def _run(cmd: Sequence[str], what: str) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd[:6])} ...\n"
-                           f"{proc.stderr[-2000:]}")
-    return elapsed
+#: GNU time, which reports its child's peak RSS. ``wait4``'s own figure cannot be used: Linux
+#: carries the forking parent's RSS high-water mark across fork and exec into the child's.
+GNU_TIME = Path("/usr/bin/time")
+
+
+def run_child(cmd: Sequence[str], what: str, stdout: Path | None = None,
+              ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
+    """Run ``cmd``; its wall and CPU seconds, peak RSS (MiB) and stdout (unless sent to a file).
+
+    CPU time is the child's own (``wait4``); the peak RSS comes from GNU time (``None`` where
+    there is none).
+    """
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryFile() as err, (
+            open(stdout, "wb") if stdout is not None else tempfile.TemporaryFile()) as out:
+        rss_file = Path(tmp) / "rss"
+        prefix = [str(GNU_TIME), "-f", "%M", "-o", str(rss_file)] if GNU_TIME.exists() else []
+        start = time.perf_counter()
+        proc = subprocess.Popen(prefix + list(cmd), stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        if code not in ok:
+            raise RuntimeError(f"{what} failed (exit {code}): {' '.join(map(str, cmd[:6]))} ..."
+                               f"\n{err.read().decode(errors='replace')[-2000:]}")
+        text = ""
+        if stdout is None:
+            out.seek(0)
+            text = out.read().decode()
+        rss = None
+        if prefix:
+            rss = int(rss_file.read_text().split()[-1]) / 1024
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": rss,
+            "stdout": text}
+
+
+def _median(runs: list[dict], key: str) -> Any:
+    values = [r[key] for r in runs if r[key] is not None]
+    return statistics.median(values) if values else None
 
 
 def _summary(ours: list[float], base: list[float] | None) -> dict[str, Any]:
@@ -51,39 +88,87 @@ def _summary(ours: list[float], base: list[float] | None) -> dict[str, Any]:
     return out
 
 
+def _baselines_py(*args: Any) -> list[str]:
+    return [sys.executable, str(HERE / "baselines.py"), *map(str, args)]
+
+
 # --- 1. import -----------------------------------------------------------------------------------
 
-def import_ours(url: str, folder: Path) -> float:
-    """Wall time of ``registry import FOLDER`` into ``url``."""
-    return _run(registry_command() + ["-d", url, "import", str(folder)], "registry import")
+def rows_file(folder: Path) -> Path:
+    """The baseline's prepared rows for ``folder`` (``marshal``), laid out once and kept."""
+    out = folder.with_name(folder.name + ".rows.marshal")
+    if not out.exists():
+        run_child(_baselines_py("rows", folder, out), "baseline rows")
+    return out
 
 
-def import_baseline(url: str, folder: Path) -> float:
-    """Wall time of the raw baseline importing ``folder`` into ``url``, in its own process."""
-    return _run([sys.executable, str(HERE / "baselines.py"), "import", url, str(folder)],
-                "baseline import")
+def import_ours(url: str, folder: Path) -> dict[str, Any]:
+    """``registry import FOLDER`` into ``url``, as a fresh process."""
+    return run_child(registry_command() + ["-d", url, "import", str(folder)], "registry import")
 
 
-def bench_import(backend: Backend, folder: Path, repeats: int,
-                 baseline: bool = True) -> tuple[dict[str, Any], str]:
-    """Import ``folder`` ``repeats`` times each way; the summary and a URL left loaded by ours."""
-    ours, base = [], []
+def import_ours_inproc(url: str, folder: Path) -> dict[str, Any]:
+    """``import_paths`` timed inside a fresh process (no start-up): its ``cpu_s``, ``wall_s``."""
+    child = run_child(_baselines_py("ours-import", url, folder), "ours-import")
+    return json.loads(child["stdout"])
+
+
+def import_baseline(url: str, folder: Path) -> dict[str, Any]:
+    """``yaml.compose`` + ``executemany`` as a fresh process; its own in-process timings too."""
+    child = run_child(_baselines_py("import", url, folder, rows_file(folder)), "baseline import")
+    child["inproc"] = json.loads(child["stdout"])
+    return child
+
+
+def bench_import(backend: Backend, folder: Path, repeats: int, baseline: bool = True,
+                 inproc: bool = True) -> tuple[dict[str, Any], str]:
+    """Import ``folder`` ``repeats`` times each way; the summary and a URL left loaded by ours.
+
+    Per repeat: the baseline process, ours in process (``inproc``), then ``registry import``,
+    each into a fresh database. ``ours_s``/``baseline_s``/``ratio`` are whole-process wall
+    times; ``inproc`` holds the in-process CPU and wall figures; ``*_rss_mib`` the peak RSS.
+    """
+    ours, base, mine = [], [], []
     url = ""
+    if baseline:
+        rows_file(folder)
     for _ in range(repeats):
         if baseline:
             base.append(import_baseline(backend.fresh(), folder))
+        if inproc:
+            mine.append(import_ours_inproc(backend.fresh(), folder))
         url = backend.fresh()
         ours.append(import_ours(url, folder))
     backend.settle(url)
-    return _summary(ours, base or None), url
+    out = _summary([r["wall_s"] for r in ours], [r["wall_s"] for r in base] or None)
+    out["ours_cpu_s"] = _median(ours, "cpu_s")
+    out["ours_rss_mib"] = _median(ours, "rss_mib")
+    if base:
+        out["baseline_cpu_s"] = _median(base, "cpu_s")
+        out["baseline_rss_mib"] = _median(base, "rss_mib")
+        parts = [r["inproc"] for r in base]
+        out["baseline_parts"] = {k: statistics.median(p[k] for p in parts) for k in (
+            "compose_cpu_s", "compose_s", "write_cpu_s", "write_s")}
+    if mine and base:
+        b_cpu = [r["inproc"]["cpu_s"] for r in base]
+        b_wall = [r["inproc"]["wall_s"] for r in base]
+        o_cpu, o_wall = [r["cpu_s"] for r in mine], [r["wall_s"] for r in mine]
+        out["inproc"] = {
+            "ours_cpu_s": statistics.median(o_cpu), "baseline_cpu_s": statistics.median(b_cpu),
+            "ratio_cpu": statistics.median(o_cpu) / statistics.median(b_cpu),
+            "ours_wall_s": statistics.median(o_wall),
+            "baseline_wall_s": statistics.median(b_wall),
+            "ratio_wall": statistics.median(o_wall) / statistics.median(b_wall),
+            "ours_cpu_runs": o_cpu, "baseline_cpu_runs": b_cpu}
+    return out, url
 
 
 # --- 2. batch resolution -------------------------------------------------------------------------
 
 def library_requests(lines: Sequence[dict]) -> list[Any]:
     """The batch lines (registry layer, optional sets and fallback) as library requests."""
-    from registry_db.resolve.plan import Request
     from registry_db.model import Pin
+    from registry_db.resolve.plan import Request
 
     return [Request(model=x["model"], method=x["method"], k=x["k"], thinking=x["thinking"],
                     category=x["category"],
@@ -110,29 +195,44 @@ def _outcome(answer: Any) -> tuple:
     return answer.profile_set, answer.acceptance_length
 
 
-def bench_batch(url: str, lines: Sequence[dict], repeats: int) -> dict[str, Any]:
-    """``resolve_many`` over every line against one SELECT per line through the driver."""
-    from registry_db import store
+def _answers(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
-    reqs = library_requests(lines)
-    engine = store.open_registry(url, readonly=True)
-    try:
-        resolve_many_ours(engine, reqs[:100])  # warm the pool and the statement caches
-        ours, base = [], []
-        answers = expected = None
-        for _ in range(repeats):
-            start = time.perf_counter()
-            expected = baselines.raw_resolve(url, lines)
-            base.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            answers = resolve_many_ours(engine, reqs)
-            ours.append(time.perf_counter() - start)
-    finally:
-        engine.dispose()
-    out = _summary(ours, base)
+
+def bench_batch(url: str, lines: Sequence[dict], repeats: int, work: Path) -> dict[str, Any]:
+    """``registry resolve --batch`` against the raw set-based join and the raw point-query loop,
+    all three as processes reading and writing JSON lines.
+
+    The join alternates with ours every repeat; the loop, a reference ten times slower on
+    PostgreSQL, runs once. Answers of ours and the join are compared line by line.
+    """
+    src = work / "batch-in.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    mine, join = work / "batch-ours.jsonl", work / "batch-join.jsonl"
+    loop_out = work / "batch-loop.jsonl"
+    ours_cmd = registry_command() + ["-d", url, "resolve", "--batch", str(src)]
+    run_child(ours_cmd, "registry resolve --batch", stdout=mine)  # warm the page cache
+    ours, base, loop = [], [], []
+    for i in range(repeats):
+        base.append(run_child(_baselines_py("batch-join", url, src, join), "batch-join"))
+        ours.append(run_child(ours_cmd, "registry resolve --batch", stdout=mine))
+        if i == 0:
+            loop.append(run_child(_baselines_py("batch-loop", url, src, loop_out), "batch-loop"))
+    out = _summary([r["wall_s"] for r in ours], [r["wall_s"] for r in base])
     n = len(lines)
-    out.update(requests=n, ours_per_s=n / out["ours_s"], baseline_per_s=n / out["baseline_s"],
-               disagreements=sum(_outcome(a) != _outcome(e) for a, e in zip(answers, expected)))
+    answers, expected = _answers(mine), _answers(join)
+    out.update(
+        requests=n, ours_per_s=n / out["ours_s"], baseline_per_s=n / out["baseline_s"],
+        ours_cpu_s=_median(ours, "cpu_s"), baseline_cpu_s=_median(base, "cpu_s"),
+        ratio_cpu=_median(ours, "cpu_s") / _median(base, "cpu_s"),
+        ours_rss_mib=_median(ours, "rss_mib"), baseline_rss_mib=_median(base, "rss_mib"),
+        loop_s=_median(loop, "wall_s"), loop_cpu_s=_median(loop, "cpu_s"),
+        loop_rss_mib=_median(loop, "rss_mib"),
+        ratio_loop=out["ours_s"] / _median(loop, "wall_s"),
+        disagreements=len(answers) != n or sum(
+            _outcome(a) != _outcome(e) for a, e in zip(answers, expected)),
+        loop_disagreements=sum(_outcome(a) != _outcome(e)
+                               for a, e in zip(_answers(loop_out), expected)))
     return out
 
 
@@ -152,11 +252,13 @@ def bench_cli(url: str, line: dict, repeats: int) -> dict[str, Any]:
     """Wall time of one ``registry resolve --json`` against ``python -c "import sqlite3"``."""
     floor = [sys.executable, "-c", "import sqlite3"]
     ours, base = [], []
-    _run(resolve_argv(url, line), "registry resolve")  # warm the OS page cache
+    run_child(resolve_argv(url, line), "registry resolve")  # warm the OS page cache
     for _ in range(repeats):
-        base.append(_run(floor, "python floor"))
-        ours.append(_run(resolve_argv(url, line), "registry resolve"))
-    out = _summary(ours, base)
+        base.append(run_child(floor, "python floor"))
+        ours.append(run_child(resolve_argv(url, line), "registry resolve"))
+    out = _summary([r["wall_s"] for r in ours], [r["wall_s"] for r in base])
+    out.update(ours_cpu_s=_median(ours, "cpu_s"), baseline_cpu_s=_median(base, "cpu_s"),
+               ours_rss_mib=_median(ours, "rss_mib"), baseline_rss_mib=_median(base, "rss_mib"))
     out["imports"] = startup_imports(url, line)
     return out
 

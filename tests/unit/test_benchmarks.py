@@ -76,7 +76,8 @@ def test_runner_smoke(tmp_path):
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
-    assert "| import | sqlite |" in proc.stdout
+    assert "| import, whole process | sqlite |" in proc.stdout
+    assert "| batch, whole process | sqlite |" in proc.stdout
     record = json.loads(out.read_text())
     kinds = {r["benchmark"] for r in record["results"]}
     assert {"import", "batch", "scaling", "growth"} <= kinds
