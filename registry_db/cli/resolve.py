@@ -161,7 +161,7 @@ def _run_batch(settings: Any, path: str) -> int:
     from registry_db.inputs.request import parse_lines
     from registry_db.resolve.plan import Request, gc_paused, resolve_many
 
-    lines = _read_text(path).splitlines()
+    lines = batch_lines(_read_text(path))
     with gc_paused(len(lines)):
         parsed = parse_lines(lines)
         requests = [p for p in parsed if type(p) is Request]
@@ -183,15 +183,27 @@ def _run_batch(settings: Any, path: str) -> int:
     return 1 if bad else 0
 
 
+def batch_lines(text: str) -> list[str]:
+    """One request per ``\n``-terminated line, nothing else: U+2028, U+0085, ``\x1c`` and the
+    other characters ``str.splitlines`` breaks on may stand inside a JSON string, and a lone
+    ``\r`` is JSON whitespace; splitting on them would pair answers with the wrong lines."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def _read_text(path: str) -> str:
     from registry_db.errors import InvalidInput
     from registry_db.errors import Finding
 
     try:
+        # Bytes, decoded here: text mode's universal newlines would turn a lone \r into a line.
         if path == "-":
-            return sys.stdin.read()
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+            stream = getattr(sys.stdin, "buffer", None)
+            return sys.stdin.read() if stream is None else stream.read().decode("utf-8")
+        with open(path, "rb") as fh:
+            return fh.read().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
         raise InvalidInput([Finding(path, 1, 1, "", "unreadable_file",

@@ -284,12 +284,39 @@ def parse_line(line: str, number: int, seen: dict | None = None) -> Request | Re
         obj = _DECODER.decode(line)
     except ValueError as exc:  # JSONDecodeError is a ValueError, and so is a duplicate key
         return _invalid(number, f"not a JSON object: {exc}")
+    except RecursionError:
+        return _invalid(number, "not a JSON object: it is nested too deeply")
+    # Only an escape can put NUL or a lone surrogate in a decoded string (the text is UTF-8).
+    if "\\u" in line and not _plain_text(obj):
+        return _invalid(number, "a string holds NUL or an unpaired surrogate escape "
+                                "(\\u0000, \\ud800-\\udfff); text must be Unicode without NUL")
     try:
         return request_from_json(obj, seen)
     except ResolutionRefused as refusal:
         if refusal.reason == "invalid_request":
             return _invalid(number, refusal.message)
         return refusal
+
+
+def _plain_text(obj: Any) -> bool:
+    """Whether every string (keys included) in a decoded line encodes as UTF-8 and has no NUL:
+    what both databases and the answer's output can carry."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if "\0" in item:
+                return False
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
 
 
 def parse_lines(lines: Iterable[str]) -> list[Request | ResolutionRefused]:
