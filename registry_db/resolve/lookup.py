@@ -114,6 +114,10 @@ def cursor(bind: Engine | Connection, *, snapshot: bool = False) -> Iterator[Cur
             try:
                 if snapshot and own is not None and dialect == "sqlite":
                     cur.execute("BEGIN")
+                elif snapshot and own is not None:
+                    # READ COMMITTED gives each statement its own snapshot: a batch's set names
+                    # and profiles could come from before and after a concurrent import.
+                    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 yield Cursor(cur, dialect)
             finally:
                 cur.close()
