@@ -58,12 +58,13 @@ class Settings:
         return resolve_url(self.database)
 
     @contextlib.contextmanager
-    def registry(self) -> Iterator[Any]:
+    def registry(self, *, readonly: bool = False) -> Iterator[Any]:
         """An engine on the registry (created at the head when new, refused when old), with
-        driver errors translated; disposed afterwards."""
+        driver errors translated; disposed afterwards. ``readonly`` for commands that only
+        read: an existing SQLite file is opened read-only (so a read-only file or folder works)."""
         from registry_db.store.migrate import registry
 
-        with registry(self.url) as engine:
+        with registry(self.url, readonly=readonly) as engine:
             yield engine
 
 

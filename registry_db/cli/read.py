@@ -29,7 +29,7 @@ def list_(settings: Any, as_json: bool, as_csv: bool) -> None:
     """
     from registry_db.store import read as store
 
-    with settings.registry() as engine:
+    with settings.registry(readonly=True) as engine:
         sets = store.list_sets(engine)
     emit_rows(["name", "file", "profiles", "caveats", "imported_at"],
               [(s.name, s.file, s.profiles, s.caveats, s.imported_at.isoformat())
@@ -55,7 +55,7 @@ def show(settings: Any, set_name: str, as_json: bool) -> None:
     from registry_db.store import read as store
     from registry_db.store.export import set_document
 
-    with settings.registry() as engine, engine.connect() as conn:
+    with settings.registry(readonly=True) as engine, engine.connect() as conn:
         ps = store.load_set(conn, set_name)
         summary = store.set_summary(conn, set_name)
     if as_json:
@@ -92,7 +92,7 @@ def conflicts(settings: Any, as_json: bool, as_csv: bool) -> None:
     """
     from registry_db.store import read as store
 
-    with settings.registry() as engine:
+    with settings.registry(readonly=True) as engine:
         found = store.conflicts(engine)
     columns = ["profile", "model", "speculative_method", "num_spec_tokens", "thinking",
                "category", "set_count", "sets"]
@@ -122,7 +122,7 @@ def export(settings: Any, names: tuple[str, ...], out_dir: str) -> None:
     """
     from registry_db.store import export as exporter
 
-    with settings.registry() as engine:
+    with settings.registry(readonly=True) as engine:
         if out_dir == "-":
             click.echo(exporter.render_sets(engine, names), nl=False)
             return

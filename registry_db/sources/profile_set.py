@@ -32,8 +32,9 @@ def collect_files(paths: Iterable[str | os.PathLike],
     """The files named by ``paths``: files as given, folders' ``*.yaml``/``*.yml`` (sorted).
 
     Folders are read one level deep and their hidden files skipped. A path that does not exist
-    (``no_such_file``) and a folder without YAML files (``no_yaml_files``, an error, since the
-    user surely meant some) are findings: appended to ``findings`` when given, else raised as
+    (``no_such_file``), a folder that cannot be read (``unreadable_folder``), a folder without
+    YAML files (``no_yaml_files``, an error, since the user surely meant some) and a ``*.yaml``
+    link that leads nowhere (``broken_link``, a warning: it is skipped) are findings: appended to ``findings`` when given, else raised as
     :class:`InvalidInput`. A file named twice is returned once.
     """
     problems: list[Finding] = []
@@ -43,8 +44,20 @@ def collect_files(paths: Iterable[str | os.PathLike],
         path = Path(raw)
         label = str(raw)
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.suffix in YAML_SUFFIXES
-                           and not p.name.startswith(".") and p.is_file())
+            try:
+                entries = sorted(p for p in path.iterdir() if p.suffix in YAML_SUFFIXES
+                                 and not p.name.startswith("."))
+            except OSError as exc:
+                problems.append(Finding(label, 0, 0, "", "unreadable_folder",
+                                        f"cannot read the folder: {exc.strerror or exc}"))
+                continue
+            found = [p for p in entries if p.is_file()]
+            for p in entries:
+                if p.is_symlink() and not p.is_file():
+                    # is_file() is False for a dangling or looping link: say why it is skipped.
+                    problems.append(Finding(str(p), 0, 0, "", "broken_link",
+                                            "the link leads to no file (dangling or looping); "
+                                            "skipped", severity="warning"))
             if not found:
                 problems.append(Finding(label, 0, 0, "", "no_yaml_files",
                                         "the folder holds no *.yaml or *.yml file"))

@@ -66,6 +66,8 @@ def _sqlite_engine(url: str, *, readonly: bool, timeout: float) -> Engine:
         # Quoted twice: SQLAlchemy unquotes the URL once and SQLite decodes the URI once, so a
         # path with '#' or '?' still names the same file (and never a new, writable one).
         url = f"sqlite:///file:{quote(quote(path))}?mode=ro&uri=true"
+        if _frozen(path):
+            url += "&immutable=1"
     engine = create_engine(url, connect_args={"timeout": timeout})
 
     @event.listens_for(engine, "connect")
@@ -85,6 +87,15 @@ def _sqlite_engine(url: str, *, readonly: bool, timeout: float) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+def _frozen(path: str) -> bool:
+    """A WAL database in a folder nobody here may write, with no ``-wal`` file: a reader cannot
+    create the ``-shm`` index SQLite wants, and no writer can have changes pending, so the file
+    is read as immutable (without it, ``mode=ro`` fails "unable to open database file")."""
+    folder = os.path.dirname(os.path.abspath(path))
+    return (os.path.exists(path) and not os.access(folder, os.W_OK)
+            and not os.path.exists(path + "-wal") and not os.path.exists(path + "-shm"))
 
 
 # --- errors --------------------------------------------------------------------------------------
@@ -110,7 +121,10 @@ def translate(exc: BaseException, url: str | None = None) -> RegistryError:
                                "server closed", "no such host", "name or service")):
         return DatabaseUnavailable(f"cannot reach the database{where}: {msg}")
     if "readonly" in low or "read-only" in low or "read only" in low or code == "25006":
-        return RegistryError(f"refused: the connection is read-only: {msg}")
+        # A write the registry itself makes (import, migrate) refused by the database: the
+        # file, its folder or the role is the problem, not the input.
+        return DatabaseError(f"the database is read-only{where}: {msg}; check the permissions "
+                             "of the file and its folder (SQLite) or the role (PostgreSQL)")
     return DatabaseError(f"database error{where}: {msg}")
 
 

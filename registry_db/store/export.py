@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Sequence
@@ -162,8 +163,11 @@ def _anchor_name(source: str, used: set[str]) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    mode = _file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes 0600 whatever the umask; the file gets what open() would have given it.
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
         os.replace(tmp, path)
@@ -171,3 +175,13 @@ def _write_atomically(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _file_mode(path: Path) -> int:
+    """The mode a replaced file keeps, else what the umask gives a new file (0666 & ~umask)."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+        os.umask(umask)
+        return 0o666 & ~umask

@@ -177,10 +177,12 @@ def _out_of_date(found: str | None, url: str) -> SchemaOutOfDate:
 
 
 def _has_tables(conn: Connection) -> bool:
+    """Tables or views other than an empty ``alembic_version`` (what ``downgrade base`` leaves:
+    an empty database, not a foreign one)."""
     from sqlalchemy import inspect
 
     insp = inspect(conn)
-    return bool(insp.get_table_names() or insp.get_view_names())
+    return bool(set(insp.get_table_names()) - {"alembic_version"} or insp.get_view_names())
 
 
 def _known_revisions() -> list[str]:

@@ -1,0 +1,169 @@
+"""Files and folders as a careless user leaves them: modes, read-only places, links, empty
+version tables. Each test holds one rule the contract or the README states.
+
+Permission tests run the CLI in a subprocess; as root (CI containers) that subprocess drops the
+capabilities that bypass file modes (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a mode means for
+it what it means for any user.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import text
+
+from registry_db import store
+from registry_db.cli.group import main
+from registry_db.store import write as importer
+from registry_db.store.urls import sqlite_path
+from tests.conftest import ROOT, SEED
+
+SEED_FILE = SEED / "inferencex-golden-al.yaml"
+
+
+def _drop_file_capabilities() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def as_user(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    """``registry ARGS`` in a subprocess that file modes bind (root's override dropped)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+    return subprocess.run([sys.executable, "-m", "registry_db", *args], capture_output=True,
+                          text=True, cwd=cwd or ROOT, env=env, timeout=120,
+                          preexec_fn=_drop_file_capabilities if os.geteuid() == 0 else None)
+
+
+def cli(*args: str, input: str | None = None):
+    result = CliRunner().invoke(main, list(args), input=input)
+    assert "Traceback" not in result.output + result.stderr, result.output + result.stderr
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+# --- the schema's version table ------------------------------------------------------------------
+
+def test_downgrade_base_leaves_a_database_every_command_treats_as_empty(db_url):
+    assert cli("-d", db_url, "db", "downgrade", "base").exit_code == 0
+    listed = cli("-d", db_url, "list")
+    assert listed.exit_code == 0, listed.stderr
+    assert "(no rows)" in listed.stdout
+    assert cli("-d", db_url, "import", str(SEED)).exit_code == 0
+    assert cli("-d", db_url, "db", "current").stdout.startswith(store.HEAD_REVISION)
+
+
+# --- export's file modes -------------------------------------------------------------------------
+
+@pytest.fixture
+def seeded(db_url, engine):
+    importer.import_paths(engine, [SEED])
+    return db_url
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_export_mode_follows_the_umask(seeded, tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        assert cli("-d", seeded, "export", "-o", str(tmp_path)).exit_code == 0
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE((tmp_path / "inferencex-golden-al.yaml").stat().st_mode)
+    assert mode == 0o666 & ~umask
+
+
+def test_export_keeps_an_existing_files_mode(seeded, tmp_path):
+    target = tmp_path / "inferencex-golden-al.yaml"
+    target.write_text("old\n")
+    target.chmod(0o640)
+    assert cli("-d", seeded, "export", "-o", str(tmp_path)).exit_code == 0
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert target.read_text() != "old\n"
+
+
+# --- read-only SQLite ----------------------------------------------------------------------------
+
+@pytest.mark.only_backend("sqlite")
+def test_import_into_a_read_only_file_is_a_database_problem(backend, seeded, tmp_path):
+    other = tmp_path / "other.yaml"
+    other.write_text(SEED_FILE.read_text().replace("name: inferencex-golden-al", "name: other"))
+    path = sqlite_path(seeded)
+    os.chmod(path, 0o444)
+    try:
+        result = as_user("-d", seeded, "import", str(other))
+    finally:
+        os.chmod(path, 0o644)
+    assert result.returncode == 3, result.stderr
+    assert "read-only" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.only_backend("sqlite")
+def test_wal_database_in_a_read_only_folder_can_be_read(backend, tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'registry.db'}"
+    engine = store.open_registry(url)
+    importer.import_paths(engine, [SEED])
+    engine.dispose()
+    raw = sqlite3.connect(folder / "registry.db")
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    raw.close()
+    assert not (folder / "registry.db-wal").exists()  # the last connection checkpointed
+    folder.chmod(0o555)
+    try:
+        listed = as_user("-d", url, "list", "--csv")
+        queried = as_user("-d", url, "query", "SELECT COUNT(*) AS n FROM profile_sets")
+        shown = as_user("-d", url, "show", "inferencex-golden-al")
+    finally:
+        folder.chmod(0o755)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1].startswith("inferencex-golden-al,")
+    assert queried.returncode == 0, queried.stderr
+    assert queried.stdout.split() == ["n", "-", "1"]
+    assert shown.returncode == 0, shown.stderr
+
+
+# --- folders -------------------------------------------------------------------------------------
+
+def test_dangling_and_looping_links_are_reported(tmp_path):
+    shutil.copy(SEED_FILE, tmp_path / "good.yaml")
+    (tmp_path / "gone.yaml").symlink_to(tmp_path / "missing.yaml")
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
+    result = cli("validate", str(tmp_path))
+    assert result.exit_code == 0, result.stderr  # warnings: the valid file still counts
+    lines = result.stderr.splitlines()
+    assert any(str(tmp_path / "gone.yaml") in line and "warning:" in line and "link" in line
+               for line in lines), lines
+    assert any(str(tmp_path / "loop.yaml") in line and "warning:" in line for line in lines)
+
+
+def test_links_alone_are_not_an_empty_folder_in_silence(tmp_path):
+    (tmp_path / "gone.yaml").symlink_to(tmp_path / "missing.yaml")
+    result = cli("validate", str(tmp_path))
+    assert result.exit_code == 1
+    assert "gone.yaml" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["validate", "import"])
+def test_unreadable_folder_is_a_finding(command, tmp_path, db_url):
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    shutil.copy(SEED_FILE, folder / "a.yaml")
+    folder.chmod(0o000)
+    try:
+        result = as_user("-d", db_url, command, str(folder))
+    finally:
+        folder.chmod(0o755)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"{folder}:" in result.stderr and "cannot read the folder" in result.stderr
