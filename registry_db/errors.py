@@ -71,6 +71,14 @@ class NotFound(RegistryError):
     """A named set (or other object) is not in the database."""
 
 
+class EmptySelection(RegistryError):
+    """Filters that match no stored profile; the message says what the registry does hold."""
+
+
+class MissingExtra(RegistryError):
+    """An optional dependency is not installed; the message names the command that installs it."""
+
+
 class ResolutionRefused(RegistryError):
     """The resolver refuses a run; ``reason`` is one of :data:`registry_db.model.REFUSAL_REASONS`."""
 

@@ -1,0 +1,273 @@
+"""The coverage grid: which (model, method, thinking, category, K) cells the registry holds.
+
+The grid itself is SQL: the view ``profile_coverage`` (migration 0003) crosses every stored
+(model, speculative_method) pair with both thinking modes, every stored category and K from 1 to
+the largest K, and puts each cell's holders beside it. This module narrows that grid to a
+:class:`Selection` (the sets that count as the registry, and filters on the key's columns) and
+groups it into :class:`Row` objects of :class:`Cell` objects, which a table, a JSON document or a
+plot draws. Nothing here knows about output formats.
+
+A selection that matches no stored profile is :class:`~registry_db.errors.EmptySelection`, whose
+message says what the registry does hold for the filters given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from sqlalchemy import column, select, table
+from sqlalchemy.engine import Connection
+
+from registry_db.errors import EmptySelection, NotFound
+from registry_db.schema import profile_sets, profiles
+from registry_db.store import Bind, set_names, unknown_set_message
+
+#: The view, declared here as a lightweight construct: its SQL lives only in the migrations.
+VIEW = table(
+    "profile_coverage",
+    *(column(name) for name in (
+        "model", "speculative_method", "thinking", "category", "num_spec_tokens",
+        "profile_set", "profile_id", "acceptance_length", "method", "set_count")),
+)
+
+#: The filterable key columns, and how a message names each.
+FILTER_WORDS = {"model": "model", "speculative_method": "method", "thinking": "thinking",
+                "category": "category"}
+
+#: The mark a value carries in a table when it was not measured, by method.
+METHOD_MARKS = {"copied": "c", "assumed": "a", "literature": "l", "vendor_spec": "v"}
+#: The mark of a cell that several selected sets hold (a resolution there is a conflict).
+SHARED_MARK = "*"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What to look at: filters on the key's columns (None: any) and the sets that count as the
+    registry (empty: every stored set)."""
+
+    model: str | None = None
+    speculative_method: str | None = None
+    thinking: str | None = None
+    category: str | None = None
+    sets: tuple[str, ...] = ()
+
+    def filters(self) -> dict[str, str]:
+        """The given filters, column -> value, in the key's order."""
+        return {c: getattr(self, c) for c in FILTER_WORDS if getattr(self, c) is not None}
+
+
+def describe(filters: dict[str, str]) -> str:
+    """``model 'glm-5.3', category 'chat'``: filters in words."""
+    return ", ".join(f"{FILTER_WORDS[c]} {v!r}" for c, v in filters.items())
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One set's profile at a cell."""
+
+    profile_set: str
+    acceptance_length: float
+    method: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One K of a row: the selected sets' profiles there, by set name (none: missing)."""
+
+    k: int
+    entries: tuple[Entry, ...] = ()
+
+    @property
+    def present(self) -> bool:
+        """Whether any selected set holds the cell."""
+        return bool(self.entries)
+
+    @property
+    def acceptance_length(self) -> float | None:
+        """The AL, of the first set by name when several hold the cell; None when missing."""
+        return self.entries[0].acceptance_length if self.entries else None
+
+    @property
+    def method(self) -> str | None:
+        """How the value was obtained (first set by name); None when missing."""
+        return self.entries[0].method if self.entries else None
+
+    @property
+    def sets(self) -> tuple[str, ...]:
+        """The selected sets holding the cell, by name."""
+        return tuple(e.profile_set for e in self.entries)
+
+    @property
+    def shared(self) -> bool:
+        """Held by several selected sets: a resolution with this selection is a conflict."""
+        return len(self.entries) > 1
+
+    @property
+    def measured(self) -> bool:
+        """Present, and every holder measured it."""
+        return self.present and all(e.method == "measured" for e in self.entries)
+
+    def text(self) -> str:
+        """The table's cell: the AL with its marks, or ``-``."""
+        if not self.entries:
+            return "-"
+        # The marks describe the value shown (the first set's); the JSON lists every holder.
+        mark = METHOD_MARKS.get(self.method or "", "")
+        return f"{self.acceptance_length:g}{mark}{SHARED_MARK if self.shared else ''}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The issue's cell object: ``k``, ``acceptance_length`` (null: missing), ``method``,
+        ``sets``."""
+        return {"k": self.k, "acceptance_length": self.acceptance_length,
+                "method": self.method, "sets": list(self.sets)}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One (model, method, thinking, category) of the grid, with a cell for every K shown."""
+
+    model: str
+    speculative_method: str
+    thinking: str
+    category: str
+    cells: tuple[Cell, ...]
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """(model, speculative_method, thinking, category)."""
+        return (self.model, self.speculative_method, self.thinking, self.category)
+
+    def to_json(self) -> dict[str, Any]:
+        """The issue's row object."""
+        return {"model": self.model, "speculative_method": self.speculative_method,
+                "thinking": self.thinking, "category": self.category,
+                "cells": [c.to_json() for c in self.cells]}
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The grid for one selection: rows by key, K from 1 to ``max_k``."""
+
+    selection: Selection
+    max_k: int
+    rows: tuple[Row, ...]
+    #: The sets holding at least one cell shown, by name.
+    sets: tuple[str, ...] = field(default=())
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """The categories with at least one stored cell, sorted."""
+        return tuple(sorted({r.category for r in self.rows if any(c.present for c in r.cells)}))
+
+    def marks(self) -> list[str]:
+        """What each mark in the table means, for the marks that occur."""
+        cells = [c for r in self.rows for c in r.cells]
+        methods = {c.method for c in cells if c.present}
+        out = [f"{m} {name}" for name, m in METHOD_MARKS.items() if name in methods]
+        if any(c.shared for c in cells):
+            out.append(f"{SHARED_MARK} held by several sets (resolve refuses it; pick with --set)")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"rows": [...]}``, every present and missing cell listed."""
+        return {"rows": [r.to_json() for r in self.rows]}
+
+
+def read_coverage(bind: Bind, selection: Selection = Selection()) -> Coverage:
+    """The coverage grid of ``selection``.
+
+    Raises :class:`NotFound` for a set that is not stored, :class:`EmptySelection` when no stored
+    profile in the selected sets matches the filters.
+    """
+    with _connect(bind) as conn:
+        if selection.sets:
+            known = set_names(conn)
+            for name in selection.sets:
+                if name not in known:
+                    raise NotFound(unknown_set_message(name, known))
+        chosen = set(selection.sets)
+        pairs, categories = _frame(conn, selection.sets)
+        query = select(*VIEW.c).where(*(VIEW.c[c] == v for c, v in selection.filters().items()))
+        grid: dict[tuple[str, str, str, str], dict[int, list[Entry]]] = defaultdict(
+            lambda: defaultdict(list))
+        for (model, smethod, thinking, category, k, set_name, _pid, al, method,
+             _count) in conn.execute(query):
+            if (model, smethod) not in pairs or category not in categories:
+                continue
+            # Touching the row keeps it in the grid even when no selected set holds any cell.
+            cells = grid[(model, smethod, thinking, category)]
+            if set_name is not None and (not chosen or set_name in chosen):
+                cells[k].append(Entry(set_name, al, method))
+        present_ks = [k for cells in grid.values() for k, e in cells.items() if e]
+        if not present_ks:
+            raise EmptySelection(_holdings(conn, selection))
+    max_k = max(present_ks)
+    rows = tuple(
+        Row(*key, cells=tuple(
+            Cell(k, tuple(sorted(cells.get(k, ()), key=lambda e: e.profile_set)))
+            for k in range(1, max_k + 1)))
+        for key, cells in sorted(grid.items()))
+    used = sorted({s for r in rows for c in r.cells for s in c.sets})
+    return Coverage(selection=selection, max_k=max_k, rows=rows, sets=tuple(used))
+
+
+@contextlib.contextmanager
+def _connect(bind: Bind) -> Iterator[Connection]:
+    """A connection: the caller's own, or a new one from an engine."""
+    if isinstance(bind, Connection):
+        yield bind
+        return
+    with bind.connect() as conn:
+        yield conn
+
+
+def _held(sets: tuple[str, ...]):  # noqa: ANN202 - a SQLAlchemy clause
+    """The profiles of the selected sets, as a WHERE clause on ``profiles``."""
+    if not sets:
+        return profiles.c.set_id.isnot(None)
+    ids = select(profile_sets.c.id).where(profile_sets.c.name.in_(sets))
+    return profiles.c.set_id.in_(ids)
+
+
+def _frame(conn: Connection, sets: tuple[str, ...]) -> tuple[set[tuple[str, str]], set[str]]:
+    """The grid's frame in the selected sets: their (model, method) pairs and categories.
+
+    Read from the tables, not the view: the frame is small, the view's whole grid is not.
+    """
+    held = _held(sets)
+    pairs = {(m, x) for m, x in conn.execute(
+        select(profiles.c.model, profiles.c.speculative_method).where(held).distinct())}
+    categories = set(conn.execute(select(profiles.c.category).where(held).distinct()).scalars())
+    return pairs, categories
+
+
+def _holdings(conn: Connection, selection: Selection) -> str:
+    """Why nothing matched: for each filter, what the registry holds under the other filters."""
+    held = _held(selection.sets)
+    scope = (f"the set{'s' if len(selection.sets) > 1 else ''} {', '.join(selection.sets)}"
+             if selection.sets else "the registry")
+    given = selection.filters()
+    if not given:
+        return (f"{scope} holds no profiles yet; add some with `registry import PATH`"
+                if not selection.sets else f"{scope} hold no profiles")
+    sentences = []
+    for col, value in given.items():
+        others = {c: v for c, v in given.items() if c != col}
+        values = sorted(conn.execute(
+            select(profiles.c[col]).where(
+                held, *(profiles.c[c] == v for c, v in others.items())).distinct()).scalars())
+        who = scope if not sentences else "it"
+        where = f"With {describe(others)}, {who}" if others else who[:1].upper() + who[1:]
+        if not values:
+            sentences.append(f"{where} holds nothing at all.")
+            continue
+        near = difflib.get_close_matches(value, values, n=1, cutoff=0.6)
+        hint = f" (did you mean {near[0]!r}?)" if near and near[0] != value else ""
+        shown = ", ".join(values[:20]) + (f", … ({len(values)} in all)"
+                                          if len(values) > 20 else "")
+        sentences.append(f"{where} holds {FILTER_WORDS[col]}: {shown}{hint}.")
+    return f"no stored profile matches {describe(given)}. " + " ".join(sentences)

@@ -1,0 +1,181 @@
+"""The coverage grid on a generated registry with known holes, on SQLite and PostgreSQL.
+
+Two sets, written as YAML and imported like any file:
+
+- ``alpha``: m1/eagle thinking off coding at K 1, 2, 4 (measured; a hole at K 3) and K 6
+  (copied); m1/eagle thinking on coding at K 2 (assumed).
+- ``beta``: m1/eagle thinking off coding at K 2 (literature: both sets hold that key) and
+  m2/mtp thinking on chat at K 1-3 (measured).
+
+So the grid is 2 (model, method) pairs x 2 thinking modes x 2 categories = 8 rows, K 1-6.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from registry_db import importer
+from registry_db.analyze.coverage import Selection, read_coverage
+from registry_db.errors import EmptySelection, NotFound
+
+from .conftest import SEED
+
+PROVENANCE = """
+    provenance:
+      source: https://example.org/{name}.yaml
+      hardware: b300
+      engine_image: engine:1
+      sampling: {{temperature: 1.0}}"""
+
+
+def profile(name: str, model: str, smethod: str, k: int, thinking: str, category: str,
+            al: float, method: str = "measured") -> str:
+    """One profile of a set, as YAML, with what its method requires."""
+    text = f"""
+  - model: {model}
+    speculative_method: {smethod}
+    num_spec_tokens: {k}
+    thinking: "{thinking}"
+    category: {category}
+    acceptance_length: {al}
+    method: {method}"""
+    if method != "measured":
+        text += "\n    rationale: generated for a test."
+    if method == "copied":
+        text += f"\n    copied_from: m0/{smethod}/k{k}/thinking-{thinking}/{category}"
+    if method != "assumed":
+        text += PROVENANCE.format(name=name)
+    return text
+
+
+def write_set(folder: Path, name: str, profiles: list[tuple]) -> Path:
+    """A set file ``folder/<name>.yaml`` holding ``profiles`` (arguments of :func:`profile`)."""
+    body = "".join(profile(name, *p) for p in profiles)
+    path = folder / f"{name}.yaml"
+    path.write_text(f"kind: AcceptanceProfileSet\nname: {name}\nprofiles:{body}\n",
+                    encoding="utf-8")
+    return path
+
+
+ALPHA = [("m1", "eagle", 1, "off", "coding", 1.8), ("m1", "eagle", 2, "off", "coding", 2.4),
+         ("m1", "eagle", 4, "off", "coding", 3.1), ("m1", "eagle", 6, "off", "coding", 3.5,
+                                                    "copied"),
+         ("m1", "eagle", 2, "on", "coding", 2.0, "assumed")]
+BETA = [("m1", "eagle", 2, "off", "coding", 2.5, "literature"),
+        ("m2", "mtp", 1, "on", "chat", 1.9), ("m2", "mtp", 2, "on", "chat", 2.6),
+        ("m2", "mtp", 3, "on", "chat", 3.0)]
+
+
+@pytest.fixture
+def holes(engine, tmp_path):
+    """An engine on the generated registry above."""
+    importer.import_paths(engine, [write_set(tmp_path, "alpha", ALPHA),
+                                   write_set(tmp_path, "beta", BETA)])
+    return engine
+
+
+def expected_rows(stored: dict[tuple, dict[int, tuple]], keys: list[tuple], max_k: int) -> list:
+    """The JSON rows: every key, every K from 1 to ``max_k``, null where nothing is stored."""
+    rows = []
+    for key in keys:
+        cells = []
+        for k in range(1, max_k + 1):
+            al, method, sets = stored.get(key, {}).get(k, (None, None, []))
+            cells.append({"k": k, "acceptance_length": al, "method": method, "sets": sets})
+        rows.append(dict(zip(("model", "speculative_method", "thinking", "category"), key),
+                         cells=cells))
+    return rows
+
+
+GRID_KEYS = [(m, x, t, c) for m, x in (("m1", "eagle"), ("m2", "mtp"))
+             for t in ("off", "on") for c in ("chat", "coding")]
+
+
+def test_json_lists_every_present_and_missing_cell(holes):
+    got = read_coverage(holes).to_json()
+    stored = {
+        ("m1", "eagle", "off", "coding"): {
+            1: (1.8, "measured", ["alpha"]),
+            # Two sets hold K 2: the first by name gives the value, both are listed.
+            2: (2.4, "measured", ["alpha", "beta"]),
+            4: (3.1, "measured", ["alpha"]),
+            6: (3.5, "copied", ["alpha"])},
+        ("m1", "eagle", "on", "coding"): {2: (2.0, "assumed", ["alpha"])},
+        ("m2", "mtp", "on", "chat"): {1: (1.9, "measured", ["beta"]),
+                                      2: (2.6, "measured", ["beta"]),
+                                      3: (3.0, "measured", ["beta"])},
+    }
+    assert got == {"rows": expected_rows(stored, GRID_KEYS, 6)}
+
+
+def test_cells_know_their_marks(holes):
+    cov = read_coverage(holes)
+    row = {r.key: r for r in cov.rows}[("m1", "eagle", "off", "coding")]
+    assert [c.text() for c in row.cells] == ["1.8", "2.4*", "-", "3.1", "-", "3.5c"]
+    assert [c.k for c in row.cells if c.shared] == [2]
+    assert cov.sets == ("alpha", "beta")
+    # Marks describe the values shown: beta's `literature` at K 2 is listed, not shown.
+    assert cov.marks() == ["c copied", "a assumed",
+                           "* held by several sets (resolve refuses it; pick with --set)"]
+
+
+def test_one_set_is_the_registry(holes):
+    """With --set beta, alpha's cells are missing, and K 2 is held by one set only."""
+    cov = read_coverage(holes, Selection(sets=("beta",)))
+    stored = {("m1", "eagle", "off", "coding"): {2: (2.5, "literature", ["beta"])},
+              ("m2", "mtp", "on", "chat"): {k: (al, "measured", ["beta"])
+                                            for k, al in ((1, 1.9), (2, 2.6), (3, 3.0))}}
+    assert cov.to_json() == {"rows": expected_rows(stored, GRID_KEYS, 3)}
+    assert not any(c.shared for r in cov.rows for c in r.cells)
+
+
+def test_filters_narrow_rows_not_the_grid(holes):
+    """--model m2 keeps m2's coding rows (empty): coding is in the registry, m2 has none."""
+    cov = read_coverage(holes, Selection(model="m2"))
+    assert [r.key for r in cov.rows] == [k for k in GRID_KEYS if k[0] == "m2"]
+    assert cov.max_k == 3
+    cov = read_coverage(holes, Selection(category="coding", thinking="on"))
+    assert [r.key for r in cov.rows] == [("m1", "eagle", "on", "coding"),
+                                         ("m2", "mtp", "on", "coding")]
+    assert cov.max_k == 2
+
+
+def test_an_empty_selection_says_what_the_registry_holds(holes):
+    with pytest.raises(EmptySelection) as info:
+        read_coverage(holes, Selection(model="m3"))
+    assert str(info.value) == ("no stored profile matches model 'm3'. The registry holds "
+                               "model: m1, m2.")
+    with pytest.raises(EmptySelection) as info:
+        read_coverage(holes, Selection(model="m2", category="coding"))
+    assert str(info.value) == (
+        "no stored profile matches model 'm2', category 'coding'. With category 'coding', "
+        "the registry holds model: m1. With model 'm2', it holds category: chat.")
+    with pytest.raises(EmptySelection) as info:
+        read_coverage(holes, Selection(speculative_method="eagle3", sets=("alpha",)))
+    assert str(info.value) == (
+        "no stored profile matches method 'eagle3'. The set alpha holds method: eagle "
+        "(did you mean 'eagle'?).")
+
+
+def test_an_unknown_set_is_not_found(holes):
+    with pytest.raises(NotFound, match="no profile set named 'gamma'; known sets: alpha, beta"):
+        read_coverage(holes, Selection(sets=("gamma",)))
+
+
+def test_an_empty_registry(engine):
+    with pytest.raises(EmptySelection, match="the registry holds no profiles yet; add some "
+                                             "with `registry import PATH`"):
+        read_coverage(engine)
+
+
+def test_the_seed(engine):
+    importer.import_paths(engine, [SEED])
+    cov = read_coverage(engine)
+    assert [(r.key, [c.text() for c in r.cells]) for r in cov.rows] == [
+        (("deepseek-v4.1-flash", "dspark", "off", "coding"), ["-", "-", "-", "-", "4.07"]),
+        (("deepseek-v4.1-flash", "dspark", "on", "coding"), ["-", "-", "-", "-", "3.51"]),
+        (("glm-5.3", "mtp", "off", "coding"), ["-", "-", "-", "-", "-"]),
+        (("glm-5.3", "mtp", "on", "coding"), ["-", "-", "2.99c", "-", "-"]),
+    ]
