@@ -1,0 +1,180 @@
+"""The acceptance-curve picture, read from the figure's artists rather than its pixels.
+
+No database: a :class:`Coverage` is built by hand, so each test states the grid it draws. The
+command line, on both backends, is in tests/test_pictures_cli.py.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from registry_db.analyze.coverage import Cell, Coverage, Entry, Row, Selection
+from registry_db.analyze.plot import (
+    DPI,
+    MAX_LINES_PER_PANEL,
+    build_figure,
+    curves,
+    require_matplotlib,
+    save_figure,
+)
+from registry_db.errors import MissingExtra, RegistryError
+
+pytest.importorskip("matplotlib")
+
+
+def grid(stored: dict[tuple, dict[int, list[tuple]]], sets: tuple[str, ...] = ("s",),
+         selection: Selection = Selection()) -> Coverage:
+    """A Coverage of the rows in ``stored``: key -> {K: [(set, AL, method), ...]}."""
+    max_k = max(k for cells in stored.values() for k in cells)
+    rows = tuple(Row(*key, cells=tuple(
+        Cell(k, tuple(Entry(*e) for e in cells.get(k, []))) for k in range(1, max_k + 1)))
+        for key, cells in sorted(stored.items()))
+    return Coverage(selection=selection, max_k=max_k, rows=rows, sets=sets)
+
+
+def m(al: float, method: str = "measured", set_name: str = "s") -> list[tuple]:
+    return [(set_name, al, method)]
+
+
+#: Two lines with a hole each, one copied point, and one empty row (nothing to draw).
+HOLES = grid({
+    ("m1", "eagle", "off", "coding"): {1: m(1.8), 2: m(2.4), 4: m(3.1), 5: m(3.4),
+                                       6: m(3.5, "copied")},
+    ("m1", "eagle", "on", "coding"): {2: m(2.0, "assumed")},
+    ("m1", "eagle", "on", "chat"): {},
+    ("m2", "mtp", "on", "coding"): {1: m(1.9), 2: m(2.6), 3: m(3.0)},
+})
+
+
+def by_gid(fig, prefix: str) -> dict[str, list]:
+    """Line artists of every axes whose gid starts with ``prefix:``, by the rest of the gid."""
+    out: dict[str, list] = {}
+    for ax in fig.axes:
+        for line in ax.lines:
+            gid = line.get_gid() or ""
+            if gid.startswith(prefix + ":"):
+                out.setdefault(gid.split(":", 1)[1], []).append(line)
+    return out
+
+
+def test_one_line_per_model_method_and_thinking():
+    fig = build_figure(HOLES)
+    assert sorted(by_gid(fig, "points")) == [
+        "m1 · eagle · thinking off", "m1 · eagle · thinking on", "m2 · mtp · thinking on"]
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["m1 · eagle · thinking off", "m1 · eagle · thinking on",
+                      "m2 · mtp · thinking on", "ceiling K + 1: every draft accepted",
+                      "hollow: not measured (assumed, copied)"]
+
+
+def test_no_line_is_drawn_across_a_missing_k():
+    fig = build_figure(HOLES)
+    segments = by_gid(fig, "segment")
+    assert [list(s.get_xdata()) for s in segments["m1 · eagle · thinking off"]] == [
+        [1, 2], [4, 5, 6]]
+    assert [list(s.get_xdata()) for s in segments["m2 · mtp · thinking on"]] == [[1, 2, 3]]
+    assert "m1 · eagle · thinking on" not in segments  # one point: a marker, no line
+
+
+def test_markers_only_at_stored_points_filled_when_measured():
+    points = by_gid(build_figure(HOLES), "points")["m1 · eagle · thinking off"]
+    filled, hollow = points
+    assert list(filled.get_xdata()) == [1, 2, 4, 5] and filled.get_linestyle() == "None"
+    assert list(hollow.get_xdata()) == [6] and list(hollow.get_ydata()) == [3.5]
+    assert filled.get_markerfacecolor() == filled.get_color()
+    assert hollow.get_markerfacecolor() == "white"
+
+
+def test_ceiling_axes_and_title():
+    fig = build_figure(HOLES)
+    ax = fig.axes[0]
+    (ceiling,) = [line for line in ax.lines if line.get_gid() == "ceiling"]
+    assert ceiling.get_linestyle() == "--"
+    xs, ys = ceiling.get_xdata(), ceiling.get_ydata()
+    assert [y - x for x, y in zip(xs, ys)] == [1, 1]
+    assert xs[0] < 1 and xs[-1] > 6  # the ceiling spans every K shown
+    assert ax.get_xlabel() == "K, draft tokens per step"
+    assert ax.get_ylabel() == "acceptance length AL, tokens per step"
+    assert fig.get_suptitle() == "Acceptance length against K"
+    # The chat row has no stored point, so the picture is of coding only.
+    assert ax.get_title() == "set s · category coding"
+
+
+def test_the_title_names_sets_category_and_filters():
+    cov = grid({("m1", "eagle", "off", "coding"): {1: m(1.8, set_name="a"),
+                                                   2: m(2.4, set_name="b")}},
+               sets=("a", "b"), selection=Selection(speculative_method="eagle",
+                                                    category="coding", sets=("a", "b")))
+    assert build_figure(cov).axes[0].get_title() == "sets a, b · category coding · method 'eagle'"
+
+
+def test_a_key_held_by_two_sets_is_two_lines():
+    cov = grid({("m1", "eagle", "off", "coding"): {
+        1: [("a", 1.8, "measured"), ("b", 1.7, "literature")], 2: m(2.4, set_name="a")}},
+        sets=("a", "b"))
+    assert [(c.profile_set, [p.k for p in c.points]) for c in curves(cov)] == [
+        ("a", [1, 2]), ("b", [1])]
+    assert sorted(by_gid(build_figure(cov), "points")) == [
+        "m1 · eagle · thinking off · [a]", "m1 · eagle · thinking off · [b]"]
+
+
+def test_several_categories_name_theirs():
+    cov = grid({("m1", "eagle", "off", "chat"): {1: m(1.5)},
+                ("m1", "eagle", "off", "coding"): {1: m(1.8)}})
+    assert [c.label() for c in curves(cov)] == ["m1 · eagle · thinking off · chat",
+                                                "m1 · eagle · thinking off · coding"]
+
+
+def test_more_than_a_dozen_lines_become_one_panel_per_model():
+    stored = {(f"model-{i % 3}", f"method-{i}", t, "coding"): {1: m(1.5), 2: m(2.0)}
+              for i in range(7) for t in ("off", "on")}
+    cov = grid(stored)
+    assert len(curves(cov)) == 14 > MAX_LINES_PER_PANEL
+    fig = build_figure(cov)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title(loc="left") for ax in panels] == ["model-0", "model-1", "model-2"]
+    assert len(by_gid(fig, "points")) == 14
+    assert [len({ln.get_gid() for ln in ax.lines if ln.get_gid().startswith("points:")})
+             for ax in panels] == [6, 4, 4]
+    # A dozen lines or fewer stay on one panel.
+    assert len(build_figure(grid(dict(list(stored.items())[:12]))).axes) == 1
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_png_and_svg_by_suffix(tmp_path):
+    fig = build_figure(HOLES)
+    width, height = (round(v * DPI) for v in fig.get_size_inches())
+    png = save_figure(fig, tmp_path / "curves.png")
+    assert png_size(png.read_bytes()) == (width, height) == (1200, 780)
+    svg = save_figure(fig, tmp_path / "curves.SVG")
+    root = ET.parse(svg).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert (root.get("width"), root.get("height")) == ("576pt", "374.4pt")
+    # No date in the file: the same picture regenerates byte for byte.
+    again = save_figure(build_figure(HOLES), tmp_path / "again.png")
+    assert again.read_bytes() == png.read_bytes()
+
+
+def test_another_suffix_is_refused(tmp_path):
+    with pytest.raises(RegistryError, match=r"curves\.jpg: the picture's format follows its "
+                                            r"suffix; use \.png or \.svg"):
+        save_figure(build_figure(HOLES), tmp_path / "curves.jpg")
+    assert not (tmp_path / "curves.jpg").exists()
+
+
+def test_without_matplotlib_the_error_names_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what `import` sees when it is absent
+    with pytest.raises(MissingExtra) as info:
+        require_matplotlib()
+    assert "pip install 'registry_db[plot]'" in str(info.value)
+    assert "pip install -e '.[plot]'" in str(info.value)
+    with pytest.raises(MissingExtra):
+        build_figure(HOLES)
