@@ -117,7 +117,7 @@ class Cell:
             return "-"
         # The marks describe the value shown (the first set's); the JSON lists every holder.
         mark = METHOD_MARKS.get(self.method or "", "")
-        return f"{self.acceptance_length:g}{mark}{SHARED_MARK if self.shared else ''}"
+        return f"{self.acceptance_length}{mark}{SHARED_MARK if self.shared else ''}"
 
     def to_json(self) -> dict[str, Any]:
         """The issue's cell object: ``k``, ``acceptance_length`` (null: missing), ``method``,

@@ -227,7 +227,7 @@ def _panel(ax: "Axes", lines: Sequence[Curve], max_k: int, colours: dict[str, An
         if labelled:
             for p in c.points:
                 # Above the point: clear of the segments, which leave it sideways.
-                ax.annotate(f"{p.acceptance_length:g}", (p.k, p.acceptance_length),
+                ax.annotate(f"{p.acceptance_length}", (p.k, p.acceptance_length),
                             xytext=(0, 9), textcoords="offset points", ha="center",
                             va="bottom", fontsize=9, color=colour)
     ax.set_xlim(lo, hi)

@@ -27,6 +27,8 @@ COMMANDS: dict[str, str] = {
     "query": "registry_db.cli.query:query",
     "resolve": "registry_db.cli.resolve:resolve",
     "ingest": "registry_db.cli.ingest:ingest",
+    "coverage": "registry_db.cli.coverage:coverage",
+    "plot": "registry_db.cli.plot:plot",
 }
 
 

@@ -1,0 +1,102 @@
+"""``registry coverage``: which (model, method, thinking, category, K) cells the registry holds.
+
+Thin over :mod:`registry_db.analyze.coverage`: parse the filters, read the grid, render it as a
+table (K across the columns, ``-`` where nothing is stored, marks on values that were not
+measured and on cells several sets hold), as JSON listing every cell, or as long-form CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import click
+
+from registry_db.cli.output import emit_json, handle_errors, output_options
+
+CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acceptance_length",
+               "method", "sets")
+
+
+@click.command("coverage")
+@click.option("--model", metavar="M", help="Only this model.")
+@click.option("--method", "speculative_method", metavar="X",
+              help="Only this speculative method (e.g. dspark, mtp).")
+@click.option("--set", "sets", multiple=True, metavar="NAME",
+              help="The sets that count as the registry (repeatable; default: all).")
+@click.option("--category", metavar="C", help="Only this workload category.")
+@output_options
+@click.pass_obj
+@handle_errors
+def coverage(settings: Any, model: str | None, speculative_method: str | None,
+             sets: tuple[str, ...], category: str | None, as_json: bool, as_csv: bool) -> None:
+    """Show which cells hold a profile: a row per (model, method, thinking, category), K across.
+
+    Rows are every stored (model, method) pair in both thinking modes and every stored
+    category; columns run from K 1 to the largest K stored. A cell shows its AL, or `-` where
+    no set holds one (a run there is refused or falls back). Marks: c copied, a assumed,
+    l literature, v vendor_spec (not measured); * held by several sets (a run there is a
+    conflict). --json lists every cell, present and missing; --csv prints one line per cell.
+
+    \b
+    Example:
+        registry coverage
+        registry coverage --model glm-5.3 --category coding --json
+    """
+    from registry_db.analyze.coverage import Selection, read_coverage
+
+    selection = Selection(model=model, speculative_method=speculative_method,
+                          category=category, sets=tuple(sets))
+    with settings.registry() as engine:
+        grid = read_coverage(engine, selection)
+    if as_json:
+        emit_json(grid.to_json())
+    elif as_csv:
+        click.echo(render_csv(grid), nl=False)
+    else:
+        click.echo(render_table(grid))
+
+
+def render_table(grid: Any) -> str:
+    """The grid as an aligned table, a footer saying how much is stored and what marks mean."""
+    head = ["model", "speculative_method", "thinking", "category"]
+    ks = [f"k{k}" for k in range(1, grid.max_k + 1)]
+    # Marks hang to the right of the numbers, so that the numbers of a column stay aligned.
+    marks = [max((len(_mark(r.cells[i])) for r in grid.rows), default=0)
+             for i in range(grid.max_k)]
+    body = [[*r.key, *(_value(c) + _mark(c).ljust(w) for c, w in zip(r.cells, marks))]
+            for r in grid.rows]
+    widths = [max(len(x) for x in col) for col in zip(head + ks, *body)]
+
+    def line(cells: list[str]) -> str:
+        text = [c.ljust(w) if i < len(head) else c.rjust(w)
+                for i, (c, w) in enumerate(zip(cells, widths))]
+        return "  ".join(text).rstrip()
+
+    out = [line(head + ks), line(["-" * w for w in widths]), *(line(b) for b in body)]
+    cells = [c for r in grid.rows for c in r.cells]
+    footer = f"{sum(c.present for c in cells)} of {len(cells)} cells stored"
+    legend = grid.marks()
+    out += ["", footer + (". Marks: " + "; ".join(legend) if legend else "")]
+    return "\n".join(out)
+
+
+def _value(cell: Any) -> str:
+    return "-" if not cell.present else f"{cell.acceptance_length}"
+
+
+def _mark(cell: Any) -> str:
+    return cell.text()[len(_value(cell)):]
+
+
+def render_csv(grid: Any) -> str:
+    """One line per cell, the JSON's fields; sets space-separated, missing values empty."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in grid.rows:
+        for c in row.cells:
+            writer.writerow([*row.key, c.k, "" if c.acceptance_length is None
+                             else c.acceptance_length, c.method or "", " ".join(c.sets)])
+    return buf.getvalue()

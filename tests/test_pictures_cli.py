@@ -1,0 +1,168 @@
+"""`registry coverage` and `registry plot` end to end, on SQLite and PostgreSQL.
+
+Exact output on the seed (the README shows the same table), the generated registry with holes of
+tests/test_coverage.py for JSON and CSV, exit codes for empty selections, and the message a user
+without matplotlib gets (a real subprocess in which the module cannot be imported).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from registry_db import importer
+
+from .conftest import ROOT, SEED
+from .test_coverage import ALPHA, BETA, write_set
+from .test_import_cli import run
+from .test_plot import png_size
+
+SEED_TABLE = """\
+model                speculative_method  thinking  category  k1  k2     k3  k4    k5
+-------------------  ------------------  --------  --------  --  --  -----  --  ----
+deepseek-v4.1-flash  dspark              off       coding     -   -     -    -  4.07
+deepseek-v4.1-flash  dspark              on        coding     -   -     -    -  3.51
+glm-5.3              mtp                 off       coding     -   -     -    -     -
+glm-5.3              mtp                 on        coding     -   -  2.99c   -     -
+
+3 of 20 cells stored. Marks: c copied
+"""
+
+
+@pytest.fixture
+def seeded(engine, db_url) -> str:
+    importer.import_paths(engine, [SEED])
+    return db_url
+
+
+@pytest.fixture
+def holes(engine, db_url, tmp_path) -> str:
+    importer.import_paths(engine, [write_set(tmp_path, "alpha", ALPHA),
+                                   write_set(tmp_path, "beta", BETA)])
+    return db_url
+
+
+# --- coverage ---------------------------------------------------------------------------------
+
+def test_coverage_table_of_the_seed(seeded):
+    result = run(seeded, "coverage")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == SEED_TABLE
+
+
+def test_coverage_table_marks_and_alignment(holes):
+    result = run(holes, "coverage", "--category", "coding")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "model  speculative_method  thinking  category   k1    k2  k3   k4  k5    k6",
+        "-----  ------------------  --------  --------  ---  ----  --  ---  --  ----",
+        "m1     eagle               off       coding    1.8  2.4*   -  3.1   -  3.5c",
+        "m1     eagle               on        coding      -  2.0a   -    -   -    -",
+        "m2     mtp                 off       coding      -    -    -    -   -    -",
+        "m2     mtp                 on        coding      -    -    -    -   -    -",
+        "",
+        "5 of 24 cells stored. Marks: c copied; a assumed; * held by several sets "
+        "(resolve refuses it; pick with --set)",
+    ]
+
+
+def test_coverage_json_lists_every_cell(holes):
+    result = run(holes, "coverage", "--model", "m2", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    assert [(r["thinking"], r["category"]) for r in rows] == [
+        ("off", "chat"), ("off", "coding"), ("on", "chat"), ("on", "coding")]
+    assert rows[2]["cells"] == [
+        {"k": 1, "acceptance_length": 1.9, "method": "measured", "sets": ["beta"]},
+        {"k": 2, "acceptance_length": 2.6, "method": "measured", "sets": ["beta"]},
+        {"k": 3, "acceptance_length": 3.0, "method": "measured", "sets": ["beta"]},
+    ]
+    assert all(c == {"k": c["k"], "acceptance_length": None, "method": None, "sets": []}
+               for r in rows if r is not rows[2] for c in r["cells"])
+
+
+def test_coverage_csv_is_one_line_per_cell(holes):
+    result = run(holes, "coverage", "--set", "alpha", "--set", "beta", "--csv")
+    assert result.exit_code == 0, result.output
+    lines = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert len(lines) == 8 * 6
+    shared = [r for r in lines if r["sets"] == "alpha beta"]
+    assert shared == [{"model": "m1", "speculative_method": "eagle", "thinking": "off",
+                       "category": "coding", "k": "2", "acceptance_length": "2.4",
+                       "method": "measured", "sets": "alpha beta"}]
+
+
+def test_coverage_of_an_empty_selection_is_exit_1(holes):
+    result = run(holes, "coverage", "--model", "m1", "--category", "chat")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (
+        "Error: no stored profile matches model 'm1', category 'chat'. With category 'chat', "
+        "the registry holds model: m2. With model 'm1', it holds category: coding.\n")
+    result = run(holes, "coverage", "--set", "gamma")
+    assert result.exit_code == 1
+    assert "no profile set named 'gamma'" in result.stderr
+
+
+def test_coverage_of_an_empty_registry(db_url):
+    result = run(db_url, "coverage", "--json")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "the registry holds no profiles yet" in result.stderr
+
+
+# --- plot -------------------------------------------------------------------------------------
+
+def test_plot_writes_png_and_svg(holes, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "curves.png"
+    result = run(holes, "plot", "--category", "coding", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"{out}\n"
+    assert result.stderr == "3 line(s), 6 point(s)\n"
+    assert png_size(out.read_bytes()) == (1200, 780)
+    svg = tmp_path / "m2.svg"
+    result = run(holes, "plot", "--model", "m2", "--thinking", "on", "-o", str(svg))
+    assert result.exit_code == 0, result.output
+    assert svg.read_text(encoding="utf-8").lstrip().startswith("<?xml")
+    assert result.stderr == "1 line(s), 3 point(s)\n"
+
+
+def test_plot_of_an_empty_selection_is_exit_1(holes, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "none.png"
+    result = run(holes, "plot", "--model", "m2", "--thinking", "off", "-o", str(out))
+    assert result.exit_code == 1 and not out.exists()
+    assert result.stderr == (
+        "Error: no stored profile matches model 'm2', thinking 'off'. With thinking 'off', "
+        "the registry holds model: m1. With model 'm2', it holds thinking: on.\n")
+
+
+@pytest.mark.parametrize("name", ["curves.jpg", "curves"])
+def test_plot_needs_a_png_or_svg_name(db_url, tmp_path, name):
+    result = run(db_url, "plot", "-o", str(tmp_path / name))
+    assert result.exit_code == 2
+    assert "must end in .png or .svg" in result.stderr
+
+
+def test_plot_without_matplotlib_names_the_install_command(tmp_path):
+    """A real process in which `import matplotlib` fails, as it does when the extra is absent."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['matplotlib'] = None  # import now raises ImportError\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(hide), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "registry_db", "-d", str(tmp_path / "r.db"), "plot",
+         "-o", str(tmp_path / "c.png")], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr == (
+        "Error: registry plot needs matplotlib, which is not installed; install the plot "
+        "extra: pip install 'registry_db[plot]'  (in a checkout: pip install -e '.[plot]')\n")
+    assert not (tmp_path / "r.db").exists()  # refused before the database was touched
