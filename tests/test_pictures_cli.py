@@ -166,3 +166,48 @@ def test_plot_without_matplotlib_names_the_install_command(tmp_path):
         "Error: registry plot needs matplotlib, which is not installed; install the plot "
         "extra: pip install 'registry_db[plot]'  (in a checkout: pip install -e '.[plot]')\n")
     assert not (tmp_path / "r.db").exists()  # refused before the database was touched
+
+
+# --- the README's pictures --------------------------------------------------------------------
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def readme_block(marker: str, lang: str) -> str:
+    tail = README.split(f"<!-- pictures: {marker} -->\n", 1)[1]
+    assert tail.startswith(f"```{lang}\n"), marker
+    return tail[len(lang) + 4:].split("```", 1)[0]
+
+
+def test_the_readme_shows_the_seeds_coverage(seeded):
+    assert readme_block("seed-coverage", "text") == SEED_TABLE == run(seeded, "coverage").stdout
+    shown = README.split("$ registry coverage --model glm-5.3 --category chat\n", 1)[1]
+    result = run(seeded, "coverage", "--model", "glm-5.3", "--category", "chat")
+    assert result.exit_code == 1
+    assert shown.split("```", 1)[0] == result.stderr
+
+
+@pytest.mark.only_backend("sqlite")
+def test_the_readmes_picture_is_what_its_command_draws(backend, tmp_path, monkeypatch):
+    """The documented command, run in a scratch folder, draws a picture like the committed one:
+    a PNG of the same size, with the seed's three lines (pixels differ across font versions)."""
+    pytest.importorskip("matplotlib")
+    command = readme_block("seed-curves", "sh").strip()
+    assert "](docs/seed-curves.png)" in README
+    steps = [step.split() for step in command.split(" && ")]
+    assert steps[0] == ["rm", "-f", "seed.db"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "seed").symlink_to(SEED.parent)
+    (tmp_path / "docs").mkdir()
+    from click.testing import CliRunner
+
+    from registry_db.cli import main
+
+    for argv in steps[1:]:
+        assert argv[0] == "registry"
+        result = CliRunner().invoke(main, argv[1:])
+        assert result.exit_code == 0, result.output
+    assert result.stderr == "3 line(s), 3 point(s)\n"
+    drawn = (tmp_path / "docs" / "seed-curves.png").read_bytes()
+    committed = (ROOT / "docs" / "seed-curves.png").read_bytes()
+    assert png_size(drawn) == png_size(committed) == (1200, 780)
