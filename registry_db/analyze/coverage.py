@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from sqlalchemy import column, select, table
@@ -156,7 +156,7 @@ class Coverage:
     max_k: int
     rows: tuple[Row, ...]
     #: The sets holding at least one cell shown, by name.
-    sets: tuple[str, ...] = field(default=())
+    sets: tuple[str, ...] = ()
 
     @property
     def categories(self) -> tuple[str, ...]:
@@ -191,11 +191,13 @@ def read_coverage(bind: Bind, selection: Selection = Selection()) -> Coverage:
                     raise NotFound(unknown_set_message(name, known))
         chosen = set(selection.sets)
         pairs, categories = _frame(conn, selection.sets)
-        query = select(*VIEW.c).where(*(VIEW.c[c] == v for c, v in selection.filters().items()))
+        v = VIEW.c
+        query = (select(v.model, v.speculative_method, v.thinking, v.category,
+                        v.num_spec_tokens, v.profile_set, v.acceptance_length, v.method)
+                 .where(*(v[c] == value for c, value in selection.filters().items())))
         grid: dict[tuple[str, str, str, str], dict[int, list[Entry]]] = defaultdict(
             lambda: defaultdict(list))
-        for (model, smethod, thinking, category, k, set_name, _pid, al, method,
-             _count) in conn.execute(query):
+        for model, smethod, thinking, category, k, set_name, al, method in conn.execute(query):
             if (model, smethod) not in pairs or category not in categories:
                 continue
             # Touching the row keeps it in the grid even when no selected set holds any cell.
