@@ -1,7 +1,7 @@
 """The acceptance-curve picture, read from the figure's artists rather than its pixels.
 
 No database: a :class:`Coverage` is built by hand, so each test states the grid it draws. The
-command line, on both backends, is in tests/test_pictures_cli.py.
+command line, on both backends, is in tests/db/test_pictures_cli.py.
 """
 
 from __future__ import annotations

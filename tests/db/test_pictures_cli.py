@@ -1,7 +1,7 @@
 """`registry coverage` and `registry plot` end to end, on SQLite and PostgreSQL.
 
 Exact output on the seed (the README shows the same table), the generated registry with holes of
-tests/test_coverage.py for JSON and CSV, exit codes for empty selections, and the message a user
+tests/db/test_coverage.py for JSON and CSV, exit codes for empty selections, and the message a user
 without matplotlib gets (a real subprocess in which the module cannot be imported).
 """
 
@@ -16,12 +16,12 @@ import sys
 
 import pytest
 
-from registry_db import importer
+from registry_db.store import write as importer
 
-from .conftest import ROOT, SEED
-from .test_coverage import ALPHA, BETA, write_set
-from .test_import_cli import run
-from .test_plot import png_size
+from tests.conftest import ROOT, SEED
+from tests.db.test_coverage import ALPHA, BETA, write_set
+from tests.db.test_import_cli import run
+from tests.unit.test_plot import png_size
 
 SEED_TABLE = """\
 model                speculative_method  thinking  category  k1  k2     k3  k4    k5

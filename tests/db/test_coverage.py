@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from registry_db import importer
+from registry_db.store import write as importer
 from registry_db.analyze.coverage import Selection, read_coverage
 from registry_db.errors import EmptySelection, NotFound
 
-from .conftest import SEED
+from tests.conftest import SEED
 
 PROVENANCE = """
     provenance:
