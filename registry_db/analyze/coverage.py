@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import difflib
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from sqlalchemy import column, select, table
 from sqlalchemy.engine import Connection
@@ -256,7 +257,7 @@ def _holdings(conn: Connection, selection: Selection) -> str:
     if not given:
         return (f"{scope} holds no profiles yet; add some with `registry import PATH`"
                 if not selection.sets else f"{scope} hold no profiles")
-    sentences = []
+    sentences: list[str] = []
     for col, value in given.items():
         others = {c: v for c, v in given.items() if c != col}
         values = sorted(conn.execute(

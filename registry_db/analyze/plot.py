@@ -14,9 +14,10 @@ is switched globally and no window can open.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from registry_db.analyze.coverage import Coverage, describe
 from registry_db.errors import MissingExtra, RegistryError
@@ -103,8 +104,8 @@ def curves(coverage: Coverage) -> list[Curve]:
             continue
         if not any(c.shared for c in present):
             out.append(Curve(*row.key, profile_set=None, show_category=several_categories,
-                             points=tuple(Point(c.k, c.acceptance_length, c.method)
-                                          for c in present)))
+                             points=tuple(Point(c.k, c.entries[0].acceptance_length,
+                                                c.entries[0].method) for c in present)))
             continue
         for set_name in sorted({s for c in present for s in c.sets}):
             points = tuple(Point(c.k, e.acceptance_length, e.method)
@@ -136,7 +137,7 @@ def title_lines(coverage: Coverage) -> tuple[str, str]:
             f"set{'s' if len(coverage.sets) > 1 else ''} {sets} · {cat}{extra}")
 
 
-def build_figure(coverage: Coverage) -> "Figure":
+def build_figure(coverage: Coverage) -> Figure:
     """The picture of ``coverage``: one panel, or one per model above a dozen lines."""
     require_matplotlib()
     from matplotlib.figure import Figure
@@ -182,8 +183,9 @@ def _colours(lines: Sequence[Curve]) -> dict[str, Any]:
     import matplotlib
 
     groups = sorted({_group(c) for c in lines})
-    palette = matplotlib.colormaps["tab10" if len(groups) <= 10 else "tab20"].colors
-    return {g: palette[i % len(palette)] for i, g in enumerate(groups)}
+    n = 10 if len(groups) <= 10 else 20
+    palette = matplotlib.colormaps[f"tab{n}"]  # qualitative: colour i is palette(i)
+    return {g: palette(i % n) for i, g in enumerate(groups)}
 
 
 def _group(c: Curve) -> str:
@@ -202,7 +204,7 @@ def _sparse(lines: Sequence[Curve]) -> bool:
                for a, b in zip(sorted(als), sorted(als)[1:]))
 
 
-def _panel(ax: "Axes", lines: Sequence[Curve], max_k: int, colours: dict[str, Any], *,
+def _panel(ax: Axes, lines: Sequence[Curve], max_k: int, colours: dict[str, Any], *,
            with_model: bool, labelled: bool, size: float) -> None:
     """Ceiling, curves and axes of one panel."""
     from matplotlib.ticker import MaxNLocator
@@ -266,7 +268,7 @@ def _key_handles(lines: Sequence[Curve]) -> list:
     return out
 
 
-def save_figure(fig: "Figure", path: str | Path) -> Path:
+def save_figure(fig: Figure, path: str | Path) -> Path:
     """Write ``fig`` as PNG or SVG, chosen by the suffix of ``path``."""
     path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())

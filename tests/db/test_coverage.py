@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from registry_db.store import write as importer
 from registry_db.analyze.coverage import Selection, read_coverage
 from registry_db.errors import EmptySelection, NotFound
-
+from registry_db.store import write as importer
 from tests.conftest import SEED
 
 PROVENANCE = """

@@ -17,7 +17,6 @@ import sys
 import pytest
 
 from registry_db.store import write as importer
-
 from tests.conftest import ROOT, SEED
 from tests.db.test_coverage import ALPHA, BETA, write_set
 from tests.db.test_import_cli import run

@@ -27,13 +27,13 @@ pytest.importorskip("matplotlib")
 
 
 def grid(stored: dict[tuple, dict[int, list[tuple]]], sets: tuple[str, ...] = ("s",),
-         selection: Selection = Selection()) -> Coverage:
+         selection: Selection | None = None) -> Coverage:
     """A Coverage of the rows in ``stored``: key -> {K: [(set, AL, method), ...]}."""
     max_k = max(k for cells in stored.values() for k in cells)
     rows = tuple(Row(*key, cells=tuple(
         Cell(k, tuple(Entry(*e) for e in cells.get(k, []))) for k in range(1, max_k + 1)))
         for key, cells in sorted(stored.items()))
-    return Coverage(selection=selection, max_k=max_k, rows=rows, sets=sets)
+    return Coverage(selection=selection or Selection(), max_k=max_k, rows=rows, sets=sets)
 
 
 def m(al: float, method: str = "measured", set_name: str = "s") -> list[tuple]:
