@@ -19,7 +19,7 @@ import pytest
 from registry_db.store import write as importer
 from tests.conftest import ROOT, SEED
 from tests.db.test_coverage import ALPHA, BETA, write_set
-from tests.db.test_import_cli import run
+from tests.helpers import run_cli
 from tests.unit.test_plot import png_size
 
 SEED_TABLE = """\
@@ -32,6 +32,11 @@ glm-5.3              mtp                 on        coding     -   -  2.99c   -  
 
 3 of 20 cells stored. Marks: c copied
 """
+
+
+def run(url: str, *args: str):
+    """``registry -d URL ARGS`` in process (no traceback allowed)."""
+    return run_cli("-d", url, *args)
 
 
 @pytest.fixture
