@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import handle_errors
+from registry_db.cli.output import emit_json, handle_errors, json_option
 
 
 def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -34,16 +34,18 @@ def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> s
               help="The sets that count as the registry (repeatable; default: all).")
 @click.option("-o", "--output", required=True, metavar="FILE.png|FILE.svg",
               callback=_picture_path, help="The picture to write; its suffix picks the format.")
+@json_option
 @click.pass_obj
 @handle_errors
 def plot(settings: Any, model: str | None, speculative_method: str | None,
          thinking: str | None, category: str | None, sets: tuple[str, ...],
-         output: str) -> None:
+         output: str, as_json: bool) -> None:
     """Draw AL against K: one line per (model, method, thinking), against the K + 1 ceiling.
 
     Markers sit only at stored values (filled when measured, hollow otherwise) and no line
     crosses a K that has none. More than a dozen lines become one panel per model. Needs the
-    plot extra: pip install 'registry_db[plot]'. Prints the path written.
+    plot extra: pip install 'registry_db[plot]'. Prints the path written; --json prints
+    {"file", "format", "lines", "points"}.
 
     \b
     Example:
@@ -60,6 +62,10 @@ def plot(settings: Any, model: str | None, speculative_method: str | None,
         grid = read_coverage(engine, selection)
     lines = drawing.curves(grid)
     path = drawing.save_figure(drawing.build_figure(grid), output)
-    click.echo(str(path))
     points = sum(len(c.points) for c in lines)
+    if as_json:
+        emit_json({"file": str(path), "format": drawing.FORMATS[path.suffix.lower()],
+                   "lines": len(lines), "points": points})
+        return
+    click.echo(str(path))
     click.echo(f"{len(lines)} line(s), {points} point(s)", err=True)
