@@ -48,7 +48,7 @@ def coverage(settings: Any, model: str | None, speculative_method: str | None,
 
     selection = Selection(model=model, speculative_method=speculative_method,
                           category=category, sets=tuple(sets))
-    with settings.registry() as engine:
+    with settings.registry(readonly=True) as engine:
         grid = read_coverage(engine, selection)
     if as_json:
         emit_json(grid.to_json())

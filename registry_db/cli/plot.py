@@ -58,7 +58,7 @@ def plot(settings: Any, model: str | None, speculative_method: str | None,
     drawing.require_matplotlib()  # before the database: the fix is an install, not a query
     selection = Selection(model=model, speculative_method=speculative_method,
                           thinking=thinking, category=category, sets=tuple(sets))
-    with settings.registry() as engine:
+    with settings.registry(readonly=True) as engine:
         grid = read_coverage(engine, selection)
     lines = drawing.curves(grid)
     path = drawing.save_figure(drawing.build_figure(grid), output)
