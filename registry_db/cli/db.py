@@ -10,10 +10,11 @@ from typing import Any, Callable
 
 import click
 
+from registry_db.cli.group import WholeHelpGroup
 from registry_db.cli.output import emit_json, handle_errors, json_option
 
 
-@click.group("db")
+@click.group("db", cls=WholeHelpGroup)
 def db() -> None:
     """Create, upgrade, downgrade and inspect the database schema.
 

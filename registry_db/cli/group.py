@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "import": "registry_db.cli.importing:import_",
     "list": "registry_db.cli.read:list_",
     "show": "registry_db.cli.read:show",
+    "profiles": "registry_db.cli.profiles:profiles",
     "conflicts": "registry_db.cli.read:conflicts",
     "export": "registry_db.cli.read:export",
     "query": "registry_db.cli.query:query",
@@ -32,7 +33,28 @@ COMMANDS: dict[str, str] = {
 }
 
 
-class LazyGroup(click.Group):
+class WholeHelpGroup(click.Group):
+    """A click group whose command listing shows each command's whole first sentence.
+
+    click cuts short help to fit one line ("Resolve the acceptance a run uses:..."); here
+    the formatter wraps it instead, so the listing reads as the commands' help begins.
+    """
+
+    #: Longer than any first sentence: click's cut never applies.
+    SHORT_HELP_LIMIT = 10_000
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(self.SHORT_HELP_LIMIT)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class LazyGroup(WholeHelpGroup):
     """A click group whose subcommands are imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -60,13 +82,19 @@ class Settings:
         return resolve_url(self.database)
 
     @contextlib.contextmanager
-    def registry(self, *, readonly: bool = False) -> Iterator[Any]:
-        """An engine on the registry (created at the head when new, refused when old), with
-        driver errors translated; disposed afterwards. ``readonly`` for commands that only
-        read: an existing SQLite file is opened read-only (so a read-only file or folder works)."""
+    def registry(self, *, readonly: bool = False, create: bool = False) -> Iterator[Any]:
+        """An engine on the registry (refused when its schema is old), with driver errors
+        translated; disposed afterwards.
+
+        Every command opens the registry here. A missing SQLite file is an error (exit 3, "no
+        registry at PATH") unless the command writes and passes ``create=True``: a command
+        that only reads must not turn a typo in ``-d`` into a new, empty database.
+        ``readonly`` for commands that only read: an existing SQLite file is opened read-only
+        (so a read-only file or folder works).
+        """
         from registry_db.store.migrate import registry
 
-        with registry(self.url, readonly=readonly) as engine:
+        with registry(self.url, readonly=readonly, create=create) as engine:
             yield engine
 
 

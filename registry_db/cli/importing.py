@@ -51,7 +51,7 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, as_json: bool)
         if dry_run and _missing_sqlite_file(url):
             report = importer.preview_sets(sets)
         else:
-            with settings.registry() as engine:
+            with settings.registry(create=True) as engine:
                 report = importer.import_sets(engine, sets, dry_run=dry_run, progress=progress)
     warnings = warnings + list(report.warnings)
     if warnings:

@@ -49,10 +49,17 @@ def report_findings(findings: Sequence[Any], as_json: bool) -> None:
 # --- output --------------------------------------------------------------------------------------
 
 def output_options(fn: Callable) -> Callable:
-    """``--json`` and ``--csv`` for listings (a readable table otherwise)."""
-    fn = click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")(fn)
-    fn = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
-    return fn
+    """``--json`` and ``--csv`` for listings (a readable table otherwise); both at once is a
+    usage error (exit 2), checked here so that every listing command refuses it alike."""
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("as_json") and kwargs.get("as_csv"):
+            raise click.UsageError("--json and --csv cannot be used together")
+        return fn(*args, **kwargs)
+
+    checked = click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")(checked)
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(checked)
 
 
 def json_option(fn: Callable) -> Callable:
@@ -65,9 +72,27 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
+#: Decimal places that text and CSV output keep (``--json`` keeps every digit).
+READABLE_DIGITS = 4
+
+
+def readable(value: Any) -> Any:
+    """A float rounded for reading (0.6140000000000001 -> 0.614, 4.07 stays 4.07); anything
+    else as it is. Text and CSV output use it; ``--json`` never does."""
+    if isinstance(value, float):
+        return round(value, READABLE_DIGITS)
+    return value
+
+
+def readable_list(values: Iterable[float] | None) -> str:
+    """Numbers as one readable, comma-separated cell (``1.0, 0.8, 0.5``); empty for None."""
+    return "" if values is None else ", ".join(repr(readable(v)) for v in values)
+
+
 def emit_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], as_json: bool = False,
               as_csv: bool = False) -> None:
-    """Print a listing as JSON (a list of objects), CSV, or an aligned table."""
+    """Print a listing as JSON (a list of objects, numbers exact), CSV, or an aligned table
+    (numbers rounded for reading)."""
     rows = [list(r) for r in rows]
     if as_json:
         emit_json([dict(zip(columns, r)) for r in rows])
@@ -75,15 +100,15 @@ def emit_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], as_json: bo
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows(["" if v is None else v for v in r] for r in rows)
+        writer.writerows(["" if v is None else readable(v) for v in r] for r in rows)
         click.echo(buf.getvalue(), nl=False)
     else:
         click.echo(format_table(columns, rows))
 
 
 def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """An aligned plain-text table, numbers on the right."""
-    text = [["" if v is None else str(v) for v in r] for r in rows]
+    """An aligned plain-text table, numbers on the right and rounded for reading."""
+    text = [["" if v is None else str(readable(v)) for v in r] for r in rows]
     widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
     numeric = [all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool)
                    for r in rows if r[i] is not None) and any(r[i] is not None for r in rows)
@@ -99,3 +124,32 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
         out.append("(no rows)")
     return "\n".join(out)
 
+
+
+# --- shell completion ----------------------------------------------------------------------------
+
+def complete_set_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Complete a set name from the registry that ``-d`` (or the environment) names.
+
+    Attach as ``shell_complete=`` to any option or argument that takes a set name. It reads
+    through a read-only connection, never creates a database (a missing SQLite file completes
+    nothing), and is silent on any error: a completion must not print into the user's shell.
+    """
+    from click.shell_completion import CompletionItem
+
+    try:
+        from registry_db.store.engine import make_engine
+        from registry_db.store.read import set_names
+        from registry_db.store.urls import resolve_url
+
+        # No schema check and no migration: a read-only connection (SQLite: mode=ro, which
+        # fails on a missing file instead of creating it) and one query.
+        url = resolve_url(ctx.find_root().params.get("database"))
+        engine = make_engine(url, readonly=True)
+        try:
+            names = set_names(engine)
+        finally:
+            engine.dispose()
+    except Exception:  # noqa: BLE001 - completion offers nothing rather than an error
+        return []
+    return [CompletionItem(n) for n in names if n.startswith(incomplete)]

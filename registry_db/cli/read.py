@@ -6,12 +6,15 @@ Thin over :mod:`registry_db.store.read` and :mod:`registry_db.store.export`. Eve
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, emit_rows, handle_errors, json_option, output_options
-
+from registry_db.cli.output import (
+    complete_set_names, emit_json, emit_rows, handle_errors, json_option, output_options,
+    readable_list,
+)
 
 
 
@@ -37,14 +40,15 @@ def list_(settings: Any, as_json: bool, as_csv: bool) -> None:
 
 
 @click.command("show")
-@click.argument("set_name", metavar="SET")
+@click.argument("set_name", metavar="SET", shell_complete=complete_set_names)
 @json_option
 @click.pass_obj
 @handle_errors
 def show(settings: Any, set_name: str, as_json: bool) -> None:
     """Show one set: its file, caveats and profiles.
 
-    --json prints the set in the spec's form (as `export` writes it) plus `file` and
+    Each profile's row gives its AL, per-position rates, method, hardware and source; a
+    profile's rationale and copied_from follow the table. --json prints the set in the spec's form (as `export` writes it) plus `file` and
     `imported_at`.
 
     \b
@@ -72,23 +76,36 @@ def show(settings: Any, set_name: str, as_json: bool) -> None:
         for c in ps.caveats:
             click.echo(f"  - {c}")
     click.echo("")
-    emit_rows(["profile", "acceptance_length", "method", "hardware", "source"],
-              [(p.label, p.acceptance_length, p.method,
+    emit_rows(["profile", "acceptance_length", "per_position_rates", "method", "hardware",
+               "source"],
+              [(p.label, p.acceptance_length, readable_list(p.per_position_rates), p.method,
                 p.provenance.hardware if p.provenance else None,
                 p.provenance.source if p.provenance else None) for p in ps.profiles])
+    notes = [p for p in ps.profiles if p.rationale or p.copied_from]
+    if notes:
+        click.echo("")
+        for p in notes:
+            click.echo(f"{p.label}:")
+            if p.copied_from:
+                click.echo(f"  copied_from: {p.copied_from}")
+            if p.rationale:
+                click.echo(f"  rationale:   {p.rationale}")
 
 
 @click.command("conflicts")
+@click.option("--check", is_flag=True,
+              help="Exit 1 when any conflict exists (for CI); the listing is printed as usual.")
 @output_options
 @click.pass_obj
 @handle_errors
-def conflicts(settings: Any, as_json: bool, as_csv: bool) -> None:
+def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool) -> None:
     """List profile keys that two or more sets hold (the resolver refuses them).
 
     \b
     Example:
         registry conflicts
         registry conflicts --json
+        registry conflicts --check   # in CI: fails when any key is held twice
     """
     from registry_db.store import read as store
 
@@ -99,21 +116,28 @@ def conflicts(settings: Any, as_json: bool, as_csv: bool) -> None:
     emit_rows(columns, [(c.label, *c.key, c.set_count,
                          list(c.sets) if as_json else " ".join(c.sets)) for c in found],
               as_json=as_json, as_csv=as_csv)
+    if check and found:
+        click.echo(f"{len(found)} conflicting profile key(s)", err=True)
+        sys.exit(1)
 
 
 @click.command("export")
-@click.argument("names", nargs=-1, metavar="[SET...]")
+@click.argument("names", nargs=-1, metavar="[SET...]", shell_complete=complete_set_names)
 @click.option("-o", "--output", "out_dir", default=".", show_default=True, metavar="DIR",
               help="Folder for the <set>.yaml files (created if missing); '-' prints the "
                    "sets to stdout as one YAML stream.")
+@click.option("--force", is_flag=True,
+              help="Replace existing files whose content differs from the export.")
 @click.pass_obj
 @handle_errors
-def export(settings: Any, names: tuple[str, ...], out_dir: str) -> None:
+def export(settings: Any, names: tuple[str, ...], out_dir: str, force: bool) -> None:
     """Write sets as YAML (every set when none is named), one <set>.yaml per set.
 
     The files import back to the same rows; a provenance shared by several profiles is
-    written once as an anchor and referred to by aliases. Existing files of the same name
-    are replaced. Prints the paths written.
+    written once as an anchor and referred to by aliases. An existing file of the same name
+    whose content differs (a hand-written file, its comments) is not replaced unless --force
+    is given: the export then writes nothing and exits 1, naming the files. Prints the paths
+    written.
 
     \b
     Example:
@@ -126,6 +150,6 @@ def export(settings: Any, names: tuple[str, ...], out_dir: str) -> None:
         if out_dir == "-":
             click.echo(exporter.render_sets(engine, names), nl=False)
             return
-        paths = exporter.export_sets(engine, names, out_dir)
+        paths = exporter.export_sets(engine, names, out_dir, force=force)
     for path in paths:
         click.echo(str(path))

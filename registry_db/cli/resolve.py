@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, handle_errors, json_option
+from registry_db.cli.output import complete_set_names, emit_json, handle_errors, json_option
 
 #: Flags that describe one run; none of them goes with --batch.
 _RUN_FLAGS = ("model", "method", "k", "thinking", "category", "workload", "profiles",
@@ -56,7 +56,7 @@ def _nonempty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 @click.option("--category", callback=_nonempty, help="The workload's category, e.g. coding.")
 @click.option("--workload", type=click.Path(dir_okay=False), metavar="FILE",
               help="Workload YAML: thinking, category, acceptance (an inline value).")
-@click.option("--profiles", callback=_nonempty, metavar="SET",
+@click.option("--profiles", callback=_nonempty, metavar="SET", shell_complete=complete_set_names,
               help="The scenario's pin: look the profile up in this set instead.")
 @click.option("--fallback-category", callback=_nonempty, metavar="C",
               help="The scenario's pin: the category to use when the workload's has no curve.")
@@ -68,6 +68,7 @@ def _nonempty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 @click.option("--per-position-rates", callback=_rates, metavar="R1,R2,...",
               help="The command line's K per-position rates.")
 @click.option("--set", "sets", multiple=True, callback=_nonempty, metavar="NAME",
+              shell_complete=complete_set_names,
               help="A set that counts as the registry (repeat; default: every set).")
 @click.option("--hardware", callback=_nonempty, metavar="CHIP", help="The run's chip, e.g. b300.")
 @click.option("--batch", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE.jsonl",
@@ -213,12 +214,15 @@ def _read_text(path: str) -> str:
 
 
 def format_resolution(answer: Any) -> str:
-    """The readable form: AL, rate, K, rates, layer, set, profile, source, then notes."""
-    rates = ", ".join(repr(r) for r in answer.per_position_rates)
+    """The readable form: AL, rate, K, rates, layer, set, profile, source, then notes.
+    Numbers are rounded for reading (``--json`` keeps every digit)."""
+    from registry_db.cli.output import readable, readable_list
+
+    rates = readable_list(answer.per_position_rates)
     how = "derived: minimum-variance schedule" if answer.rates_derived else "as stated"
     rows: list[tuple[str, Any]] = [
-        ("AL", answer.acceptance_length),
-        ("rate", answer.acceptance_rate),
+        ("AL", readable(answer.acceptance_length)),
+        ("rate", readable(answer.acceptance_rate)),
         ("K", answer.num_spec_tokens),
         ("rates", f"{rates}  ({how})"),
         ("layer", answer.layer),

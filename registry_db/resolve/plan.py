@@ -107,13 +107,13 @@ def resolve(bind: Bind, request: Request) -> Resolution:
         known = frozenset(stored_among(c, named)) if named else frozenset()
         if len(known) < len(named):
             known = frozenset(set_names(c))
-        plan = _plan(request, known, checked)
+        plan = planned = _plan(request, known, checked)
         if type(plan) is _Plan:
             index = lookup_one(c, request.model, request.method, request.k, request.thinking,
                                plan.keys[0][4], plan.fallback)
             plan = _Answers(index).finish(plan)
     if isinstance(plan, ResolutionRefused):
-        raise plan
+        raise _say_what_exists(bind, [planned], [plan])[0]
     return plan
 
 
@@ -143,7 +143,8 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
             keys = [key for p in plans if type(p) is _Plan for key in p.keys]
             index = lookup_many(c, keys)
         answers = _Answers(index)
-        return [answers.finish(p) if type(p) is _Plan else p for p in plans]
+        return _say_what_exists(bind, plans,
+                                [answers.finish(p) if type(p) is _Plan else p for p in plans])
 
 
 #: Batches at least this large pause the cyclic garbage collector (see :func:`gc_paused`).
@@ -363,6 +364,36 @@ class _Answers:
         return Resolution(al, rate_from_al(al, k), k, rates, derived, plan.layer,
                           cand.profile_set, profile_label(*key), cand.source, fallback, mismatch,
                           warnings)
+
+
+#: Refusals for want of a profile: they also say what is stored for the run's model and method.
+_NO_PROFILE = ("no_match", "fallback_no_match")
+
+
+def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[Any]:
+    """``answers`` with each no-profile refusal saying which K values, thinking modes and
+    categories the run's scope does hold for its model and method.
+
+    One extra query (:func:`registry_db.store.read.stored_variants`), made only when some
+    answer is such a refusal, so that answering costs nothing more.
+    """
+    todo = [i for i, (p, a) in enumerate(zip(plans, answers)) if type(p) is _Plan
+            and isinstance(a, ResolutionRefused) and a.reason in _NO_PROFILE]
+    if not todo:
+        return answers
+    from registry_db.store.read import stored_variants
+
+    with translated():
+        stored = stored_variants(bind, {(plans[i].request.model, plans[i].request.method)
+                                        for i in todo})
+    out = list(answers)
+    for i in todo:
+        req = plans[i].request
+        held = stored[(req.model, req.method)].describe(plans[i].scope)
+        what = (f"stored for {req.model}/{req.method} there: {held}" if held
+                else f"nothing is stored for {req.model}/{req.method} there")
+        out[i] = ResolutionRefused(out[i].reason, f"{out[i].message}; {what}")
+    return out
 
 
 def _scope_text(plan: _Plan) -> str:

@@ -87,27 +87,47 @@ def file_name(name: str) -> str:
 
 
 def export_sets(engine: Engine, names: Sequence[str] | None = None,
-                out_dir: str | Path = ".") -> list[Path]:
+                out_dir: str | Path = ".", *, force: bool = False) -> list[Path]:
     """Write each named set (every set when ``names`` is None or empty) to ``out_dir``.
 
     Returns the written paths in set order. Unknown names raise
     :class:`~registry_db.errors.NotFound`; unsafe names raise before any file is written; a
-    folder that cannot be written raises :class:`~registry_db.errors.RegistryError`.
+    folder that cannot be written raises :class:`~registry_db.errors.RegistryError`. An
+    existing file whose content differs from the export (a hand-written file, its comments
+    included) is replaced only with ``force``; otherwise :class:`RegistryError` names every
+    such file and nothing is written.
     """
     sets = store.load_sets(engine, list(names) if names else None)
     targets = [file_name(ps.name) for ps in sets]
     out = Path(out_dir)
+    texts = [render_set(ps) for ps in sets]
     written = []
     try:
+        if not force:
+            _refuse_overwrites([out / t for t in targets], texts)
         out.mkdir(parents=True, exist_ok=True)
-        for ps, target in zip(sets, targets):
+        for text, target in zip(texts, targets):
             path = out / target
-            _write_atomically(path, render_set(ps))
+            _write_atomically(path, text)
             written.append(path)
     except OSError as exc:
         raise RegistryError(f"cannot write to {exc.filename or out}: {exc.strerror or exc}; "
                             "choose another folder with -o") from exc
     return written
+
+
+def _refuse_overwrites(paths: Sequence[Path], texts: Sequence[str]) -> None:
+    """Raise, naming them all, when any of ``paths`` exists with content other than its text."""
+    differ = []
+    for path, text in zip(paths, texts):
+        if path.exists() and (not path.is_file()
+                              or path.read_bytes() != text.encode("utf-8")):
+            differ.append(str(path))
+    if differ:
+        shown = ", ".join(differ[:5]) + (f", … ({len(differ)} in all)" if len(differ) > 5 else "")
+        raise RegistryError(
+            f"{len(differ)} file(s) exist with other content: {shown}; nothing was written "
+            "(pass --force to replace them, or choose another folder with -o)")
 
 
 def render_sets(engine: Engine, names: Sequence[str] | None = None) -> str:

@@ -16,9 +16,9 @@ from typing import Any, Callable, Iterator
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from registry_db.errors import DatabaseError, SchemaOutOfDate
+from registry_db.errors import DatabaseError, DatabaseUnavailable, SchemaOutOfDate
 from registry_db.store.engine import WRITE_LOCK_KEY, make_engine, translated
-from registry_db.store.urls import redact, sqlite_path
+from registry_db.store.urls import ENV_VAR, redact, sqlite_path
 
 #: The newest migration; a test proves it equals Alembic's head. Kept as a constant so that the
 #: schema check on every command does not import Alembic.
@@ -194,13 +194,21 @@ def _known_revisions() -> list[str]:
     return [s.revision for s in reversed(list(script.walk_revisions()))]
 
 
-def open_registry(url: str, *, readonly: bool = False) -> Engine:
+def open_registry(url: str, *, readonly: bool = False, create: bool | None = None) -> Engine:
     """An engine on a registry database at the head (created there when empty).
 
     With ``readonly``, an existing database is checked through the read-only connection, so a
     user with read permission only can still open it; only an empty one needs a writer.
+    ``create`` (default: not ``readonly``) says whether a missing SQLite file may be created;
+    when it may not, :class:`~registry_db.errors.DatabaseUnavailable` says "no registry at
+    PATH", so that a command that only reads never leaves an empty database behind a typo.
     """
     path = sqlite_path(url)
+    may_create = not readonly if create is None else create
+    if not may_create and path and path != ":memory:" and not Path(path).exists():
+        raise DatabaseUnavailable(
+            f"no registry at {path}: the file does not exist (check --database or "
+            f"${ENV_VAR}; `registry import PATH` or `registry db upgrade` creates one)")
     if readonly and not (path and not Path(path).exists()):
         engine = make_engine(url, readonly=True)
         try:
@@ -226,12 +234,15 @@ def open_registry(url: str, *, readonly: bool = False) -> Engine:
 
 
 @contextlib.contextmanager
-def registry(url: str, *, readonly: bool = False, check_schema: bool = True) -> Iterator[Engine]:
+def registry(url: str, *, readonly: bool = False, check_schema: bool = True,
+             create: bool | None = None) -> Iterator[Engine]:
     """The one way to hold an engine for a command: opened by :func:`open_registry` (or, with
     ``check_schema=False``, a bare engine for the ``db`` commands that inspect or change the
-    schema itself), driver errors translated, and disposed afterwards."""
+    schema itself), driver errors translated, and disposed afterwards. ``create`` is
+    :func:`open_registry`'s: may a missing SQLite file be created."""
     with translated(url):
-        engine = open_registry(url, readonly=readonly) if check_schema else make_engine(url)
+        engine = (open_registry(url, readonly=readonly, create=create) if check_schema
+                  else make_engine(url))
         try:
             yield engine
         finally:

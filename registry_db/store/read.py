@@ -14,7 +14,7 @@ import difflib
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection, Engine
@@ -69,6 +69,47 @@ class Conflict(Keyed):
         """How many sets hold the key."""
         return len(self.sets)
 
+
+
+@dataclass(frozen=True)
+class ProfileSummary(Keyed):
+    """One stored profile, as ``registry profiles`` lists it."""
+
+    model: str
+    speculative_method: str
+    num_spec_tokens: int
+    thinking: str
+    category: str
+    profile_set: str
+    acceptance_length: float
+    method: str
+    source: str | None
+
+    @property
+    def acceptance_rate(self) -> float:
+        """(AL − 1) / K, as the resolver and the ``acceptance_profiles`` view compute it."""
+        return (self.acceptance_length - 1) / self.num_spec_tokens
+
+
+@dataclass(frozen=True)
+class StoredVariants:
+    """What the registry holds for one model and method: ``(set, K, thinking, category)``
+    rows, for a refusal that says what would have matched."""
+
+    rows: tuple[tuple[str, int, str, str], ...]
+
+    def describe(self, sets: Iterable[str] | None = None) -> str:
+        """``K 3, 5; thinking on; categories chat, coding`` for the rows in ``sets`` (every
+        set when None); empty when none is stored there."""
+        scope = None if sets is None else set(sets)
+        rows = [r for r in self.rows if scope is None or r[0] in scope]
+        if not rows:
+            return ""
+        ks = sorted({r[1] for r in rows})
+        thinking = sorted({r[2] for r in rows})
+        categories = sorted({r[3] for r in rows})
+        return (f"K {', '.join(map(str, ks))}; thinking {', '.join(thinking)}; "
+                f"categories {', '.join(categories)}")
 
 
 @contextlib.contextmanager
@@ -139,6 +180,65 @@ def conflicts(bind: Bind) -> list[Conflict]:
             grouped[tuple(key)].append(name)
     return [Conflict(key[0], key[1], key[2], key[3], key[4], tuple(names))
             for key, names in grouped.items()]
+
+
+def list_profiles(bind: Bind, *, model: str | None = None, method: str | None = None,
+                  k: int | None = None, thinking: str | None = None,
+                  category: str | None = None, sets: Sequence[str] | None = None,
+                  ) -> list[ProfileSummary]:
+    """Every stored profile that matches the given filters, ordered by key, then set.
+
+    A filter left None matches everything; ``sets`` keeps the profiles of the named sets (an
+    unknown name raises :class:`NotFound` naming the known sets). One query; the model and
+    method filters use the profile key's index.
+    """
+    p, ps, pr = profiles.c, profile_sets.c, provenances.c
+    query = (select(p.model, p.speculative_method, p.num_spec_tokens, p.thinking, p.category,
+                    ps.name, p.acceptance_length, p.method, pr.source)
+             .join_from(profiles, profile_sets, p.set_id == ps.id)
+             .outerjoin(provenances, pr.id == p.provenance_id)
+             .order_by(p.model, p.speculative_method, p.num_spec_tokens, p.thinking,
+                       p.category, ps.name))
+    for column, value in ((p.model, model), (p.speculative_method, method),
+                          (p.num_spec_tokens, k), (p.thinking, thinking),
+                          (p.category, category)):
+        if value is not None:
+            query = query.where(column == value)
+    with _connect(bind) as conn:
+        if sets:
+            known = set(conn.execute(select(ps.name).where(ps.name.in_(sorted(set(sets)))))
+                        .scalars())
+            missing = [n for n in sets if n not in known]
+            if missing:
+                raise NotFound(unknown_set_message(missing[0], set_names(conn)))
+            query = query.where(ps.name.in_(sorted(known)))
+        return [ProfileSummary(*row) for row in conn.execute(query)]
+
+
+def stored_variants(bind: Bind, pairs: Iterable[tuple[str, str]],
+                    ) -> dict[tuple[str, str], StoredVariants]:
+    """For each (model, method) pair: the (set, K, thinking, category) rows stored.
+
+    One query on the profile key's index (its leading columns are model and method; more
+    only past 500 models), made only when a resolution is refused, so that the refusal can
+    say what does exist. A pair with nothing stored maps to no rows.
+    """
+    p, ps = profiles.c, profile_sets.c
+    wanted = sorted(set(pairs))
+    found: dict[tuple[str, str], set] = {pair: set() for pair in wanted}
+    models = sorted({m for m, _ in wanted})
+    methods = sorted({m for _, m in wanted})
+    with _connect(bind) as conn:
+        for chunk in (models[i:i + 500] for i in range(0, len(models), 500)):
+            query = (select(p.model, p.speculative_method, ps.name, p.num_spec_tokens,
+                            p.thinking, p.category)
+                     .join_from(profiles, profile_sets, ps.id == p.set_id)
+                     .where(p.model.in_(chunk), p.speculative_method.in_(methods)))
+            for model, method, *row in conn.execute(query):
+                held = found.get((model, method))
+                if held is not None:
+                    held.add(tuple(row))
+    return {pair: StoredVariants(tuple(sorted(rows))) for pair, rows in found.items()}
 
 
 # --- whole sets ----------------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""``registry profiles``: the stored profiles, one row each, filtered by key and set.
+
+Browsing without SQL: what AL and rate the registry holds for a model, method, K, thinking mode
+or category, in which set and from which source. Thin over
+:func:`registry_db.store.read.list_profiles`; rows are ordered by profile key, then set, so the
+output can be diffed and tested.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from registry_db.cli.output import complete_set_names, emit_rows, handle_errors, output_options
+
+#: The readable table's columns; --json and --csv also carry the key's five fields apart.
+TABLE_COLUMNS = ("profile", "acceptance_length", "acceptance_rate", "method", "set", "source")
+FULL_COLUMNS = ("profile", "model", "speculative_method", "num_spec_tokens", "thinking",
+                "category", "acceptance_length", "acceptance_rate", "method", "set", "source")
+
+
+@click.command("profiles")
+@click.option("--model", metavar="M", help="Only this model.")
+@click.option("--method", metavar="X", help="Only this speculative method, e.g. dspark, mtp.")
+@click.option("--k", type=click.IntRange(min=1), metavar="K", help="Only this K.")
+@click.option("--thinking", type=click.Choice(["on", "off"]), help="Only this thinking mode.")
+@click.option("--category", metavar="C", help="Only this category.")
+@click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,
+              help="Only profiles of this set (repeat for several).")
+@output_options
+@click.pass_obj
+@handle_errors
+def profiles(settings: Any, model: str | None, method: str | None, k: int | None,
+             thinking: str | None, category: str | None, sets: tuple[str, ...],
+             as_json: bool, as_csv: bool) -> None:
+    """List stored profiles, one row each: AL, rate, method, set and source.
+
+    Filters combine (all must hold); none lists every profile. The rate is (AL - 1) / K. The
+    table rounds numbers for reading; --json and --csv add the key's five fields as columns,
+    and --json keeps every digit. A --set that is not in the database exits 1 and names the
+    known sets.
+
+    \b
+    Example:
+        registry profiles --model deepseek-v4.1-flash --method dspark
+        registry profiles --k 5 --thinking off --category coding --json
+        registry profiles --set inferencex-golden-al --csv > profiles.csv
+    """
+    from registry_db.store.read import list_profiles
+
+    with settings.registry() as engine:
+        found = list_profiles(engine, model=model, method=method, k=k, thinking=thinking,
+                              category=category, sets=sets or None)
+    if as_json or as_csv:
+        emit_rows(FULL_COLUMNS, [(p.label, *p.key, p.acceptance_length, p.acceptance_rate,
+                                  p.method, p.profile_set, p.source) for p in found],
+                  as_json=as_json, as_csv=as_csv)
+        return
+    emit_rows(TABLE_COLUMNS, [(p.label, p.acceptance_length, p.acceptance_rate, p.method,
+                               p.profile_set, p.source) for p in found])

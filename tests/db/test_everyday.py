@@ -1,0 +1,267 @@
+"""Everyday use (issue 16) on both backends: browsing profiles, the safer defaults, output that
+people can read and scripts can rely on, and the conventions users bring with them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from registry_db.cli.group import COMMANDS, main
+from tests.conftest import SEED
+from tests.db.test_import import write_set
+from tests.db.test_import_cli import run
+
+DSV = "deepseek-v4.1-flash"
+
+
+@pytest.fixture
+def seeded(db_url):
+    assert run(db_url, "import", str(SEED)).exit_code == 0
+    return db_url
+
+
+# --- browsing without SQL -------------------------------------------------------------------------
+
+def test_profiles_lists_every_profile_with_al_rate_method_set_source(seeded):
+    rows = json.loads(run(seeded, "profiles", "--json").stdout)
+    assert [r["profile"] for r in rows] == [
+        f"{DSV}/dspark/k5/thinking-off/coding", f"{DSV}/dspark/k5/thinking-on/coding",
+        "glm-5.3/mtp/k3/thinking-on/coding"]
+    first = rows[0]
+    assert first["acceptance_length"] == 4.07
+    assert first["acceptance_rate"] == (4.07 - 1) / 5  # exact in JSON
+    assert (first["method"], first["set"]) == ("measured", "inferencex-golden-al")
+    assert first["source"].endswith("dsv41flash_dspark.yaml")
+    assert (first["model"], first["speculative_method"], first["num_spec_tokens"],
+            first["thinking"], first["category"]) == (DSV, "dspark", 5, "off", "coding")
+
+
+def test_profiles_filters_combine(seeded):
+    def labels(*args: str) -> list[str]:
+        result = run(seeded, "profiles", "--json", *args)
+        assert result.exit_code == 0, result.output
+        return [r["profile"] for r in json.loads(result.stdout)]
+
+    assert labels("--model", "glm-5.3") == ["glm-5.3/mtp/k3/thinking-on/coding"]
+    assert labels("--method", "dspark", "--thinking", "on") == [
+        f"{DSV}/dspark/k5/thinking-on/coding"]
+    assert labels("--k", "5", "--category", "coding", "--thinking", "off") == [
+        f"{DSV}/dspark/k5/thinking-off/coding"]
+    assert labels("--k", "4") == []
+    assert len(labels("--set", "inferencex-golden-al")) == 3
+
+
+def test_profiles_by_set_and_unknown_set(db_url, tmp_path):
+    write_set(tmp_path, "alpha", 2, model="m")
+    write_set(tmp_path, "zeta", 1, model="m")
+    run(db_url, "import", str(tmp_path))
+    rows = json.loads(run(db_url, "profiles", "--json").stdout)
+    # Ordered by key, then set: the shared key cat0 lists alpha before zeta.
+    assert [(r["category"], r["set"]) for r in rows] == [
+        ("cat0", "alpha"), ("cat0", "zeta"), ("cat1", "alpha")]
+    only = json.loads(run(db_url, "profiles", "--json", "--set", "zeta").stdout)
+    assert [(r["category"], r["set"]) for r in only] == [("cat0", "zeta")]
+    unknown = run(db_url, "profiles", "--set", "zeat")
+    assert unknown.exit_code == 1
+    assert "did you mean 'zeta'" in unknown.stderr
+
+
+def test_profiles_table_and_csv_round_for_reading(seeded):
+    table = run(seeded, "profiles", "--model", "glm-5.3")
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["profile", "acceptance_length", "acceptance_rate", "method",
+                                "set", "source"]
+    assert lines[2].split()[:4] == ["glm-5.3/mtp/k3/thinking-on/coding", "2.99", "0.6633",
+                                    "copied"]
+    [row] = csv.DictReader(io.StringIO(run(seeded, "profiles", "--csv", "--model",
+                                           "glm-5.3").stdout))
+    assert row["acceptance_rate"] == "0.6633" and row["num_spec_tokens"] == "3"
+
+
+def test_show_gives_rates_rationale_and_copied_from(seeded, tmp_path):
+    text = run(seeded, "show", "inferencex-golden-al").stdout
+    assert "per_position_rates" in text.splitlines()[8]
+    assert "copied_from: glm-5.2-fp8/mtp/k3/thinking-on/coding" in text
+    assert "rationale:   Provisional. GLM-5.3 shares GLM-5.2's base" in text
+    rated = tmp_path / "rated.yaml"
+    rated.write_text(
+        "kind: AcceptanceProfileSet\nname: rated\nprofiles:\n"
+        "  - {model: m, speculative_method: mtp, num_spec_tokens: 3, thinking: \"on\","
+        " category: c, acceptance_length: 2.5, per_position_rates: [0.9, 0.6, 0.0],"
+        " method: assumed, rationale: a guess}\n")
+    assert run(seeded, "import", str(rated)).exit_code == 0
+    shown = run(seeded, "show", "rated").stdout
+    assert "0.9, 0.6, 0.0" in shown and "rationale:   a guess" in shown
+
+
+def test_no_match_says_what_exists_for_the_model_and_method(seeded):
+    result = run(seeded, "resolve", "--model", DSV, "--method", "dspark", "--k", "4",
+                 "--thinking", "off", "--category", "chat", "--json")
+    assert result.exit_code == 1
+    refused = json.loads(result.stdout)["refused"]
+    assert refused["reason"] == "no_match"
+    assert refused["message"].endswith(
+        f"stored for {DSV}/dspark there: K 5; thinking off, on; categories coding")
+    none = json.loads(run(seeded, "resolve", "--model", "glm-5.3", "--method", "dspark",
+                          "--k", "4", "--thinking", "off", "--category", "chat",
+                          "--json").stdout)["refused"]
+    assert none["message"].endswith("nothing is stored for glm-5.3/dspark there")
+    fallback = json.loads(run(seeded, "resolve", "--model", "glm-5.3", "--method", "mtp",
+                              "--k", "3", "--thinking", "on", "--category", "chat",
+                              "--fallback-category", "math", "--json").stdout)["refused"]
+    assert fallback["reason"] == "fallback_no_match"
+    assert fallback["message"].endswith("K 3; thinking on; categories coding")
+
+
+def test_no_match_counts_only_the_sets_in_scope(seeded, tmp_path):
+    write_set(tmp_path, "other", 1, model=DSV)  # DSV/mtp/k3/on/cat0
+    run(seeded, "import", str(tmp_path))
+    scoped = run(seeded, "resolve", "--model", DSV, "--method", "mtp", "--k", "3",
+                 "--thinking", "on", "--category", "coding", "--set", "inferencex-golden-al")
+    assert scoped.exit_code == 1
+    assert f"nothing is stored for {DSV}/mtp there" in scoped.stderr
+    everywhere = run(seeded, "resolve", "--model", DSV, "--method", "mtp", "--k", "3",
+                     "--thinking", "on", "--category", "coding")
+    assert "categories cat0" in everywhere.stderr
+
+
+def test_no_match_in_a_batch_says_what_exists(seeded, tmp_path):
+    batch = tmp_path / "runs.jsonl"
+    batch.write_text(
+        json.dumps({"model": DSV, "method": "dspark", "k": 5, "thinking": "off",
+                    "category": "coding"}) + "\n"
+        + json.dumps({"model": DSV, "method": "dspark", "k": 6, "thinking": "off",
+                      "category": "coding"}) + "\n")
+    result = run(seeded, "resolve", "--batch", str(batch))
+    first, second = [json.loads(line) for line in result.stdout.splitlines()]
+    assert first["acceptance_length"] == 4.07
+    assert second["refused"]["message"].endswith("K 5; thinking off, on; categories coding")
+
+
+# --- safer defaults -------------------------------------------------------------------------------
+
+READING = [("list",), ("show", "x"), ("profiles",), ("conflicts",), ("export", "-o", "-"),
+           ("query", "SELECT 1"),
+           ("resolve", "--model", "m", "--method", "x", "--k", "1", "--thinking", "on",
+            "--category", "c")]
+
+
+@pytest.mark.parametrize("args", READING, ids=lambda a: a[0])
+def test_reading_a_missing_sqlite_file_is_exit_3_and_creates_nothing(tmp_path, args):
+    path = tmp_path / "registy.db"
+    result = CliRunner().invoke(main, ["-d", str(path), *args])
+    assert result.exit_code == 3, result.output
+    assert f"no registry at {path}" in result.stderr
+    assert not path.exists()
+
+
+def test_batch_on_a_missing_sqlite_file_is_exit_3(tmp_path):
+    path, batch = tmp_path / "none.db", tmp_path / "b.jsonl"
+    batch.write_text('{"model": "m", "method": "x", "k": 1}\n')
+    result = CliRunner().invoke(main, ["-d", str(path), "resolve", "--batch", str(batch)])
+    assert result.exit_code == 3 and not path.exists()
+
+
+def test_import_still_creates_the_database(tmp_path):
+    path = tmp_path / "new.db"
+    assert CliRunner().invoke(main, ["-d", str(path), "import", str(SEED)]).exit_code == 0
+    assert path.exists()
+    assert CliRunner().invoke(main, ["-d", str(path), "list"]).exit_code == 0
+
+
+def test_export_refuses_to_overwrite_a_different_file(seeded, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    mine = out / "inferencex-golden-al.yaml"
+    mine.write_text("# my notes\nkind: AcceptanceProfileSet\n")
+    refused = run(seeded, "export", "-o", str(out))
+    assert refused.exit_code == 1
+    assert str(mine) in refused.stderr and "--force" in refused.stderr
+    assert mine.read_text() == "# my notes\nkind: AcceptanceProfileSet\n"
+    forced = run(seeded, "export", "--force", "-o", str(out))
+    assert forced.exit_code == 0 and "# my notes" not in mine.read_text()
+    # The same content again is no overwrite: no --force needed.
+    assert run(seeded, "export", "-o", str(out)).exit_code == 0
+
+
+def test_export_refusal_writes_none_of_the_sets(db_url, tmp_path):
+    write_set(tmp_path / "in", "alpha", 1)
+    write_set(tmp_path / "in", "beta", 1, model="b")
+    run(db_url, "import", str(tmp_path / "in"))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "beta.yaml").write_text("hand-written\n")
+    assert run(db_url, "export", "-o", str(out)).exit_code == 1
+    assert not (out / "alpha.yaml").exists()
+
+
+# --- output people can read and scripts can rely on ------------------------------------------------
+
+def test_resolve_text_rounds_numbers_and_json_stays_exact(seeded):
+    args = ("resolve", "--model", DSV, "--method", "dspark", "--k", "5", "--thinking", "off",
+            "--category", "coding")
+    text = run(seeded, *args).stdout
+    assert "rate     0.614\n" in text
+    assert "rates    1.0, 1.0, 1.0, 0.07, 0.0  (derived" in text
+    exact = json.loads(run(seeded, *args, "--json").stdout)
+    assert exact["acceptance_rate"] == 0.6140000000000001
+    assert exact["per_position_rates"][3] == 0.07000000000000028
+
+
+def test_conflicts_check_exits_1_only_when_a_conflict_exists(seeded, tmp_path):
+    clean = run(seeded, "conflicts", "--check")
+    assert clean.exit_code == 0
+    write_set(tmp_path, "one", 1, model="m")
+    write_set(tmp_path, "two", 1, model="m")
+    run(seeded, "import", str(tmp_path))
+    found = run(seeded, "conflicts", "--check")
+    assert found.exit_code == 1
+    assert "m/mtp/k3/thinking-on/cat0" in found.stdout
+    assert "1 conflicting profile key(s)" in found.stderr
+    assert run(seeded, "conflicts").exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["list", "conflicts", "profiles", "query"])
+def test_json_and_csv_together_is_a_usage_error(seeded, command):
+    args = [command] + (["SELECT 1"] if command == "query" else []) + ["--json", "--csv"]
+    result = run(seeded, *args)
+    assert result.exit_code == 2
+    assert "--json and --csv cannot be used together" in result.stderr
+
+
+def test_every_listing_command_with_both_options_refuses_both():
+    """Every command (present or future) with --json and --csv refuses them together."""
+    runner = CliRunner()
+    for name in COMMANDS:
+        cmd = main.get_command(None, name)  # type: ignore[arg-type]
+        opts = {o for p in cmd.params for o in getattr(p, "opts", ())}
+        if {"--json", "--csv"} <= opts:
+            result = runner.invoke(main, ["-d", "/nonexistent/none.db", name, "--json",
+                                          "--csv"])
+            assert result.exit_code == 2, (name, result.output)
+
+
+def test_top_level_help_shows_each_commands_whole_first_sentence():
+    runner = CliRunner()
+    text = " ".join(runner.invoke(main, ["--help"]).stdout.split())
+    for name in COMMANDS:
+        cmd = main.get_command(None, name)  # type: ignore[arg-type]
+        first = " ".join(cmd.help.split("\n\n")[0].split()).split(". ")[0]
+        assert first.rstrip(".") in text, name
+    assert "..." not in text.split("Commands:", 1)[1]
+    db_text = " ".join(runner.invoke(main, ["db", "--help"]).stdout.split())
+    assert "Downgrade the schema to REVISION (`base` removes it, data included)." in db_text
+
+
+def test_readme_resolve_example_is_what_the_cli_prints(seeded):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("### Resolving: one acceptance per run", 1)[1]
+    expected = block.split("```text\n", 1)[1].split("```", 1)[0]
+    result = run(seeded, "resolve", "--model", DSV, "--method", "dspark", "--k", "5",
+                 "--thinking", "off", "--category", "coding", "--hardware", "h200")
+    assert result.stdout == expected
