@@ -259,8 +259,18 @@ def test_an_integer_sqlite_cannot_hold_is_exit_1(db_url, backend):
 
 # --- the database ----------------------------------------------------------------------------
 
-def test_first_use_creates_the_database_at_head(tmp_path):
+def test_a_missing_file_is_exit_3_and_not_created(tmp_path):
+    """query only reads: it never creates a database (issue 16's safer default)."""
     path = tmp_path / "new.db"
+    result = invoke(f"sqlite:///{path}", "SELECT version_num FROM alembic_version")
+    assert result.exit_code == 3, result.output
+    assert f"no registry at {path}" in result.stderr
+    assert not path.exists()
+
+
+def test_an_empty_file_is_brought_to_the_head(tmp_path):
+    path = tmp_path / "new.db"
+    path.touch()
     result = invoke(f"sqlite:///{path}", "SELECT version_num FROM alembic_version")
     assert result.exit_code == 0, result.output
     assert store.HEAD_REVISION in result.stdout
