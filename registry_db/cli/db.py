@@ -1,4 +1,4 @@
-"""``registry db``: the schema's migrations (upgrade, downgrade, current).
+"""``registry db``: the schema's migrations (upgrade, downgrade, current, history, stamp).
 
 The only commands that change the schema. ``upgrade --sql`` and ``downgrade --sql`` print the DDL
 for the URL's dialect without connecting, for a DBA to review or run by hand.
@@ -21,6 +21,7 @@ def db() -> None:
     \b
     Example:
         registry db upgrade
+        registry db history
         registry -d postgresql://postgres@127.0.0.1/registry db current
     """
 
@@ -29,13 +30,26 @@ def _revision_arg(revision: str | None) -> str:
     return revision or "head"
 
 
-def _migrate(url: str, step: Callable[[Any], None]) -> tuple[str | None, str | None]:
-    """Run one migration step on ``url``: the revisions before and after it."""
-    from registry_db import store
+def _migrate(url: str, step: Callable[[Any], None], *, create: bool = True,
+             ) -> tuple[str | None, str | None]:
+    """Run one migration step on ``url``: the revisions before and after it.
 
+    Only ``upgrade`` may create a missing SQLite file (``create``); Alembic's refusals (an
+    unknown revision, a target that is not below the current one) exit 1 with its message.
+    """
+    from alembic.util import CommandError
+
+    from registry_db import store
+    from registry_db.errors import RegistryError
+
+    if not create:
+        store.require_existing(url)
     with store.registry(url, check_schema=False) as engine:
         before = store.current_revision(engine)
-        step(engine)
+        try:
+            step(engine)
+        except CommandError as exc:
+            raise RegistryError(f"{exc} (see `registry db history`)") from None
         return before, store.current_revision(engine)
 
 
@@ -90,8 +104,61 @@ def downgrade(settings, revision: str, sql: bool) -> None:
         with store.translated(url):
             click.echo(store.migration_sql(url, revision, down_from=store.HEAD_REVISION), nl=False)
         return
-    before, after = _migrate(url, lambda engine: store.downgrade(engine, revision))
-    click.echo(f"{redact(url)}: downgraded {before or 'base'} -> {after or 'base'}", err=True)
+    before, after = _migrate(url, lambda engine: store.downgrade(engine, revision),
+                             create=False)
+    if before == after:
+        click.echo(f"{redact(url)}: already at {after or 'base'}", err=True)
+    else:
+        click.echo(f"{redact(url)}: downgraded {before or 'base'} -> {after or 'base'}",
+                   err=True)
+
+
+@db.command("stamp")
+@click.argument("revision")
+@click.pass_obj
+@handle_errors
+def stamp(settings, revision: str) -> None:
+    """Record REVISION as the database's schema revision without migrating (as `alembic stamp`).
+
+    For a schema that was created or repaired by hand: nothing but the recorded revision
+    changes. A SQLite file that does not exist is refused (exit 3) rather than created.
+
+    \b
+    Example:
+        registry db stamp head
+        registry -d postgresql://localhost/registry db stamp 0001
+    """
+    from registry_db import store
+    from registry_db.store.urls import redact
+
+    url = settings.url
+    before, after = _migrate(url, lambda engine: store.stamp(engine, revision), create=False)
+    click.echo(f"{redact(url)}: stamped {before or 'base'} -> {after or 'base'}", err=True)
+
+
+@db.command("history")
+@json_option
+@handle_errors
+def history(as_json: bool) -> None:
+    """List the schema's migrations, newest first (as `alembic history`); no database needed.
+
+    --json prints [{"revision", "down_revision", "head", "doc"}].
+
+    \b
+    Example:
+        registry db history
+        registry db history --json
+    """
+    from registry_db import store
+
+    found = store.revision_history()
+    head = store.HEAD_REVISION
+    if as_json:
+        emit_json([{"revision": rev, "down_revision": down, "head": rev == head, "doc": doc}
+                   for rev, down, doc in found])
+        return
+    for rev, down, doc in found:
+        click.echo(f"{down or '<base>'} -> {rev}{' (head)' if rev == head else ''}, {doc}")
 
 
 @db.command("current")

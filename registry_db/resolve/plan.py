@@ -374,14 +374,14 @@ def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[A
     """``answers`` with each no-profile refusal saying which K values, thinking modes and
     categories the run's scope does hold for its model and method.
 
-    One extra query (:func:`registry_db.store.read.stored_variants`), made only when some
+    One extra query (:func:`registry_db.resolve.stored.stored_variants`), made only when some
     answer is such a refusal, so that answering costs nothing more.
     """
     todo = [i for i, (p, a) in enumerate(zip(plans, answers)) if type(p) is _Plan
             and isinstance(a, ResolutionRefused) and a.reason in _NO_PROFILE]
     if not todo:
         return answers
-    from registry_db.store.read import stored_variants
+    from registry_db.resolve.stored import stored_variants
 
     with translated():
         stored = stored_variants(bind, {(plans[i].request.model, plans[i].request.method)

@@ -102,6 +102,29 @@ def downgrade(engine: Engine, revision: str) -> None:
         command.downgrade(alembic_config(connection=conn), revision)
 
 
+def stamp(engine: Engine, revision: str) -> None:
+    """Record ``revision`` as the database's schema revision without running any migration
+    (``alembic stamp``: for a schema that was created or changed by hand)."""
+    from alembic import command
+
+    with engine.connect() as conn:
+        command.stamp(alembic_config(connection=conn), revision)
+
+
+def revision_history() -> list[tuple[str, str | None, str]]:
+    """Every migration, newest first: ``(revision, down_revision, its doc's first paragraph)``,
+    read by Alembic's ``ScriptDirectory`` (imports Alembic; touches no database)."""
+    from alembic.script import ScriptDirectory
+
+    out = []
+    for script in ScriptDirectory.from_config(alembic_config()).walk_revisions():
+        down = script.down_revision
+        summary = " ".join((script.doc or "").strip().split("\n\n")[0].split())
+        out.append((script.revision, down if isinstance(down, str) or down is None
+                    else ",".join(down), summary))
+    return out
+
+
 def migration_sql(url: str, revision: str = "head", down_from: str | None = None) -> str:
     """The DDL of an upgrade (or a ``from:to`` downgrade) for ``url``'s dialect, offline."""
     from alembic import command
@@ -194,6 +217,16 @@ def _known_revisions() -> list[str]:
     return [s.revision for s in reversed(list(script.walk_revisions()))]
 
 
+def require_existing(url: str) -> None:
+    """Raise :class:`~registry_db.errors.DatabaseUnavailable` ("no registry at PATH", exit 3)
+    when ``url`` is an SQLite file that does not exist; connecting would create it."""
+    path = sqlite_path(url)
+    if path and path != ":memory:" and not Path(path).exists():
+        raise DatabaseUnavailable(
+            f"no registry at {path}: the file does not exist (check --database or "
+            f"${ENV_VAR}; `registry import PATH` or `registry db upgrade` creates one)")
+
+
 def open_registry(url: str, *, readonly: bool = False, create: bool | None = None) -> Engine:
     """An engine on a registry database at the head (created there when empty).
 
@@ -205,10 +238,8 @@ def open_registry(url: str, *, readonly: bool = False, create: bool | None = Non
     """
     path = sqlite_path(url)
     may_create = not readonly if create is None else create
-    if not may_create and path and path != ":memory:" and not Path(path).exists():
-        raise DatabaseUnavailable(
-            f"no registry at {path}: the file does not exist (check --database or "
-            f"${ENV_VAR}; `registry import PATH` or `registry db upgrade` creates one)")
+    if not may_create:
+        require_existing(url)
     if readonly and not (path and not Path(path).exists()):
         engine = make_engine(url, readonly=True)
         try:

@@ -14,7 +14,7 @@ import difflib
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection, Engine
@@ -89,27 +89,6 @@ class ProfileSummary(Keyed):
     def acceptance_rate(self) -> float:
         """(AL − 1) / K, as the resolver and the ``acceptance_profiles`` view compute it."""
         return (self.acceptance_length - 1) / self.num_spec_tokens
-
-
-@dataclass(frozen=True)
-class StoredVariants:
-    """What the registry holds for one model and method: ``(set, K, thinking, category)``
-    rows, for a refusal that says what would have matched."""
-
-    rows: tuple[tuple[str, int, str, str], ...]
-
-    def describe(self, sets: Iterable[str] | None = None) -> str:
-        """``K 3, 5; thinking on; categories chat, coding`` for the rows in ``sets`` (every
-        set when None); empty when none is stored there."""
-        scope = None if sets is None else set(sets)
-        rows = [r for r in self.rows if scope is None or r[0] in scope]
-        if not rows:
-            return ""
-        ks = sorted({r[1] for r in rows})
-        thinking = sorted({r[2] for r in rows})
-        categories = sorted({r[3] for r in rows})
-        return (f"K {', '.join(map(str, ks))}; thinking {', '.join(thinking)}; "
-                f"categories {', '.join(categories)}")
 
 
 @contextlib.contextmanager
@@ -213,32 +192,6 @@ def list_profiles(bind: Bind, *, model: str | None = None, method: str | None = 
                 raise NotFound(unknown_set_message(missing[0], set_names(conn)))
             query = query.where(ps.name.in_(sorted(known)))
         return [ProfileSummary(*row) for row in conn.execute(query)]
-
-
-def stored_variants(bind: Bind, pairs: Iterable[tuple[str, str]],
-                    ) -> dict[tuple[str, str], StoredVariants]:
-    """For each (model, method) pair: the (set, K, thinking, category) rows stored.
-
-    One query on the profile key's index (its leading columns are model and method; more
-    only past 500 models), made only when a resolution is refused, so that the refusal can
-    say what does exist. A pair with nothing stored maps to no rows.
-    """
-    p, ps = profiles.c, profile_sets.c
-    wanted = sorted(set(pairs))
-    found: dict[tuple[str, str], set] = {pair: set() for pair in wanted}
-    models = sorted({m for m, _ in wanted})
-    methods = sorted({m for _, m in wanted})
-    with _connect(bind) as conn:
-        for chunk in (models[i:i + 500] for i in range(0, len(models), 500)):
-            query = (select(p.model, p.speculative_method, ps.name, p.num_spec_tokens,
-                            p.thinking, p.category)
-                     .join_from(profiles, profile_sets, ps.id == p.set_id)
-                     .where(p.model.in_(chunk), p.speculative_method.in_(methods)))
-            for model, method, *row in conn.execute(query):
-                held = found.get((model, method))
-                if held is not None:
-                    held.add(tuple(row))
-    return {pair: StoredVariants(tuple(sorted(rows))) for pair, rows in found.items()}
 
 
 # --- whole sets ----------------------------------------------------------------------------------

@@ -265,3 +265,49 @@ def test_readme_resolve_example_is_what_the_cli_prints(seeded):
     result = run(seeded, "resolve", "--model", DSV, "--method", "dspark", "--k", "5",
                  "--thinking", "off", "--category", "coding", "--hardware", "h200")
     assert result.stdout == expected
+
+
+# --- the conventions users bring with them ----------------------------------------------------------
+
+def test_db_history_lists_the_migrations_newest_first():
+    from registry_db import store
+
+    result = CliRunner().invoke(main, ["-d", "/nonexistent/x.db", "db", "history"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[-1].startswith("<base> -> 0001, Initial schema")
+    assert f"-> {store.HEAD_REVISION} (head), " in lines[0]
+    rows = json.loads(CliRunner().invoke(main, ["db", "history", "--json"]).stdout)
+    assert rows[0]["revision"] == store.HEAD_REVISION and rows[0]["head"] is True
+    assert rows[-1] == {"revision": "0001", "down_revision": None, "head": False,
+                        "doc": rows[-1]["doc"]}
+    assert [r["revision"] for r in rows] == sorted((r["revision"] for r in rows), reverse=True)
+
+
+def test_db_stamp_and_repeated_downgrade(empty_url):
+    from registry_db import store
+
+    def db(*args: str):
+        return CliRunner().invoke(main, ["-d", empty_url, "db", *args])
+
+    assert db("upgrade").exit_code == 0
+    assert "downgraded" in db("downgrade", "0001").stderr
+    again = db("downgrade", "0001")
+    assert again.exit_code == 0 and again.stderr.strip().endswith("already at 0001")
+    stamped = db("stamp", "head")
+    assert stamped.exit_code == 0
+    assert f"stamped 0001 -> {store.HEAD_REVISION}" in stamped.stderr
+    assert db("current").stdout.strip() == f"{store.HEAD_REVISION} (head)"
+    unknown = db("stamp", "nope")
+    assert unknown.exit_code == 1 and "Can't locate revision" in unknown.stderr
+    assert "Traceback" not in unknown.output
+    up_unknown = db("upgrade", "nope")
+    assert up_unknown.exit_code == 1 and "Traceback" not in up_unknown.output
+
+
+def test_db_downgrade_and_stamp_never_create_a_file(tmp_path):
+    path = tmp_path / "none.db"
+    for args in (("downgrade", "0001"), ("stamp", "head")):
+        result = CliRunner().invoke(main, ["-d", str(path), "db", *args])
+        assert result.exit_code == 3 and f"no registry at {path}" in result.stderr
+    assert not path.exists()

@@ -187,8 +187,11 @@ def _statements(engine, work) -> list[str]:
 def test_batch_makes_no_per_request_round_trips(big):
     small = _statements(big, lambda conn: resolve_many(conn, generated_requests(10)))
     large = _statements(big, lambda conn: resolve_many(conn, generated_requests(3_000)))
-    assert len(large) == len(small) <= 6, large
+    # <= 6, + 1: the batch has no_match refusals, which say what is stored (one query).
+    assert len(large) == len(small) <= 7, large
     assert sum("JOIN profiles p" in sql for sql in large) == 1
+    assert sum("JOIN profile_sets s ON s.id = p.set_id" in sql and "DISTINCT" in sql
+               for sql in large) == 1
 
 
 def test_one_run_is_one_lookup_query(big):
@@ -196,7 +199,9 @@ def test_one_run_is_one_lookup_query(big):
     sent = _statements(big, lambda conn: _one(conn, request))
     assert len(sent) == 1 and "FROM profiles p" in sent[0]
     named = Request("model-1", "eagle", 3, "off", "chat", sets=("north",))
-    assert len(_statements(big, lambda conn: _one(conn, named))) == 2  # + the set names
+    # + the set names; + what is stored for model-1/eagle, as this run is refused no_match.
+    assert _one(big, named)["refused"]["reason"] == "no_match"
+    assert len(_statements(big, lambda conn: _one(conn, named))) == 3
 
 
 def _plan_text(conn, sql: str, params) -> str:

@@ -1,0 +1,78 @@
+"""What the registry holds for a model and method, so that a no-profile refusal can say it.
+
+A run refused ``no_match`` or ``fallback_no_match`` leaves its user guessing which K, thinking
+mode or category would have matched. :func:`stored_variants` answers that in ONE query on the
+profile key's index (its leading columns are model and method), made only when some answer is
+such a refusal: a run that is answered costs nothing more, and a batch pays one query however
+many of its lines are refused. The SQL is plain text on the DB-API cursor, so the resolver's
+path still loads no ORM models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from sqlalchemy.engine import Connection, Engine
+
+#: Up to this many distinct models the query names them (an index range per model); past it,
+#: one pass over the key index reads every (model, method) instead of a huge IN list.
+MAX_NAMED_MODELS = 500
+
+_SELECT = ("SELECT DISTINCT p.model, p.speculative_method, s.name, p.num_spec_tokens, "
+           "p.thinking, p.category FROM profiles p JOIN profile_sets s ON s.id = p.set_id")
+
+
+@dataclass(frozen=True)
+class StoredVariants:
+    """The ``(set, K, thinking, category)`` rows stored for one model and method."""
+
+    rows: tuple[tuple[str, int, str, str], ...]
+
+    def describe(self, sets: Iterable[str] | None = None) -> str:
+        """``K 3, 5; thinking off, on; categories chat, coding`` for the rows in ``sets``
+        (every set when None); empty when none is stored there."""
+        scope = None if sets is None else set(sets)
+        rows = [r for r in self.rows if scope is None or r[0] in scope]
+        if not rows:
+            return ""
+        ks = sorted({r[1] for r in rows})
+        thinking = sorted({r[2] for r in rows})
+        categories = sorted({r[3] for r in rows})
+        return (f"K {', '.join(map(str, ks))}; thinking {', '.join(thinking)}; "
+                f"categories {', '.join(categories)}")
+
+
+def stored_variants(bind: Engine | Connection, pairs: Iterable[tuple[str, str]],
+                    ) -> dict[tuple[str, str], StoredVariants]:
+    """For each (model, method) pair, what is stored: one statement; a pair with nothing
+    stored maps to no rows."""
+    wanted = sorted(set(pairs))
+    found: dict[tuple[str, str], set] = {pair: set() for pair in wanted}
+    models = sorted({m for m, _ in wanted})
+    for model, method, *row in _rows(bind, models if len(models) <= MAX_NAMED_MODELS else None):
+        held = found.get((model, method))
+        if held is not None:
+            held.add(tuple(row))
+    return {pair: StoredVariants(tuple(sorted(held))) for pair, held in found.items()}
+
+
+def _rows(bind: Engine | Connection, models: list[str] | None) -> list[tuple]:
+    # On the DB-API cursor, as the resolver's lookup: one statement and nothing around it (no
+    # BEGIN), in the caller's transaction when it hands in a connection.
+    engine = bind.engine
+    marker = "?" if engine.dialect.name == "sqlite" else "%s"
+    sql = _SELECT if models is None else (
+        f"{_SELECT} WHERE p.model IN ({', '.join([marker] * len(models))})")
+    own = None if isinstance(bind, Connection) else engine.raw_connection()
+    try:
+        dbapi = bind.connection.dbapi_connection if own is None else own.dbapi_connection
+        cur = dbapi.cursor()
+        try:
+            cur.execute(sql, tuple(models or ()))
+            return cur.fetchall()
+        finally:
+            cur.close()
+    finally:
+        if own is not None:
+            own.close()
