@@ -6,7 +6,8 @@ for the URL's dialect without connecting, for a DBA to review or run by hand.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import click
-
 
 # name -> "module:attribute"; the module is imported only when the command runs or shows help.
 COMMANDS: dict[str, str] = {

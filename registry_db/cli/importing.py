@@ -42,8 +42,8 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, as_json: bool)
         registry import --dry-run acceptance/new-set.yaml
         registry -d postgresql://localhost/registry import --json acceptance/
     """
-    from registry_db.store import write as importer
     from registry_db.cli.output import report_findings
+    from registry_db.store import write as importer
 
     url = settings.url
     with _Progress() as progress:

@@ -9,11 +9,13 @@ import functools
 import io
 import json
 import sys
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import click
 
 from registry_db.errors import InvalidInput, RegistryError
+
 
 def handle_errors(fn: Callable) -> Callable:
     """Turn the library's expected errors into a message on stderr and the contract's exit code."""

@@ -1,7 +1,7 @@
 """``registry list``, ``show``, ``conflicts`` and ``export``: what the imports left behind.
 
-Thin over :mod:`registry_db.store.read` and :mod:`registry_db.store.export`. Every listing is ordered
-(sets by name, conflicts by key), so output can be diffed and tested.
+Thin over :mod:`registry_db.store.read` and :mod:`registry_db.store.export`. Every listing is
+ordered (sets by name, conflicts by key), so output can be diffed and tested.
 """
 
 from __future__ import annotations
@@ -12,10 +12,14 @@ from typing import Any
 import click
 
 from registry_db.cli.output import (
-    complete_set_names, emit_json, emit_rows, handle_errors, json_option, output_options,
+    complete_set_names,
+    emit_json,
+    emit_rows,
+    handle_errors,
+    json_option,
+    output_options,
     readable_list,
 )
-
 
 
 @click.command("list")
@@ -48,8 +52,8 @@ def show(settings: Any, set_name: str, as_json: bool) -> None:
     """Show one set: its file, caveats and profiles.
 
     Each profile's row gives its AL, per-position rates, method, hardware and source; a
-    profile's rationale and copied_from follow the table. --json prints the set in the spec's form (as `export` writes it) plus `file` and
-    `imported_at`.
+    profile's rationale and copied_from follow the table. --json prints the set in the spec's
+    form (as `export` writes it) plus `file` and `imported_at`.
 
     \b
     Example:

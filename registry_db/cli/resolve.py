@@ -130,8 +130,8 @@ def _run_one(settings: Any, run: dict[str, Any], as_json: bool) -> None:
 
 def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:
     from registry_db.inputs.request import load_scenario, load_workload
-    from registry_db.resolve.plan import Request
     from registry_db.model import InlineValue, Pin
+    from registry_db.resolve.plan import Request
 
     warnings: list[Any] = []
     thinking, category, workload = run["thinking"], run["category"], None
@@ -195,8 +195,7 @@ def batch_lines(text: str) -> list[str]:
 
 
 def _read_text(path: str) -> str:
-    from registry_db.errors import InvalidInput
-    from registry_db.errors import Finding
+    from registry_db.errors import Finding, InvalidInput
 
     try:
         # Bytes, decoded here: text mode's universal newlines would turn a lone \r into a line.

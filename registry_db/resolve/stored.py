@@ -10,8 +10,9 @@ path still loads no ORM models.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -64,13 +65,14 @@ def _rows(bind: Engine | Connection, models: list[str] | None) -> list[tuple]:
     marker = "?" if engine.dialect.name == "sqlite" else "%s"
     sql = _SELECT if models is None else (
         f"{_SELECT} WHERE p.model IN ({', '.join([marker] * len(models))})")
-    own = None if isinstance(bind, Connection) else engine.raw_connection()
+    own = engine.raw_connection() if isinstance(bind, Engine) else None
     try:
-        dbapi = bind.connection.dbapi_connection if own is None else own.dbapi_connection
+        dbapi: Any = (own.dbapi_connection if own is not None
+                      else bind.connection.dbapi_connection)  # type: ignore[union-attr]
         cur = dbapi.cursor()
         try:
             cur.execute(sql, tuple(models or ()))
-            return cur.fetchall()
+            return list(cur.fetchall())
         finally:
             cur.close()
     finally:

@@ -200,7 +200,7 @@ def test_export_refusal_writes_none_of_the_sets(db_url, tmp_path):
     assert not (out / "alpha.yaml").exists()
 
 
-# --- output people can read and scripts can rely on ------------------------------------------------
+# --- output people can read and scripts can rely on ---------------------------------------------
 
 def test_resolve_text_rounds_numbers_and_json_stays_exact(seeded):
     args = ("resolve", "--model", DSV, "--method", "dspark", "--k", "5", "--thinking", "off",
@@ -267,7 +267,7 @@ def test_readme_resolve_example_is_what_the_cli_prints(seeded):
     assert result.stdout == expected
 
 
-# --- the conventions users bring with them ----------------------------------------------------------
+# --- the conventions users bring with them ----------------------------------------------------
 
 def test_db_history_lists_the_migrations_newest_first():
     from registry_db import store
