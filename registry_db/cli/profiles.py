@@ -49,7 +49,7 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
     """
     from registry_db.store.read import list_profiles
 
-    with settings.registry() as engine:
+    with settings.registry(readonly=True) as engine:
         found = list_profiles(engine, model=model, method=method, k=k, thinking=thinking,
                               category=category, sets=sets or None)
     if as_json or as_csv:
