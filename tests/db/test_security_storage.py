@@ -86,7 +86,8 @@ def test_export_keeps_an_existing_files_mode(seeded, tmp_path):
     target = tmp_path / "inferencex-golden-al.yaml"
     target.write_text("old\n")
     target.chmod(0o640)
-    assert cli("-d", seeded, "export", "-o", str(tmp_path)).exit_code == 0
+    # --force: the file's content differs, which export replaces only when told (issue 16).
+    assert cli("-d", seeded, "export", "--force", "-o", str(tmp_path)).exit_code == 0
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
     assert target.read_text() != "old\n"
 
