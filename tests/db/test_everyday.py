@@ -146,7 +146,7 @@ def test_no_match_in_a_batch_says_what_exists(seeded, tmp_path):
 # --- safer defaults -------------------------------------------------------------------------------
 
 READING = [("list",), ("show", "x"), ("profiles",), ("conflicts",), ("export", "-o", "-"),
-           ("query", "SELECT 1"),
+           ("query", "SELECT 1"), ("coverage",),
            ("resolve", "--model", "m", "--method", "x", "--k", "1", "--thinking", "on",
             "--category", "c")]
 
