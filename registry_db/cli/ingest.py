@@ -155,6 +155,11 @@ def _finish(result: Any, out: str) -> None:
     if result.warnings:
         report_findings(list(result.warnings), as_json=False)
     written = write(result, out)
+    stem = Path(out).stem
+    if out != "-" and Path(out).suffix in (".yaml", ".yml") and stem != result.sets[0].name:
+        # Scenarios name sets by file, so the validator will flag this (name_not_file).
+        click.echo(f"warning: set {result.sets[0].name!r} is written to {out}, whose name "
+                   f"differs; give --name {stem} to match", err=True)
     if written != ["-"]:
         for path, ps in zip(written, result.sets):
             n = len(ps.profiles)

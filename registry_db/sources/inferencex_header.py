@@ -30,10 +30,11 @@ _KWARGS_RE = re.compile(r"chat_template_kwargs\s*[:=]\s*(?P<json>\{.*\})")
 #: The engines a "Measured on" line may name before the method (``vLLM EAGLE3``).
 _ENGINES = ("vLLM", "SGLang", "TRT-LLM", "TensorRT-LLM", "ATOM")
 _ENGINE_RE = re.compile(rf"(?:{'|'.join(re.escape(e) for e in _ENGINES)})\s+(?P<method>\S+)")
-_COPIED_RE = re.compile(r"\b(?:copied|provisional)\b", re.I)
-#: ``copied from GLM-5.2`` / ``copied from glm-5.2-fp8's curve`` / ``copied_from: glm-5.2-fp8``.
+_COPIED_RE = re.compile(r"\b(?:copied|provisional)(?:\b|_)", re.I)
+#: ``copied from GLM-5.2`` / ``copied from the glm-5.2-fp8 curve`` / ``copied_from: glm-5.2``.
 _COPIED_FROM_RE = re.compile(
-    r"\bcopied(?:\s+from|_from\s*:)\s+(?P<model>[A-Za-z0-9][A-Za-z0-9._/-]*?[A-Za-z0-9])"
+    r"\bcopied(?:\s+from|_from\s*:)\s+(?:the\s+)?"
+    r"(?P<model>[A-Za-z0-9][A-Za-z0-9._-]*?[A-Za-z0-9])"  # no '/': copied_from's separator
     r"(?='s\b|[\s,;:)(]|\.(?:\s|$)|$)", re.I)
 
 #: Sampling keys of the spec, by the names the headers use for them.

@@ -355,3 +355,24 @@ def test_a_copied_curve_without_temperature_keeps_no_sampling_and_says_so(tmp_pa
     assert (p.method, p.copied_from, p.provenance.sampling) == (
         "copied", "base/mtp/k1/thinking-on/coding", None)
     assert [w.code for w in result.warnings] == ["sampling_left_out"]
+
+
+@pytest.mark.parametrize("line", ["copied from base's curve (base_mtp.yaml)",
+                                  "Provisional: K=1 copied from the base curve.",
+                                  "copied_from: base", "provisional, copied from base"])
+def test_the_copied_from_phrasings_name_the_source_model(tmp_path, line):
+    header = (f"# dataset: coding | temperature: 1.0\n# {line}\n"
+              "# Measured on base (B300, vLLM MTP).\n")
+    (p,) = read_inferencex([curve(tmp_path, header)]).sets[0].profiles
+    assert (p.method, p.copied_from, p.rationale) == (
+        "copied", "base/mtp/k1/thinking-on/coding", line)
+
+
+def test_a_file_named_unlike_its_set_draws_a_warning(tmp_path):
+    out = tmp_path / "golden.yaml"
+    result = run("ingest", "inferencex", f("draft_a"), "--engine-image", IMAGE, "-o", out)
+    assert result.exit_code == 0 and "give --name golden" in result.stderr
+    named = run("ingest", "inferencex", f("draft_a"), "--engine-image", IMAGE, "--name",
+                "golden", "-o", out)
+    assert named.exit_code == 0 and "warning" not in named.stderr
+    assert run("validate", out).stderr.count("warning") == 0
