@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from registry_db.model import Refusal
+
 @dataclass(frozen=True)
 class Finding:
     """One problem: where (file, 1-based line and column, key path), which rule, and what."""
@@ -61,12 +63,6 @@ class InvalidInput(RegistryError):
         super().__init__(message or f"{len(errors)} problem(s) found")
 
 
-class UsageError(RegistryError):
-    """A request that cannot be carried out as asked (exit 2 from the CLI)."""
-
-    exit_code = 2
-
-
 class NotFound(RegistryError):
     """A named set (or other object) is not in the database."""
 
@@ -80,16 +76,25 @@ class MissingExtra(RegistryError):
 
 
 class ResolutionRefused(RegistryError):
-    """The resolver refuses a run; ``reason`` is one of :data:`registry_db.model.REFUSAL_REASONS`."""
+    """The one-at-a-time resolver refuses a run: raised with the :class:`~registry_db.model.Refusal`
+    (``reason``, one of :class:`~registry_db.model.RefusalReason`, and ``message``) that the
+    many-at-once resolver returns as a value."""
 
-    def __init__(self, reason: str, message: str):
-        self.reason = reason
-        self.message = message
-        super().__init__(message)
+    def __init__(self, reason: str | Refusal, message: str | None = None):
+        self.refusal = reason if isinstance(reason, Refusal) else Refusal(reason, message or "")
+        super().__init__(self.refusal.message)
+
+    @property
+    def reason(self) -> str:
+        return self.refusal.reason
+
+    @property
+    def message(self) -> str:
+        return self.refusal.message
 
     def to_json(self) -> dict:
         """The contract's refusal object."""
-        return {"refused": {"reason": self.reason, "message": self.message}}
+        return self.refusal.to_json()
 
 
 class DatabaseError(RegistryError):

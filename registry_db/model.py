@@ -12,10 +12,136 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 KIND = "AcceptanceProfileSet"
-THINKING_MODES: tuple[str, ...] = ("on", "off")
+
+
+class Thinking(StrEnum):
+    """The thinking modes (spec: Profiles, ``thinking``)."""
+
+    ON = "on"
+    OFF = "off"
+
+
+THINKING_MODES: tuple[str, ...] = tuple(t.value for t in Thinking)
+
+
+class Method(StrEnum):
+    """How a value was obtained (spec: the methods vocabulary); :data:`METHODS` says what each
+    requires."""
+
+    MEASURED = "measured"
+    LITERATURE = "literature"
+    VENDOR_SPEC = "vendor_spec"
+    COPIED = "copied"
+    ASSUMED = "assumed"
+    NOT_CHARGED = "not_charged"
+
+
+class Layer(StrEnum):
+    """The layers that may state acceptance, lowest to highest (spec: Resolution).
+
+    :mod:`registry_db.resolve.layers` says how each is read; the order here is the precedence.
+    """
+
+    REGISTRY = "registry"
+    WORKLOAD = "workload"
+    SCENARIO = "scenario"
+    CLI = "cli"
+
+
+class RefusalReason(StrEnum):
+    """Why a run is refused (the contract's table, plus ``invalid_request`` for a request that
+    is not well formed)."""
+
+    NO_THINKING = "no_thinking"
+    NO_CATEGORY = "no_category"
+    NO_MATCH = "no_match"
+    FALLBACK_NO_MATCH = "fallback_no_match"
+    CONFLICT = "conflict"
+    UNKNOWN_SET = "unknown_set"
+    K_MISMATCH = "k_mismatch"
+    INVALID_VALUE = "invalid_value"
+    INVALID_REQUEST = "invalid_request"
+
+
+class ImportStatus(StrEnum):
+    """What an import did to one set (the contract's ``status``)."""
+
+    ADDED = "added"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A refused run as a value: why (the contract's reason code) and what to do about it.
+
+    :func:`registry_db.resolve.resolve_many` returns these in place of answers; the one-at-a-time
+    :func:`registry_db.resolve.resolve` raises :class:`registry_db.errors.ResolutionRefused`,
+    which carries one.
+    """
+
+    reason: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's refusal object."""
+        return {"refused": {"reason": self.reason, "message": self.message}}
+
+
+# --- limits --------------------------------------------------------------------------------------
+# Storage limits are input rules (docs/decisions.md, "Limits"): every stored string has a length
+# limit and K a maximum, checked by the validators before anything reaches a database, so that
+# SQLite and PostgreSQL accept and refuse the same input with the same message. The key strings
+# are bounded so that a profile-key index row stays far below PostgreSQL's btree limit of 2,704
+# bytes even at 4 bytes a character: (200 + 64 + 64) x 4 + the rest < 1,400 bytes.
+
+#: Largest K (``num_spec_tokens``). Answers carry K rates, so K sizes every answer's memory;
+#: engines draft a handful of tokens per step, and 64 leaves ample room above that.
+MAX_K = 64
+#: Integers are stored in 32-bit columns (PostgreSQL's INTEGER).
+INT_LIMIT = 2**31 - 1
+#: A set's name becomes the file ``NAME.yaml`` on export; file systems hold 255 bytes per name.
+MAX_SET_NAME_BYTES = 250
+
+#: Longest text (in characters) the registry stores, by what the text is.
+MAX_LENGTH: dict[str, int] = {
+    "model": 200,                # indexed (the profile key)
+    "speculative_method": 64,    # indexed (the profile key)
+    "category": 64,              # indexed (the profile key)
+    "setting_name": 128,         # indexed (a provenance's settings are keyed by name)
+    "setting_value": 1_000,
+    "source": 2_000,             # URLs: browsers and servers keep to about 2,000
+    "run": 2_000,
+    "benchmark": 200,
+    "hardware": 64,
+    "engine_image": 255,         # an image reference: registry, name and tag
+    "rationale": 10_000,
+    "caveat": 10_000,
+    "copied_from": 400,          # a profile label: model/method/k<K>/thinking-<mode>/category
+}
+
+
+def set_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a set's name, or None: the one rule for names, held by the
+    validator and by export alike (a name import accepts is one export can write as
+    ``NAME.yaml``: not empty, no leading ``.``, no ``/``, ``\\`` or control character, and at
+    most :data:`MAX_SET_NAME_BYTES` bytes in UTF-8)."""
+    if not name or name.startswith("."):
+        return "it is empty or starts with '.'"
+    if not _FILE_NAME_RE.fullmatch(name):
+        return "it holds '/', '\\', NUL or another control character"
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_SET_NAME_BYTES:
+        return (f"it is {size} bytes long in UTF-8, and a file name holds "
+                f"{MAX_SET_NAME_BYTES} besides '.yaml'")
+    return None
+
+
+_FILE_NAME_RE = re.compile(r"[^/\\\x00-\x1f]+")
 
 #: Rates must sum to AL − 1 within this, and inline quantities agree within this.
 SUM_TOLERANCE = 0.01
@@ -42,35 +168,21 @@ class MethodRule:
 
 
 METHODS: dict[str, MethodRule] = {
-    m.name: m
+    str(m.name): m
     for m in (
-        MethodRule("measured", "Measured on real hardware by a benchmark run.",
+        MethodRule(Method.MEASURED, "Measured on real hardware by a benchmark run.",
                    requires_rationale=False, requires_measurement=True),
-        MethodRule("literature", "Read from a paper or a published report."),
-        MethodRule("vendor_spec", "Stated by a vendor's documentation."),
-        MethodRule("copied", "Copied from another profile; copied_from names it.",
+        MethodRule(Method.LITERATURE, "Read from a paper or a published report."),
+        MethodRule(Method.VENDOR_SPEC, "Stated by a vendor's documentation."),
+        MethodRule(Method.COPIED, "Copied from another profile; copied_from names it.",
                    requires_copied_from=True),
-        MethodRule("assumed", "Assumed without a source; the rationale explains it.",
+        MethodRule(Method.ASSUMED, "Assumed without a source; the rationale explains it.",
                    requires_provenance=False),
-        MethodRule("not_charged", "Not a value: speculative decoding is not charged.",
+        MethodRule(Method.NOT_CHARGED, "Not a value: speculative decoding is not charged.",
                    allowed_in_profile=False),
     )
 }
 PROFILE_METHODS: tuple[str, ...] = tuple(n for n, m in METHODS.items() if m.allowed_in_profile)
-
-LAYERS: tuple[str, ...] = ("registry", "workload", "scenario", "cli")
-
-REFUSAL_REASONS: tuple[str, ...] = (
-    "no_thinking",
-    "no_category",
-    "no_match",
-    "fallback_no_match",
-    "conflict",
-    "unknown_set",
-    "k_mismatch",
-    "invalid_value",
-    "invalid_request",
-)
 
 # The keys each mapping may hold, in the order the spec lists them (export writes this order).
 SET_KEYS: tuple[str, ...] = ("kind", "name", "caveats", "profiles")
@@ -90,10 +202,6 @@ INLINE_KEYS: tuple[str, ...] = (
 )
 PIN_KEYS: tuple[str, ...] = ("profiles", "value", "fallback_category")
 WORKLOAD_KEYS: tuple[str, ...] = ("thinking", "category", "acceptance")
-
-#: A setting's value is a scalar; its type is kept so that export writes it back as it came.
-SETTING_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean")
-
 
 def profile_label(model: str, method: str, k: int, thinking: str, category: str) -> str:
     """The spec's name for one profile: ``model/method/k<K>/thinking-<mode>/category``."""

@@ -14,11 +14,9 @@ from typing import Any
 import click
 
 from registry_db.cli.output import complete_set_names, emit_json, handle_errors, json_option
+from registry_db.model import THINKING_MODES
+from registry_db.resolve.layers import FLAGS, INPUTS
 
-#: Flags that describe one run; none of them goes with --batch.
-_RUN_FLAGS = ("model", "method", "k", "thinking", "category", "workload", "profiles",
-              "fallback_category", "scenario", "acceptance_length", "acceptance_rate",
-              "per_position_rates", "sets", "hardware")
 #: Answers are written in blocks of this many lines.
 _BLOCK = 10_000
 _ENCODER = json.JSONEncoder(ensure_ascii=False)
@@ -35,42 +33,55 @@ def _rates(ctx: click.Context, param: click.Parameter, value: str | None) -> lis
 
 
 def _nonempty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    from registry_db.model import CATEGORY_RE
-
     values = value if isinstance(value, tuple) else (value,)
     for v in values:
         if v is not None and not v.strip():
             raise click.BadParameter("must not be empty")
-        if v is not None and param.name in ("category", "fallback_category") \
-                and not CATEGORY_RE.fullmatch(v):
-            raise click.BadParameter(f"{v!r} is malformed; use lower-case letters, digits, '_' "
-                                     "and '-', such as coding")
     return value
 
 
+def _category(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    from registry_db.inputs.schema import good_category, malformed_category
+
+    _nonempty(ctx, param, value)
+    if value is not None and not good_category(value):
+        raise click.BadParameter(malformed_category("", value))
+    return value
+
+
+def _k(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    from registry_db.inputs.schema import k_problem
+
+    problem = None if value is None else k_problem(str(value), value)
+    if problem is not None:  # only above the limit: click's range refuses K < 1
+        raise click.BadParameter(problem.split("; ", 1)[1])
+    return value
+
+
+#: How each kind of flag in :data:`registry_db.resolve.layers.FLAGS` becomes a click option.
+_KINDS: dict[str, dict[str, Any]] = {
+    "text": {"callback": _nonempty},
+    "category": {"callback": _category},
+    "k": {"type": click.IntRange(min=1), "callback": _k},
+    "thinking": {"type": click.Choice(list(THINKING_MODES))},
+    "number": {"type": float},
+    "rates": {"callback": _rates},
+    "file": {"type": click.Path(dir_okay=False)},
+}
+
+
+def _run_options(fn: Any) -> Any:
+    """The options that describe one run, one per flag of the layers' table, in its order."""
+    for flag in reversed(FLAGS):
+        fn = click.option(flag.decl, flag.name, help=flag.help, metavar=flag.metavar,
+                          multiple=flag.multiple, **_KINDS[flag.kind],
+                          **({"shell_complete": complete_set_names} if flag.names_a_set else {})
+                          )(fn)
+    return fn
+
+
 @click.command("resolve")
-@click.option("--model", callback=_nonempty, help="The catalog model name.")
-@click.option("--method", callback=_nonempty, help="The speculative method, e.g. dspark, mtp.")
-@click.option("--k", type=click.IntRange(min=1), help="K, the speculative tokens per step.")
-@click.option("--thinking", type=click.Choice(["on", "off"]), help="The workload's thinking mode.")
-@click.option("--category", callback=_nonempty, help="The workload's category, e.g. coding.")
-@click.option("--workload", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Workload YAML: thinking, category, acceptance (an inline value).")
-@click.option("--profiles", callback=_nonempty, metavar="SET", shell_complete=complete_set_names,
-              help="The scenario's pin: look the profile up in this set instead.")
-@click.option("--fallback-category", callback=_nonempty, metavar="C",
-              help="The scenario's pin: the category to use when the workload's has no curve.")
-@click.option("--scenario", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Scenario YAML with a top-level `acceptance:` pin.")
-@click.option("--acceptance-length", type=float, metavar="X", help="The command line's AL, at K.")
-@click.option("--acceptance-rate", type=float, metavar="R",
-              help="The command line's acceptance rate (AL - 1) / K, at K.")
-@click.option("--per-position-rates", callback=_rates, metavar="R1,R2,...",
-              help="The command line's K per-position rates.")
-@click.option("--set", "sets", multiple=True, callback=_nonempty, metavar="NAME",
-              shell_complete=complete_set_names,
-              help="A set that counts as the registry (repeat; default: every set).")
-@click.option("--hardware", callback=_nonempty, metavar="CHIP", help="The run's chip, e.g. b300.")
+@_run_options
 @click.option("--batch", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE.jsonl",
               help="Resolve one JSON request per line ('-': stdin); one JSON answer per line.")
 @json_option
@@ -90,19 +101,19 @@ def resolve(ctx: click.Context, batch: str | None, as_json: bool, **run: Any) ->
         registry resolve --batch runs.jsonl > answers.jsonl
     """
     if batch is not None:
-        given = [f"--{n.replace('_', '-')}" for n in _RUN_FLAGS if run[n] not in (None, ())]
+        given = [flag.decl for flag in FLAGS if run[flag.name] not in (None, ())]
         if given:
             raise click.UsageError(f"--batch reads every run from its file; drop {given[0]}")
         sys.exit(_run_batch(ctx.obj, batch))
-    for name in ("model", "method", "k"):
-        if run[name] is None:
-            raise click.UsageError(f"--{name} is required (or give --batch FILE)")
-    for file_flag, term_flags in (("workload", ("thinking", "category")),
-                                  ("scenario", ("profiles", "fallback_category"))):
-        for term in term_flags:
-            if run[file_flag] is not None and run[term] is not None:
-                raise click.UsageError(f"--{file_flag} states the {term.replace('_', '-')} "
-                                       f"already; drop --{term.replace('_', '-')} or the file")
+    for row in INPUTS:
+        if row.required and run[row.name] is None:
+            raise click.UsageError(f"--{row.name} is required (or give --batch FILE)")
+    for file_flag in FLAGS:
+        for term in (flag for row in INPUTS if row.name in file_flag.states
+                     for flag in row.flags if flag is not file_flag and flag.kind != "file"):
+            if run[file_flag.name] is not None and run[term.name] is not None:
+                raise click.UsageError(f"{file_flag.decl} states the {term.decl[2:]} "
+                                       f"already; drop {term.decl} or the file")
     _run_one(ctx.obj, run, as_json)
 
 
@@ -129,37 +140,23 @@ def _run_one(settings: Any, run: dict[str, Any], as_json: bool) -> None:
 
 
 def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:
-    from registry_db.inputs.request import load_scenario, load_workload
-    from registry_db.model import InlineValue, Pin
-    from registry_db.resolve.plan import Request
+    """The request the flags describe: each input from its own flags, then from the files
+    (``--workload``, ``--scenario``) that state it, in the table's order."""
+    from registry_db.inputs.request import Request
 
+    fields = {row.name: row.from_flags(run) for row in INPUTS}
     warnings: list[Any] = []
-    thinking, category, workload = run["thinking"], run["category"], None
-    if run["workload"] is not None:
-        w = load_workload(run["workload"])
-        thinking, category, workload = w.thinking, w.category, w.acceptance
-        warnings.extend(w.warnings)
-    pin = None
-    if run["scenario"] is not None:
-        pin, found = load_scenario(run["scenario"])
-        warnings.extend(found)
-    elif run["profiles"] is not None or run["fallback_category"] is not None:
-        pin = Pin(profiles=run["profiles"], fallback_category=run["fallback_category"])
-    cli = None
-    stated = {n: run[n] for n in ("acceptance_length", "acceptance_rate", "per_position_rates")
-              if run[n] is not None}
-    if stated:
-        rates = stated.pop("per_position_rates", None)
-        cli = InlineValue(num_spec_tokens=run["k"], per_position_rates=(
-            None if rates is None else tuple(rates)), **stated)
-    request = Request(run["model"], run["method"], run["k"], thinking, category, workload, pin,
-                      cli, run["hardware"], tuple(run["sets"]) or None)
-    return request, warnings
+    for flag in FLAGS:
+        if flag.load is not None and run[flag.name] is not None:
+            stated, found = flag.load(run[flag.name])
+            fields.update(stated)
+            warnings.extend(found)
+    return Request(**fields), warnings
 
 
 def _run_batch(settings: Any, path: str) -> int:
-    from registry_db.errors import ResolutionRefused
     from registry_db.inputs.request import parse_lines
+    from registry_db.model import Refusal, RefusalReason
     from registry_db.resolve.plan import Request, gc_paused, resolve_many
 
     lines = batch_lines(_read_text(path))
@@ -172,7 +169,7 @@ def _run_batch(settings: Any, path: str) -> int:
         block: list[str] = []
         for item in parsed:
             answer = next(answers) if type(item) is Request else item
-            if isinstance(answer, ResolutionRefused) and answer.reason == "invalid_request":
+            if type(answer) is Refusal and answer.reason == RefusalReason.INVALID_REQUEST:
                 bad += 1
             block.append(_ENCODER.encode(answer.to_json()))
             if len(block) >= _BLOCK:

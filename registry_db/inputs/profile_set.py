@@ -1,9 +1,11 @@
-"""Pure checks of profile-set files: loaded document in, findings and dataclasses out.
+"""The profile-set file's schema: the spec's tables for a set, a profile, a provenance and its
+sampling, as :mod:`registry_db.inputs.schema` tables, and the rules that span fields.
 
-This module owns every rule of the spec's "Checks" section for profile sets, the types and
-allowed keys of its tables, and the cross-file rule that two files may not declare one set. It
-touches no database: ``registry validate`` runs it alone and ``registry import`` runs it before
-writing anything. Inline values and pins live in :mod:`registry_db.inputs.inline`.
+This module owns every rule of the spec's "Checks" section for profile sets, the storage limits
+of what a set stores (docs/decisions.md, "Limits"), and the rule that two profiles of a set may
+not share a key. It touches no database: ``registry validate`` runs it alone and ``registry
+import`` runs it before writing anything. Inline values and pins live in
+:mod:`registry_db.inputs.inline`.
 
 Each rule has a stable ``code``; every problem of every file is reported, not just the first.
 """
@@ -13,23 +15,21 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import re
 from typing import Any
 
 from registry_db.errors import Finding
-from registry_db.model import (CATEGORY_RE, COPIED_FROM_RE, KIND, METHODS, PROFILE_KEYS,
-                              PROFILE_METHODS, PROVENANCE_KEYS, SAMPLING_KEYS, SET_KEYS,
-                              SUM_TOLERANCE, Profile, ProfileSet, Provenance, Sampling,
-                              profile_label)
-from registry_db.inputs.base import Checker, join, rates_sum_off, type_name
 from registry_db.inputs.inline import check_inline_value, check_pin
-from registry_db.yaml.load import key_pos, mark, pos
+from registry_db.inputs.schema import (AL_RANGE, K_RANGE, Check, Checker, Field, Map,
+                                       category_check, join, rates, rates_sum_off, type_name)
+from registry_db.model import (COPIED_FROM_RE, KIND, METHODS, PROFILE_KEYS, PROFILE_METHODS,
+                               PROVENANCE_KEYS, SAMPLING_KEYS, SET_KEYS, SUM_TOLERANCE,
+                               THINKING_MODES, MethodRule, Profile, ProfileSet, Provenance,
+                               Sampling, profile_label, set_name_problem)
+from registry_db.yaml.nodes import key_pos, mark, pos
 
 __all__ = ["check_profile_set", "check_inline_value", "check_pin", "YAML_SUFFIXES"]
 
 YAML_SUFFIXES = (".yaml", ".yml")
-#: A set's name becomes a file name on export, so it may not hold what a file name cannot.
-_FILE_NAME_RE = re.compile(r"[^/\\\x00-\x1f]+")
 
 
 def check_profile_set(doc: Any, file: str) -> tuple[ProfileSet | None, list[Finding]]:
@@ -40,256 +40,42 @@ def check_profile_set(doc: Any, file: str) -> tuple[ProfileSet | None, list[Find
     """
     ck = Checker(file)
     # A top-level scalar (or nothing, after '---') has no position of its own: point at the start.
-    if not ck.mapping(doc, mark(doc) if isinstance(doc, list) else (1, 1), "", "a profile set"):
+    got = SET.read(ck, doc, "", mark(doc) if isinstance(doc, list) else (1, 1))
+    if got is None or ck.errors:
         return None, ck.findings
-    ck.unknown_keys(doc, SET_KEYS, "")
-    kind = ck.field(doc, "kind", "", "string", required=True,
-                    missing_message=f"kind is required; add 'kind: {KIND}'")
-    if kind is not None and kind != KIND:
-        ck.error(pos(doc, "kind"), "kind", "wrong_kind",
-                 f"kind is {kind!r}; a profile set has 'kind: {KIND}'")
-    name = ck.field(doc, "name", "", "string", required=True, nonempty="empty_name",
-                    empty_message="name is empty; a set needs a name (by convention, its "
-                                  "file's name)")
-    if name is not None:
-        _check_name(ck, doc, name, file)
-    caveats = _caveats(ck, doc)
-    profiles = _profiles(ck, doc)
-    if ck.errors or name is None or caveats is None or profiles is None:
-        return None, ck.findings
-    return ProfileSet(name=name, caveats=caveats, profiles=profiles, file=file), ck.findings
+    return ProfileSet(name=got["name"], caveats=got["caveats"] or (), profiles=got["profiles"],
+                      file=file), ck.findings
 
 
-def _check_name(ck: Checker, doc: dict, name: str, file: str) -> None:
-    if not _FILE_NAME_RE.fullmatch(name) or name in (".", ".."):
-        ck.error(pos(doc, "name"), "name", "bad_name",
-                 f"name {name!r} cannot be a file name, which export needs; drop '/', '\\' and "
-                 "control characters")
-        return
-    stem, suffix = os.path.splitext(os.path.basename(file))
-    if suffix in YAML_SUFFIXES and stem != name:
-        ck.error(pos(doc, "name"), "name", "name_not_file",
-                 f"set name {name!r} differs from the file's name {stem!r}; scenarios name sets "
-                 f"by file, so rename one of them", severity="warning")
+# --- provenance.sampling -------------------------------------------------------------------------
+
+def _count(key: str) -> Field:
+    """A count: an integer that is not negative."""
+    return Field(key, "integer", checks=(Check("negative_count", lambda v, got: None if v >= 0
+                                               else f"{key} is {v}; a count is not negative"),))
 
 
-def _caveats(ck: Checker, doc: dict) -> tuple[str, ...] | None:
-    seq = ck.field(doc, "caveats", "", "list")
-    if seq is None:
-        return None if "caveats" in doc else ()
-    out = []
-    for i, item in enumerate(seq):
-        if not isinstance(item, str):
-            ck.error(pos(seq, i), join("caveats", i), "wrong_type",
-                     f"each caveat must be a string, got {type_name(item)}")
-        elif not ck.text_ok(item, pos(seq, i), join("caveats", i), "the caveat"):
-            pass
-        elif not item.strip():
-            ck.error(pos(seq, i), join("caveats", i), "empty_caveat",
-                     "caveat is empty; say what the set does not cover, or remove the entry")
-        else:
-            out.append(item)
-    return tuple(out) if len(out) == len(seq) else None
+SAMPLING = Map("sampling", keys=SAMPLING_KEYS, steps=(
+    Field("temperature", "number", required=True, missing="missing_temperature",
+          missing_message="sampling has no temperature; give it (0 is greedy)",
+          checks=(Check("negative_temperature", lambda v, got: None if v >= 0 else
+                        f"temperature is {v!r}; it is not negative (0 is greedy)"),)),
+    Field("top_p", "number", checks=(Check("top_p_out_of_range", lambda v, got: None
+                                           if 0 < v <= 1 else
+                                           f"top_p is {v!r}; it lies in (0, 1]"),)),
+    Field("top_k", "integer", checks=(Check("top_k_out_of_range", lambda v, got: None
+                                            if v >= -1 else f"top_k is {v}; it is at least -1 "
+                                            "(-1 and 0 disable it)"),)),
+    _count("max_tokens"),
+), build=lambda g: Sampling(temperature=float(g["temperature"]),
+                            top_p=None if g["top_p"] is None else float(g["top_p"]),
+                            top_k=g["top_k"], max_tokens=g["max_tokens"]))
 
 
-def _profiles(ck: Checker, doc: dict) -> tuple[Profile, ...] | None:
-    seq = ck.field(doc, "profiles", "", "list", required=True,
-                   missing_message="profiles is required; a set holds at least one profile")
-    if seq is None:
-        return None
-    if not seq:
-        ck.error(pos(doc, "profiles"), "profiles", "no_profiles",
-                 "profiles is empty; a set holds at least one profile")
-        return None
-    out: list[Profile | None] = []
-    seen: dict[tuple, int] = {}
-    provenances: dict[int, Provenance | None] = {}
-    for i, item in enumerate(seq):
-        path = join("profiles", i)
-        if not ck.mapping(item, pos(seq, i), path, "each profile", code="wrong_type"):
-            out.append(None)
-            continue
-        profile, key = _profile(ck, item, path, provenances)
-        out.append(profile)
-        if key is None:
-            continue
-        if key in seen:
-            first = seen[key]
-            ck.error(pos(seq, i), path, "duplicate_profile_key",
-                     f"profile {profile_label(*key)} is also profiles[{first}] (line "
-                     f"{pos(seq, first)[0]}); two profiles may not share a key, so remove or "
-                     "change one")
-        else:
-            seen[key] = i
-    if any(p is None for p in out):
-        return None
-    return tuple(p for p in out if p is not None)
+# --- provenance ----------------------------------------------------------------------------------
 
-
-def _profile(ck: Checker, m: dict, path: str,
-             provenances: dict[int, Provenance | None]) -> tuple[Profile | None, tuple | None]:
-    """One profile; also returns its key when the key's five fields are valid."""
-    before = ck.errors
-    ck.unknown_keys(m, PROFILE_KEYS, path)
-    model = ck.field(m, "model", path, "string", required=True, missing="missing_model",
-                     nonempty="missing_model",
-                     missing_message="the profile has no model; give the catalog model name")
-    spec_method = ck.field(m, "speculative_method", path, "string", required=True,
-                           missing="missing_speculative_method",
-                           nonempty="missing_speculative_method",
-                           missing_message="the profile has no speculative_method; give the "
-                                           "engine's method name, such as mtp")
-    k = ck.field(m, "num_spec_tokens", path, "integer", required=True)
-    if k is not None and k < 1:
-        ck.error(pos(m, "num_spec_tokens"), join(path, "num_spec_tokens"), "bad_k",
-                 f"num_spec_tokens is {k}; K is at least 1")
-        k = None
-    thinking = ck.field(m, "thinking", path, "string", required=True)
-    if thinking is not None and thinking not in ("on", "off"):
-        ck.error(pos(m, "thinking"), join(path, "thinking"), "bad_thinking",
-                 f"thinking is {thinking!r}; it is 'on' or 'off'")
-        thinking = None
-    category = ck.field(m, "category", path, "string", required=True)
-    if category is not None and not CATEGORY_RE.fullmatch(category):
-        ck.error(pos(m, "category"), join(path, "category"), "bad_category",
-                 f"category {category!r} is malformed; use lower-case letters, digits, '_' "
-                 "and '-', such as coding")
-        category = None
-    al = ck.field(m, "acceptance_length", path, "number", required=True,
-                  nonfinite="al_not_finite")
-    if al is not None and k is not None and not 1 <= al <= k + 1:
-        ck.error(pos(m, "acceptance_length"), join(path, "acceptance_length"), "al_out_of_range",
-                 f"acceptance_length {al!r} lies outside [1, {k + 1}] for K = {k}; AL counts the "
-                 "bonus token, so it is at least 1 and at most K + 1")
-        al = None
-    rates = ck.rates(m, path, k)
-    if rates is not None and al is not None:
-        total = rates_sum_off(rates, al - 1, SUM_TOLERANCE)
-        if total is not None:
-            ck.error(pos(m, "per_position_rates"), join(path, "per_position_rates"), "rates_sum",
-                     f"per_position_rates sum to {total:.4g} but acceptance_length - 1 is "
-                     f"{al - 1:.4g}; they must agree within {SUM_TOLERANCE}")
-    method, provenance, rationale, copied = _method_fields(ck, m, path, provenances)
-    fields = (model, spec_method, k, thinking, category)
-    key = fields if all(f is not None for f in fields) else None
-    if ck.errors > before or key is None or al is None or method is None:
-        return None, key
-    return Profile(model=model, speculative_method=spec_method, num_spec_tokens=k,
-                   thinking=thinking, category=category, acceptance_length=float(al),
-                   method=method, per_position_rates=rates, provenance=provenance,
-                   rationale=rationale, copied_from=copied), key
-
-
-def _method_fields(ck: Checker, m: dict, path: str, provenances: dict[int, Provenance | None]
-                   ) -> tuple[str | None, Provenance | None, str | None, str | None]:
-    """``method`` and what it requires: provenance, rationale, copied_from, the measurement."""
-    method = ck.field(m, "method", path, "string", required=True)
-    rule = None
-    if method is not None:
-        rule = METHODS.get(method)
-        if rule is None:
-            near = difflib.get_close_matches(method, PROFILE_METHODS, n=1)
-            hint = (f"did you mean {near[0]!r}?" if near
-                    else f"use one of {', '.join(PROFILE_METHODS)}")
-            ck.error(pos(m, "method"), join(path, "method"), "unknown_method",
-                     f"method {method!r} is not recognized; {hint}")
-        elif not rule.allowed_in_profile:
-            ck.error(pos(m, "method"), join(path, "method"), "method_not_charged",
-                     "method not_charged is not a value and cannot be a profile's method; "
-                     "leave the profile out")
-            rule = None
-    why = f" with method {method}"
-    provenance = None
-    raw = ck.field(m, "provenance", path, "mapping",
-                   required=bool(rule and rule.requires_provenance),
-                   missing="missing_provenance",
-                   missing_message=f"provenance is required{why}; say where the value came from")
-    if raw is not None:
-        if id(raw) not in provenances:  # a provenance shared by aliases is checked once
-            provenances[id(raw)] = _provenance(ck, raw, join(path, "provenance"))
-        provenance = provenances[id(raw)]
-        if rule and rule.requires_measurement:
-            for key, what in (("hardware", "the chip"), ("engine_image", "the engine image"),
-                              ("sampling", "the decoding configuration")):
-                if key not in raw:  # present but wrong is the provenance check's to report
-                    ck.error(mark(raw), join(join(path, "provenance"), key), f"missing_{key}",
-                             f"provenance.{key} is required{why}; add {what} it was measured "
-                             "with")
-    rationale = ck.field(m, "rationale", path, "string",
-                         required=bool(rule and rule.requires_rationale),
-                         missing="missing_rationale", nonempty="missing_rationale",
-                         missing_message=f"rationale is required{why}; explain the value")
-    copied = ck.field(m, "copied_from", path, "string",
-                      required=bool(rule and rule.requires_copied_from),
-                      missing="missing_copied_from", nonempty="missing_copied_from",
-                      missing_message=f"copied_from is required{why}; name the source profile as "
-                                      "model/method/k<K>/thinking-<mode>/category")
-    if copied is not None and not COPIED_FROM_RE.fullmatch(copied):
-        ck.error(pos(m, "copied_from"), join(path, "copied_from"), "bad_copied_from",
-                 f"copied_from {copied!r} is not model/method/k<K>/thinking-<mode>/category, "
-                 "such as glm-5.2-fp8/mtp/k3/thinking-on/coding")
-        copied = None
-    return (method if rule else None), provenance, rationale, copied
-
-
-def _provenance(ck: Checker, m: dict, path: str) -> Provenance | None:
-    before = ck.errors
-    ck.unknown_keys(m, PROVENANCE_KEYS, path)
-    source = ck.field(m, "source", path, "string", required=True, missing="missing_source",
-                      nonempty="missing_source",
-                      missing_message="provenance has no source; give the document the value "
-                                      "was read from")
-    text = {key: ck.field(m, key, path, "string", nonempty="empty_value")
-            for key in ("run", "benchmark", "hardware", "engine_image")}
-    counts = {key: _count(ck, m, key, path) for key in ("prompts", "tp")}
-    sampling = None
-    raw = ck.field(m, "sampling", path, "mapping")
-    if raw is not None:
-        sampling = _sampling(ck, raw, join(path, "sampling"))
-    settings = _settings(ck, m, path)
-    if ck.errors > before or source is None:
-        return None
-    return Provenance(source=source, sampling=sampling, settings=settings, **text, **counts)
-
-
-def _count(ck: Checker, m: dict, key: str, path: str) -> int | None:
-    value = ck.field(m, key, path, "integer")
-    if value is not None and value < 0:
-        ck.error(pos(m, key), join(path, key), "negative_count",
-                 f"{key} is {value}; a count is not negative")
-        return None
-    return value
-
-
-def _sampling(ck: Checker, m: dict, path: str) -> Sampling | None:
-    before = ck.errors
-    ck.unknown_keys(m, SAMPLING_KEYS, path)
-    temperature = ck.field(m, "temperature", path, "number", required=True,
-                           missing="missing_temperature",
-                           missing_message="sampling has no temperature; give it (0 is greedy)")
-    if temperature is not None and temperature < 0:
-        ck.error(pos(m, "temperature"), join(path, "temperature"), "negative_temperature",
-                 f"temperature is {temperature!r}; it is not negative (0 is greedy)")
-    top_p = ck.field(m, "top_p", path, "number")
-    if top_p is not None and not 0 < top_p <= 1:
-        ck.error(pos(m, "top_p"), join(path, "top_p"), "top_p_out_of_range",
-                 f"top_p is {top_p!r}; it lies in (0, 1]")
-    top_k = ck.field(m, "top_k", path, "integer")
-    if top_k is not None and top_k < -1:
-        ck.error(pos(m, "top_k"), join(path, "top_k"), "top_k_out_of_range",
-                 f"top_k is {top_k}; it is at least -1 (-1 and 0 disable it)")
-    max_tokens = _count(ck, m, "max_tokens", path)
-    if ck.errors > before:
-        return None
-    return Sampling(temperature=float(temperature), top_p=None if top_p is None else float(top_p),
-                    top_k=top_k, max_tokens=max_tokens)
-
-
-def _settings(ck: Checker, m: dict, path: str) -> tuple[tuple[str, Any], ...]:
-    raw = ck.field(m, "settings", path, "mapping")
-    if raw is None:
-        return ()
-    sub = join(path, "settings")
+def _settings(ck: Checker, raw: dict, m: dict, sub: str, got: dict) -> tuple[tuple[str, Any], ...]:
+    """``provenance.settings``: scalar values by name, kept with their types, in file order."""
     out = []
     for name, value in raw.items():
         where = join(sub, str(name))
@@ -312,6 +98,219 @@ def _settings(ck: Checker, m: dict, path: str) -> tuple[tuple[str, Any], ...]:
         elif isinstance(value, float) and not math.isfinite(value):
             ck.error(pos(raw, name), where, "not_finite",
                      f"setting {name!r} must be finite, got {value!r}")
+        elif not ck.length_ok(name, key_pos(raw, name), where, "the setting's name",
+                              "setting_name") or (
+                isinstance(value, str) and not ck.length_ok(
+                    value, pos(raw, name), where, f"setting {name!r}", "setting_value")):
+            pass
         else:
             out.append((name, value))
     return tuple(out)
+
+
+def _text(key: str) -> Field:
+    """An optional text field of a provenance: not empty, within its limit."""
+    return Field(key, "string", blank="empty_value", limit=key)
+
+
+PROVENANCE = Map("provenance", keys=PROVENANCE_KEYS, steps=(
+    Field("source", "string", required=True, missing="missing_source", blank="missing_source",
+          limit="source", missing_message="provenance has no source; give the document the "
+                                          "value was read from"),
+    _text("run"), _text("benchmark"), _text("hardware"), _text("engine_image"),
+    _count("prompts"), _count("tp"),
+    Field("sampling", "mapping",
+          content=lambda ck, raw, m, sub, got: SAMPLING.load(ck, raw, sub)),
+    Field("settings", "mapping", content=_settings),
+), build=lambda g: Provenance(settings=g["settings"] or (), **{
+    k: g[k] for k in PROVENANCE_KEYS[:8]}))
+
+
+def _provenance(ck: Checker, raw: dict, m: dict, sub: str, got: dict) -> Provenance | None:
+    # A provenance that aliases cite from several profiles is checked (and reported) once.
+    key = ("provenance", id(raw))
+    if key not in ck.memo:
+        ck.memo[key] = PROVENANCE.load(ck, raw, sub)
+    return ck.memo[key]
+
+
+# --- profile -------------------------------------------------------------------------------------
+
+def _rule(got: dict) -> MethodRule | None:
+    """The rule of the profile's method, when the method is one a profile may use."""
+    rule = METHODS.get(got["method"]) if isinstance(got.get("method"), str) else None
+    return rule if rule is not None and rule.allowed_in_profile else None
+
+
+def _requires(what: str) -> Any:
+    return lambda got: bool((rule := _rule(got)) and getattr(rule, what))
+
+
+def _method_problem(method: str, got: dict) -> str | None:
+    rule = METHODS.get(method)
+    if rule is None:
+        near = difflib.get_close_matches(method, PROFILE_METHODS, n=1)
+        hint = f"did you mean {near[0]!r}?" if near else f"use one of {', '.join(PROFILE_METHODS)}"
+        return f"method {method!r} is not recognized; {hint}"
+    return None
+
+
+def _rates_sum(ck: Checker, m: dict, path: str, got: dict) -> None:
+    rates_, al = got["per_position_rates"], got["acceptance_length"]
+    if rates_ is None or al is None:
+        return
+    total = rates_sum_off(rates_, al - 1, SUM_TOLERANCE)
+    if total is not None:
+        ck.error(pos(m, "per_position_rates"), join(path, "per_position_rates"), "rates_sum",
+                 f"per_position_rates sum to {total:.4g} but acceptance_length - 1 is "
+                 f"{al - 1:.4g}; they must agree within {SUM_TOLERANCE}")
+
+
+def _measurement(ck: Checker, m: dict, path: str, got: dict) -> None:
+    """A measured value names its chip, image and decoding configuration in its provenance."""
+    rule, raw = _rule(got), m.get("provenance")
+    if not (rule and rule.requires_measurement and isinstance(raw, dict)):
+        return
+    for key, what in (("hardware", "the chip"), ("engine_image", "the engine image"),
+                      ("sampling", "the decoding configuration")):
+        if key not in raw:  # present but wrong is the provenance's own check to report
+            ck.error(mark(raw), join(join(path, "provenance"), key), f"missing_{key}",
+                     f"provenance.{key} is required with method {got['method']}; add {what} it "
+                     "was measured with")
+
+
+PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", steps=(
+    Field("model", "string", required=True, missing="missing_model", blank="missing_model",
+          limit="model",
+          missing_message="the profile has no model; give the catalog model name"),
+    Field("speculative_method", "string", required=True, missing="missing_speculative_method",
+          blank="missing_speculative_method", limit="speculative_method",
+          missing_message="the profile has no speculative_method; give the engine's method "
+                          "name, such as mtp"),
+    Field("num_spec_tokens", "integer", required=True, checks=(K_RANGE,)),
+    Field("thinking", "string", required=True, checks=(
+        Check("bad_thinking", lambda v, got: None if v in THINKING_MODES
+              else f"thinking is {v!r}; it is 'on' or 'off'"),)),
+    Field("category", "string", required=True, limit="category",
+          checks=(category_check("category"),)),
+    Field("acceptance_length", "number", required=True, nonfinite="al_not_finite",
+          checks=(AL_RANGE,)),
+    Field("per_position_rates", "list", content=rates),
+    _rates_sum,
+    Field("method", "string", required=True, drop_on_failure=False, checks=(
+        Check("unknown_method", _method_problem),
+        Check("method_not_charged", lambda v, got: None if v not in METHODS or METHODS[v].allowed_in_profile else
+              "method not_charged is not a value and cannot be a profile's method; leave the "
+              "profile out"))),
+    Field("provenance", "mapping", required=_requires("requires_provenance"),
+          missing="missing_provenance", content=_provenance,
+          missing_message="provenance is required with method {method}; say where the value "
+                          "came from"),
+    _measurement,
+    Field("rationale", "string", required=_requires("requires_rationale"),
+          missing="missing_rationale", blank="missing_rationale", limit="rationale",
+          missing_message="rationale is required with method {method}; explain the value"),
+    Field("copied_from", "string", required=_requires("requires_copied_from"),
+          missing="missing_copied_from", blank="missing_copied_from", limit="copied_from",
+          missing_message="copied_from is required with method {method}; name the source "
+                          "profile as model/method/k<K>/thinking-<mode>/category",
+          checks=(Check("bad_copied_from", lambda v, got: None if COPIED_FROM_RE.fullmatch(v)
+                        else f"copied_from {v!r} is not model/method/k<K>/thinking-<mode>/"
+                             "category, such as glm-5.2-fp8/mtp/k3/thinking-on/coding"),)),
+), build=lambda g: Profile(
+    model=g["model"], speculative_method=g["speculative_method"],
+    num_spec_tokens=g["num_spec_tokens"], thinking=g["thinking"], category=g["category"],
+    acceptance_length=float(g["acceptance_length"]), method=g["method"],
+    per_position_rates=g["per_position_rates"], provenance=g["provenance"],
+    rationale=g["rationale"], copied_from=g["copied_from"]))
+
+
+# --- the set -------------------------------------------------------------------------------------
+
+def _caveats(ck: Checker, seq: list, m: dict, sub: str, got: dict) -> tuple[str, ...] | None:
+    out = []
+    for i, item in enumerate(seq):
+        where, path = pos(seq, i), join(sub, i)
+        if not isinstance(item, str):
+            ck.error(where, path, "wrong_type",
+                     f"each caveat must be a string, got {type_name(item)}")
+        elif not ck.text_ok(item, where, path, "the caveat"):
+            pass
+        elif not item.strip():
+            ck.error(where, path, "empty_caveat",
+                     "caveat is empty; say what the set does not cover, or remove the entry")
+        elif ck.length_ok(item, where, path, "the caveat", "caveat"):
+            out.append(item)
+    return tuple(out) if len(out) == len(seq) else None
+
+
+def _profiles(ck: Checker, seq: list, m: dict, sub: str, got: dict
+              ) -> tuple[Profile, ...] | None:
+    """Each profile by :data:`PROFILE`, and the rule that no two share a key."""
+    if not seq:
+        ck.error(pos(m, "profiles"), "profiles", "no_profiles",
+                 "profiles is empty; a set holds at least one profile")
+        return None
+    out: list[Profile | None] = []
+    seen: dict[tuple, int] = {}
+    for i, item in enumerate(seq):
+        path = join(sub, i)
+        before = ck.errors
+        fields = PROFILE.read(ck, item, path, pos(seq, i))
+        if fields is None:
+            out.append(None)
+            continue
+        out.append(PROFILE.build(fields) if ck.errors == before else None)
+        key = tuple(fields[k] for k in ("model", "speculative_method", "num_spec_tokens",
+                                        "thinking", "category"))
+        if any(k is None for k in key):
+            continue
+        if key in seen:
+            first = seen[key]
+            ck.error(pos(seq, i), path, "duplicate_profile_key",
+                     f"profile {profile_label(*key)} is also profiles[{first}] (line "
+                     f"{pos(seq, first)[0]}); two profiles may not share a key, so remove or "
+                     "change one")
+        else:
+            seen[key] = i
+    if any(p is None for p in out):
+        return None
+    return tuple(p for p in out if p is not None)
+
+
+def _name_not_file(ck: Checker, m: dict, path: str, got: dict) -> None:
+    """The spec's convention: a set is named by its file (a warning, not an error)."""
+    name = got["name"]
+    if name is None:
+        return
+    stem, suffix = os.path.splitext(os.path.basename(ck.file))
+    if suffix in YAML_SUFFIXES and stem != name:
+        ck.error(pos(m, "name"), "name", "name_not_file",
+                 f"set name {name!r} differs from the file's name {stem!r}; scenarios name sets "
+                 f"by file, so rename one of them", severity="warning")
+
+
+def _name_problem(name: str, got: dict) -> str | None:
+    problem = set_name_problem(name)
+    if problem is None:
+        return None
+    if problem.startswith("it holds") or name in (".", ".."):
+        return (f"name {name!r} cannot be a file name, which export needs; drop '/', '\\' and "
+                "control characters")
+    shown = repr(name) if len(name) <= 60 else repr(name[:60]) + "..."
+    return f"name {shown} cannot be a file name, which export needs: {problem}; rename the set"
+
+
+SET = Map("a profile set", keys=SET_KEYS, steps=(
+    Field("kind", "string", required=True,
+          missing_message=f"kind is required; add 'kind: {KIND}'",
+          checks=(Check("wrong_kind", lambda v, got: None if v == KIND else
+                        f"kind is {v!r}; a profile set has 'kind: {KIND}'"),)),
+    Field("name", "string", required=True, blank="empty_name",
+          blank_message="name is empty; a set needs a name (by convention, its file's name)",
+          checks=(Check("bad_name", _name_problem),)),
+    _name_not_file,
+    Field("caveats", "list", content=_caveats),
+    Field("profiles", "list", required=True, content=_profiles,
+          missing_message="profiles is required; a set holds at least one profile"),
+))

@@ -1,8 +1,11 @@
-"""Run requests: what a run states, checked, and read from files and ``--batch`` lines.
+"""Run requests: what a run states, as a library call, a workload or scenario file, or a
+``--batch`` line, checked by the rows of :mod:`registry_db.resolve.layers`.
 
-:class:`Request` is what the resolver takes. :func:`check_request` checks the run's own terms
-and :class:`Checks` every stated inline value and pin by the spec's rules (through
-:mod:`registry_db.inputs.inline`), once per distinct value in a batch.
+:class:`Request` is what the resolver takes. Its terms (model, method, K, thinking, category,
+hardware, sets) are checked by each row's rule (:func:`check_terms`, the refusal
+``invalid_request``); what its layers state (an inline value, a pin) by the schemas of
+:mod:`registry_db.inputs.inline` (:class:`Checks`, the refusal ``invalid_value``), once per
+distinct value in a batch.
 
 A workload file states the workload's terms (``thinking``, ``category``) and may state its own
 ``acceptance`` (an inline value); a scenario file's top-level ``acceptance`` is the pin. Both are
@@ -12,28 +15,27 @@ silence). Problems carry ``FILE:LINE:COL: PATH`` from the loader's positions. An
 pin that breaks the spec's rules is the refusal ``invalid_value``; a file that cannot be read, or
 whose terms have the wrong type, is invalid input (exit 1 with findings).
 
-A ``--batch`` line is a JSON object with the contract's keys. A line that is not one (bad JSON,
-a missing, unknown, duplicated or mistyped key) is answered ``invalid_request``; the inline
+A ``--batch`` line is a JSON object whose keys are the rows' batch keys. A line that is not one
+(bad JSON, a missing, unknown, duplicated or mistyped key) is answered ``invalid_request``; the
 values and pins inside a good line are checked by the spec's rules, as everywhere else.
 
-The YAML loader and the validators are imported where they are used: a run that states no
-value (most of a batch, and ``registry resolve`` with flags only) never pays for PyYAML.
+The YAML loader is imported where it is used: a run that states no value (most of a batch, and
+``registry resolve`` with flags only) never pays for PyYAML.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from dataclasses import MISSING, dataclass, fields
+from operator import attrgetter
+from typing import Any, Iterable
 
-from registry_db.errors import InvalidInput, ResolutionRefused
-from registry_db.errors import Finding
-from registry_db.model import CATEGORY_RE, THINKING_MODES, WORKLOAD_KEYS, InlineValue, Pin
-
-if TYPE_CHECKING:  # pragma: no cover
-    from registry_db.inputs.base import Checker
+from registry_db.errors import Finding, InvalidInput
+from registry_db.inputs.inline import INLINE_VALUE, PIN
+from registry_db.inputs.schema import Check, Checker, Field, Map, category_check, near_key, type_name
+from registry_db.model import THINKING_MODES, WORKLOAD_KEYS, InlineValue, Pin, Refusal
+from registry_db.model import RefusalReason as R
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Request:
     ``hardware`` is the run's chip; a profile measured on another is recorded. Everything is
     checked when the run is resolved (a bad term is ``invalid_request``, a bad value or pin
     ``invalid_value``); a value or pin may also be given as the spec's mapping.
+    The fields are the rows of :data:`registry_db.resolve.layers.INPUTS`, in order.
     """
 
     model: str
@@ -58,108 +61,88 @@ class Request:
     sets: tuple[str, ...] | None = None
 
 
-def check_request(req: Request) -> None:
-    """The run's own terms; a library caller can pass anything, so they are checked here too."""
-    problems = []
-    for name in ("model", "method"):
-        value = getattr(req, name)
-        if not isinstance(value, str) or not value:
-            problems.append(f"{name} must be a non-empty string, got {value!r}")
-    if not isinstance(req.k, int) or isinstance(req.k, bool) or req.k < 1:
-        problems.append(f"k must be an integer of at least 1, got {req.k!r}")
-    if req.thinking is not None and req.thinking not in THINKING_MODES:
-        problems.append(f"thinking must be 'on' or 'off', got {req.thinking!r}")
-    if req.category is not None and (not isinstance(req.category, str)
-                                     or not CATEGORY_RE.fullmatch(req.category)):
-        problems.append(f"category {req.category!r} is malformed; use lower-case letters, "
-                        "digits, '_' and '-'")
-    if req.hardware is not None and (not isinstance(req.hardware, str) or not req.hardware):
-        problems.append(f"hardware must be a non-empty string, got {req.hardware!r}")
-    if req.sets is not None and (isinstance(req.sets, str) or not req.sets or not all(
-            isinstance(s, str) and s for s in req.sets)):
-        problems.append(f"sets must be a non-empty list of set names, got {req.sets!r}")
-    if problems:
-        raise ResolutionRefused("invalid_request", "; ".join(problems))
+def _inputs() -> Any:
+    # The table lives with the resolver's layers; imported late, as it imports this package.
+    from registry_db.resolve import layers
+
+    return layers
+
+
+def check_terms(req: Any) -> Refusal | None:
+    """The run's own terms by each row's rule: ``invalid_request`` naming every problem."""
+    problems = [problem for row in _inputs().TERMS
+                if (problem := row.check(getattr(req, row.name))) is not None]
+    return Refusal(R.INVALID_REQUEST, "; ".join(problems)) if problems else None
 
 
 class Checks:
-    """Checks stated values by the spec's rules, once per distinct value in a batch."""
+    """Checks a batch's requests, remembering what was checked: the terms once per distinct
+    combination, each stated value and pin once per distinct value."""
 
     def __init__(self) -> None:
+        layers = _inputs()
         self._seen: dict[Any, Any] = {}
-        self._categories: dict[Any, bool] = {}
+        self._terms_of = attrgetter(*(row.name for row in layers.TERMS))
+        self._good_terms: set[tuple] = set()
+        self._stated = layers.STATED
 
-    def category(self, category: Any) -> bool:
-        """Whether ``category`` is well formed (remembered: a batch repeats a few)."""
-        if type(category) is not str:
-            return False
-        good = self._categories.get(category)
-        if good is None:
-            good = self._categories[category] = CATEGORY_RE.fullmatch(category) is not None
-        return good
+    def terms(self, req: Any) -> Refusal | None:
+        """:func:`check_terms`, remembered for terms already found good (a batch repeats a few)."""
+        terms = self._terms_of(req)
+        # Only an int K is remembered: 1, 1.0 and True are equal, and only one of them is a K.
+        if type(req.k) is int:
+            try:
+                if terms in self._good_terms:
+                    return None
+            except TypeError:  # an unhashable term (a list of sets): checked every time
+                return check_terms(req)
+            refusal = check_terms(req)
+            if refusal is None:
+                self._good_terms.add(terms)
+            return refusal
+        return check_terms(req)
 
-    def value(self, value: InlineValue | None, layer: str, path: str) -> InlineValue | None:
-        """``value`` as the spec's rules accept it; ``invalid_value`` names what breaks them.
+    def stated(self, req: Any, layer: str) -> Any:
+        """What ``layer`` states in ``req``, checked by its schema (None when it states nothing);
+        a :class:`Refusal` (``invalid_value``) when it breaks the spec's rules."""
+        row = self._stated[layer]
+        return self.check(getattr(req, row.name), row.schema, row.key, layer)
 
-        ``path`` is where the value sits in a ``--batch`` line (``acceptance`` or ``cli``).
-        """
-        if value is None:
+    def check(self, obj: Any, schema: Map, path: str, layer: str) -> Any:
+        """``obj`` (a mapping or the schema's dataclass) checked by ``schema`` at ``path``."""
+        if obj is None:
             return None
-        from registry_db.inputs.inline import check_inline_value
-
-        return self._check(value, layer, path, check_inline_value, _value_doc)
-
-    def pin(self, pin: Pin | None) -> Pin | None:
-        """``pin`` as the spec's rules accept it; ``invalid_value`` names what breaks them."""
-        if pin is None:
-            return None
-        from registry_db.inputs.inline import check_pin
-
-        return self._check(pin, "scenario", "pin", check_pin, _pin_doc)
-
-    def _check(self, obj: Any, layer: str, path: str, check: Any, as_doc: Any) -> Any:
-        # Keyed by repr, not by equality: 1, 1.0 and True are equal, yet only two are valid K.
-        key = (path, repr(obj)) if type(obj) in (InlineValue, Pin) else None
+        # Keyed by repr, not by equality: 1, 1.0 and True are equal, yet only one is a valid K.
+        key = (path, repr(obj)) if type(obj) in (InlineValue, Pin, dict) else None
         found = self._seen.get(key) if key is not None else None
         if found is None:
-            good, findings = check(as_doc(obj), "", path)
-            found = good if good is not None else invalid_value(layer, findings).message
+            ck = Checker("")
+            good = schema.load(ck, as_document(obj, schema), path)
+            found = good if good is not None else invalid_value(layer, ck.findings)
             if key is not None:
                 self._seen[key] = found
-        if type(found) is str:  # a fresh exception each time: a raised one keeps its traceback
-            raise ResolutionRefused("invalid_value", found)
         return found
 
 
-def _value_doc(value: Any) -> Any:
-    if not isinstance(value, InlineValue):
-        return value  # the checker reports what it is instead
-    doc: dict[str, Any] = {"num_spec_tokens": value.num_spec_tokens}
-    for name in ("acceptance_length", "acceptance_rate", "per_position_rates", "source"):
-        item = getattr(value, name)
-        if item is not None:
-            doc[name] = list(item) if isinstance(item, tuple) else item
-    return doc
-
-
-def _pin_doc(pin: Any) -> Any:
-    if not isinstance(pin, Pin):
-        return pin
+def as_document(obj: Any, schema: Map) -> Any:
+    """A dataclass a library caller built (an :class:`InlineValue`, a :class:`Pin`) as the
+    mapping its schema reads: the fields it states, and always those it cannot omit (a K of
+    None is reported as null, not as missing); anything else as it is."""
+    if type(obj) not in (InlineValue, Pin):
+        return obj  # a mapping is read as it is; anything else the schema reports
     doc: dict[str, Any] = {}
-    if pin.profiles is not None:
-        doc["profiles"] = pin.profiles
-    if pin.value is not None:
-        doc["value"] = _value_doc(pin.value)
-    if pin.fallback_category is not None:
-        doc["fallback_category"] = pin.fallback_category
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if value is not None or f.default is MISSING:
+            doc[f.name] = (as_document(value, INLINE_VALUE) if type(value) is InlineValue
+                           else list(value) if type(value) is tuple else value)
     return doc
 
 
-def invalid_value(layer: str, findings: Iterable[Finding]) -> ResolutionRefused:
+def invalid_value(layer: str, findings: Iterable[Finding]) -> Refusal:
     """The refusal for a stated value (or, at the scenario layer, a pin) that breaks the spec."""
     what = "pin" if layer == "scenario" else "value"
-    return ResolutionRefused("invalid_value",
-                             f"the {layer} layer's {what} is invalid: {describe(findings)}")
+    return Refusal(R.INVALID_VALUE, f"the {layer} layer's {what} is invalid: {describe(findings)}")
 
 
 def describe(findings: Iterable[Finding]) -> str:
@@ -168,20 +151,7 @@ def describe(findings: Iterable[Finding]) -> str:
                      for f in findings if f.is_error)
 
 
-#: A batch line's keys: what each must be, and whether it is required.
-BATCH_KEYS: dict[str, tuple[str, bool]] = {
-    "model": ("string", True),
-    "method": ("string", True),
-    "k": ("integer", True),
-    "thinking": ("string", False),
-    "category": ("string", False),
-    "acceptance": ("object", False),
-    "pin": ("object", False),
-    "cli": ("object", False),
-    "hardware": ("string", False),
-    "sets": ("list of strings", False),
-}
-
+# --- workload and scenario files -----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Workload:
@@ -193,67 +163,49 @@ class Workload:
     warnings: tuple[Finding, ...] = ()
 
 
-def load_workload(path: str | os.PathLike) -> Workload:
-    """Read a workload file; raise :class:`InvalidInput` (findings) or ``invalid_value``."""
-    from registry_db.inputs.base import Checker
-    from registry_db.inputs.inline import check_inline_value
-    from registry_db.yaml.load import load_file, mark, pos
+WORKLOAD = Map("a workload", keys=WORKLOAD_KEYS, unknown="near_miss", steps=(
+    Field("thinking", "string", checks=(Check(
+        "bad_thinking", lambda v, got: None if v in THINKING_MODES else
+        f"thinking is {v!r}; the thinking modes are 'on' and 'off'"),)),
+    Field("category", "string", limit="category", checks=(category_check("category"),)),
+))
+SCENARIO = Map("a scenario", keys=("acceptance",), unknown="near_miss", steps=())
 
-    file = str(path)
-    doc = load_file(path)
-    ck = Checker(file)
-    if not ck.mapping(doc, mark(doc), "", "a workload"):
-        raise InvalidInput(ck.findings)
-    _near_misses(ck, doc, WORKLOAD_KEYS)
-    thinking = ck.field(doc, "thinking", "", "string")
-    if thinking is not None and thinking not in THINKING_MODES:
-        ck.error(pos(doc, "thinking"), "thinking", "bad_thinking",
-                 f"thinking is {thinking!r}; the thinking modes are 'on' and 'off'")
-    category = ck.field(doc, "category", "", "string")
-    if category is not None and not CATEGORY_RE.fullmatch(category):
-        ck.error(pos(doc, "category"), "category", "bad_category",
-                 f"category {category!r} is malformed; use lower-case letters, digits, '_' and "
-                 "'-', such as coding")
-    if ck.errors:
-        raise InvalidInput(ck.findings)
-    acceptance = None
-    if doc.get("acceptance") is not None:
-        acceptance, findings = check_inline_value(doc["acceptance"], file, "acceptance")
-        if acceptance is None:
-            raise invalid_value("workload", findings)
-    return Workload(thinking, category, acceptance, tuple(ck.findings))
+
+def load_workload(path: str | os.PathLike) -> Workload:
+    """Read a workload file; raise :class:`InvalidInput` (findings) or, for its value,
+    :class:`~registry_db.errors.ResolutionRefused` (``invalid_value``)."""
+    doc, ck = _load(path, WORKLOAD)
+    acceptance = _stated(ck, doc, INLINE_VALUE, "workload")
+    return Workload(doc.get("thinking"), doc.get("category"), acceptance, tuple(ck.findings))
 
 
 def load_scenario(path: str | os.PathLike) -> tuple[Pin | None, tuple[Finding, ...]]:
     """A scenario file's ``acceptance`` pin (None when it has none) and warnings."""
-    from registry_db.inputs.base import Checker
-    from registry_db.inputs.inline import check_pin
-    from registry_db.yaml.load import load_file, mark
+    doc, ck = _load(path, SCENARIO)
+    return _stated(ck, doc, PIN, "scenario"), tuple(ck.findings)
 
-    file = str(path)
+
+def _load(path: str | os.PathLike, schema: Map) -> tuple[dict, Checker]:
+    from registry_db.yaml.load import load_file
+
+    ck = Checker(str(path))
     doc = load_file(path)
-    ck = Checker(file)
-    if not ck.mapping(doc, mark(doc), "", "a scenario"):
+    if schema.read(ck, doc, "") is None or ck.errors:
         raise InvalidInput(ck.findings)
-    _near_misses(ck, doc, ("acceptance",))
+    return doc, ck
+
+
+def _stated(ck: Checker, doc: dict, schema: Map, layer: str) -> Any:
+    from registry_db.errors import ResolutionRefused
+
     if doc.get("acceptance") is None:
-        return None, tuple(ck.findings)
-    pin, findings = check_pin(doc["acceptance"], file, "acceptance")
-    if pin is None:
-        raise invalid_value("scenario", findings)
-    return pin, tuple(ck.findings)
-
-
-def _near_misses(ck: Checker, doc: dict, known: tuple[str, ...]) -> None:
-    from registry_db.yaml.load import key_pos
-
-    for key in doc:
-        if key in known or not isinstance(key, str):
-            continue
-        near = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
-        if near:
-            ck.error(key_pos(doc, key), key, "near_known_key",
-                     f"{key!r} is ignored; did you mean {near[0]!r}?", severity="warning")
+        return None
+    found = Checker(ck.file)
+    value = schema.load(found, doc["acceptance"], "acceptance")
+    if value is None:
+        raise ResolutionRefused(invalid_value(layer, found.findings))
+    return value
 
 
 # --- batch lines ---------------------------------------------------------------------------------
@@ -262,21 +214,18 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
-        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
         raise ValueError(f"the key {dup!r} appears twice")
     return out
 
 
-#: A batch line's value keys and the layers that state them.
-_LAYER_OF = {"acceptance": "workload", "pin": "scenario", "cli": "cli"}
-
 _DECODER = json.JSONDecoder(object_pairs_hook=_refuse_duplicates)
 
 
-def parse_line(line: str, number: int, seen: dict | None = None) -> Request | ResolutionRefused:
+def parse_line(line: str, number: int, checks: Checks | None = None) -> Request | Refusal:
     """One ``--batch`` line as a request, or the refusal that answers it.
 
-    ``seen`` remembers checked values across the lines of one batch.
+    ``checks`` remembers checked values across the lines of one batch.
     """
     if not line.strip():
         return _invalid(number, "the line is empty; each line is one JSON request")
@@ -290,12 +239,10 @@ def parse_line(line: str, number: int, seen: dict | None = None) -> Request | Re
     if "\\u" in line and not _plain_text(obj):
         return _invalid(number, "a string holds NUL or an unpaired surrogate escape "
                                 "(\\u0000, \\ud800-\\udfff); text must be Unicode without NUL")
-    try:
-        return request_from_json(obj, seen)
-    except ResolutionRefused as refusal:
-        if refusal.reason == "invalid_request":
-            return _invalid(number, refusal.message)
-        return refusal
+    found = request_from_json(obj, checks)
+    if type(found) is Refusal and found.reason == R.INVALID_REQUEST:
+        return _invalid(number, found.message)
+    return found
 
 
 def _plain_text(obj: Any) -> bool:
@@ -319,99 +266,58 @@ def _plain_text(obj: Any) -> bool:
     return True
 
 
-def parse_lines(lines: Iterable[str]) -> list[Request | ResolutionRefused]:
+def parse_lines(lines: Iterable[str]) -> list[Request | Refusal]:
     """Every line of a ``--batch`` input, in order (a blank line is an invalid request)."""
-    seen: dict = {}
-    return [parse_line(line, n, seen) for n, line in enumerate(lines, 1)]
+    checks = Checks()
+    return [parse_line(line, n, checks) for n, line in enumerate(lines, 1)]
 
 
-def _invalid(number: int, message: str) -> ResolutionRefused:
-    return ResolutionRefused("invalid_request", f"line {number}: {message}")
+def _invalid(number: int, message: str) -> Refusal:
+    return Refusal(R.INVALID_REQUEST, f"line {number}: {message}")
 
 
-_TYPES = {"string": str, "integer": int, "object": dict, "list of strings": list}
-#: Each key's one Python type after ``json.loads`` (``k: true`` is a bool, not an int).
-_JSON_TYPES = {key: _TYPES[want] for key, (want, _) in BATCH_KEYS.items()}
-_REQUIRED = tuple(key for key, (_, required) in BATCH_KEYS.items() if required)
-
-
-def request_from_json(obj: Any, seen: dict | None = None) -> Request:
-    """A request from a decoded ``--batch`` object; raise ``invalid_request`` or ``invalid_value``.
-
-    ``acceptance`` is the workload's inline value, ``pin`` the scenario's pin, ``cli`` the
-    command line's value, each in the spec's form and checked by its rules (once per distinct
-    value when ``seen`` is shared across calls).
-    """
+def request_from_json(obj: Any, checks: Checks | None = None) -> Request | Refusal:
+    """A request from a decoded ``--batch`` object, or the refusal that answers it:
+    ``invalid_request`` when a key is missing, unknown or mistyped, ``invalid_value`` when a
+    stated value or pin breaks the spec's rules (each checked once per distinct value when
+    ``checks`` is shared across calls). The keys are the rows' batch keys."""
+    layers = _inputs()
     # The common line is checked in one pass; anything else takes the long way, which says
     # exactly what is wrong.
-    if not (type(obj) is dict and all(obj.get(key) is not None for key in _REQUIRED)
-            and all(value is None or type(value) is _JSON_TYPES.get(key)
+    json_types = layers.JSON_TYPES
+    if not (type(obj) is dict and all(obj.get(key) is not None for key in layers.REQUIRED_KEYS)
+            and all(value is None or type(value) is json_types.get(key)
                     for key, value in obj.items())
-            and (obj.get("sets") is None or all(type(s) is str for s in obj["sets"]))):
-        _refuse_malformed(obj)
+            and all(check(value) for key, check in layers.ITEM_CHECKS
+                    if (value := obj.get(key)) is not None)):
+        refusal = _malformed(obj, layers)
+        if refusal is not None:
+            return refusal
     get = obj.get
-    acceptance, pin, cli, sets = get("acceptance"), get("pin"), get("cli"), get("sets")
-    if acceptance is not None or pin is not None or cli is not None:
-        seen = {} if seen is None else seen
-        acceptance = _stated(acceptance, "acceptance", seen)
-        pin = _stated(pin, "pin", seen)
-        cli = _stated(cli, "cli", seen)
-    return Request(obj["model"], obj["method"], obj["k"], get("thinking"), get("category"),
-                   acceptance, pin, cli, get("hardware"), None if sets is None else tuple(sets))
+    values = {row.name: row.from_json(get(row.key)) for row in layers.INPUTS}
+    for row in layers.STATED.values():
+        if values[row.name] is not None:
+            checks = Checks() if checks is None else checks
+            found = checks.check(values[row.name], row.schema, row.key, row.layer)
+            if type(found) is Refusal:
+                return found
+            values[row.name] = found
+    return Request(**values)
 
 
-def _stated(doc: dict | None, key: str, seen: dict) -> Any:
-    """A line's inline value or pin as the spec's dataclass; ``invalid_value`` if it is not one."""
-    if doc is None:
-        return None
-    # Keyed by repr: equal dicts may hold 1, 1.0 or true, which the rules tell apart.
-    memo = (key, repr(doc))
-    found = seen.get(memo)
-    if found is None:
-        from registry_db.inputs.inline import check_inline_value, check_pin
-
-        good, findings = (check_pin if key == "pin" else check_inline_value)(doc, "", key)
-        found = seen[memo] = good if good is not None else (
-            invalid_value(_LAYER_OF[key], findings).message)
-    if type(found) is str:
-        raise ResolutionRefused("invalid_value", found)
-    return found
-
-
-def _refuse_malformed(obj: Any) -> None:
-    """Raise ``invalid_request`` naming every key of ``obj`` that is missing, unknown or
-    mistyped, or saying that ``obj`` is not an object at all."""
-    from registry_db.inputs.base import type_name
-
+def _malformed(obj: Any, layers: Any) -> Refusal | None:
+    """``invalid_request`` naming every key of ``obj`` that is missing, unknown or mistyped,
+    or saying that ``obj`` is not an object at all."""
     if not isinstance(obj, dict):
-        raise ResolutionRefused("invalid_request", f"a request is a JSON object, got "
-                                f"{type_name(obj)}")
-    problems = []
-    for key in obj:
-        if key not in BATCH_KEYS:
-            near = difflib.get_close_matches(key, BATCH_KEYS, n=1, cutoff=0.6)
-            problems.append(f"unknown key {key!r}; " + (
-                f"did you mean {near[0]!r}?" if near else f"known keys: {', '.join(BATCH_KEYS)}"))
-    for key, (want, required) in BATCH_KEYS.items():
-        value = obj.get(key)
+        return Refusal(R.INVALID_REQUEST, f"a request is a JSON object, got {type_name(obj)}")
+    keys = [row.key for row in layers.INPUTS]
+    problems = [near_key(key, keys) for key in obj if key not in keys]
+    for row in layers.INPUTS:
+        value = obj.get(row.key)
         if value is None:
-            if required:
-                problems.append(f"{key} is required ({want})")
-        elif not _is(value, want):
-            problems.append(f"{key} must be {'an' if want[0] in 'aeiou' else 'a'} {want}, "
-                            f"got {type_name(value)}")
-    if problems:
-        raise ResolutionRefused("invalid_request", "; ".join(problems))
-
-
-def _is(value: Any, want: str) -> bool:
-    from registry_db.inputs.base import is_int
-
-    if want == "string":
-        return isinstance(value, str)
-    if want == "integer":
-        return is_int(value)
-    if want == "object":
-        return isinstance(value, dict)
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
+            if row.required:
+                problems.append(f"{row.key} is required ({row.json})")
+        elif not row.json_ok(value):
+            problems.append(f"{row.key} must be {'an' if row.json[0] in 'aeiou' else 'a'} "
+                            f"{row.json}, got {type_name(value)}")
+    return Refusal(R.INVALID_REQUEST, "; ".join(problems)) if problems else None

@@ -21,18 +21,21 @@ from __future__ import annotations
 import contextlib
 import gc
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Iterable, Iterator, NamedTuple
 
 from sqlalchemy.engine import Connection, Engine
 
-from registry_db.store.engine import translated
 from registry_db.errors import ResolutionRefused
-from registry_db.resolve.rates import complete, min_variance_rates, rate_from_al
-from registry_db.inputs.request import Checks, Request, check_request
+from registry_db.inputs.request import Checks, Request
+from registry_db.model import InlineValue, Layer, Refusal, profile_label
+from registry_db.model import RefusalReason as R
+from registry_db.resolve.layers import LAYERS, LayerRow
 from registry_db.resolve.lookup import (
     Candidate, Key, cursor, lookup_many, lookup_one, set_names, stored_among,
 )
-from registry_db.model import THINKING_MODES, InlineValue, profile_label
+from registry_db.resolve.rates import complete, min_variance_rates, rate_from_al
+from registry_db.store.engine import translated
 
 Bind = Engine | Connection
 
@@ -99,7 +102,7 @@ def resolve(bind: Bind, request: Request) -> Resolution:
     At most two queries: the stored set names (only when the request names sets) and the one
     lookup of the run's profile key, in its category and fallback.
     """
-    checked = Checks()
+    checks = Checks()
     with translated(), cursor(bind) as c:
         # Only the sets the run names are looked up (most runs name none); every name is read
         # only to refuse an unknown one with the nearest names suggested.
@@ -107,13 +110,13 @@ def resolve(bind: Bind, request: Request) -> Resolution:
         known = frozenset(stored_among(c, named)) if named else frozenset()
         if len(known) < len(named):
             known = frozenset(set_names(c))
-        plan = planned = _plan(request, known, checked)
+        plan = planned = _plan(request, known, checks)
         if type(plan) is _Plan:
             index = lookup_one(c, request.model, request.method, request.k, request.thinking,
                                plan.keys[0][4], plan.fallback)
             plan = _Answers(index).finish(plan)
-    if isinstance(plan, ResolutionRefused):
-        raise _say_what_exists(bind, [planned], [plan])[0]
+    if type(plan) is Refusal:
+        raise ResolutionRefused(_say_what_exists(bind, [planned], [plan])[0])
     return plan
 
 
@@ -127,19 +130,20 @@ def _named_sets(request: Request) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in names if isinstance(n, str)))
 
 
-def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | ResolutionRefused]:
-    """Resolve many runs at once: one answer per request, in order; refusals are returned.
+def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | Refusal]:
+    """Resolve many runs at once: one answer per request, in order; a refused run's answer is
+    its :class:`~registry_db.model.Refusal` (a value, not raised).
 
     Set-based: one query for the set names and one join for every distinct profile key of the
     batch, in one transaction, however many requests there are. Each answer equals what
     :func:`resolve` gives (or raises) for that request alone.
     """
     requests = list(requests)
-    checked = Checks()
+    checks = Checks()
     with gc_paused(len(requests)):
         with translated(), cursor(bind, snapshot=True) as c:
             known = frozenset(set_names(c))
-            plans = [_plan(r, known, checked) for r in requests]
+            plans = [_plan(r, known, checks) for r in requests]
             keys = [key for p in plans if type(p) is _Plan for key in p.keys]
             index = lookup_many(c, keys)
         answers = _Answers(index)
@@ -183,81 +187,72 @@ class _Plan(NamedTuple):
     notes: tuple[str, ...] = ()
 
 
-_THINKING = frozenset(THINKING_MODES)
+#: What each layer above the registry states, read from a request in one call.
+_STATED_BY = attrgetter(*(row.input for row in LAYERS if row.input is not None))
+_NOTHING_STATED = (None,) * (len(LAYERS) - 1)
 
 
-def _plan(req: Request, known: frozenset[str], checked: Checks
-          ) -> _Plan | Resolution | ResolutionRefused:
+def _plan(req: Request, known: frozenset[str], checks: Checks
+          ) -> _Plan | Resolution | Refusal:
     """Check everything that needs no profile; answer at once, or say which keys to look up."""
-    model, method, k, thinking, category, sets = (req.model, req.method, req.k, req.thinking,
-                                                  req.category, req.sets)
-    # The common case checked inline (a batch has many); anything unusual takes the long way,
-    # which explains what is wrong.
-    if not (type(model) is str and model and type(method) is str and method
-            and type(k) is int and k >= 1
-            and (thinking is None or type(thinking) is str and thinking in _THINKING)
-            and (category is None or checked.category(category))
-            and (req.hardware is None or type(req.hardware) is str and req.hardware)
-            and (sets is None or type(sets) is tuple and sets
-                 and all(type(n) is str and n for n in sets))):
-        try:
-            check_request(req)
-        except ResolutionRefused as refusal:
-            return refusal
-    if req.workload is None and req.pin is None and req.cli is None:
+    refusal = checks.terms(req)
+    if refusal is not None:
+        return refusal
+    if _STATED_BY(req) == _NOTHING_STATED:  # the common run: the registry alone
+        sets = req.sets
         if sets is not None:
             for name in sets:
                 if name not in known:
                     return _unknown_set("--set", name, known, "")
-        if thinking is None:
-            return _no_thinking("registry")
-        if category is None:
-            return _no_category("registry")
-        return _Plan(req, "registry", None if sets is None else frozenset(sets),
-                     ((model, method, k, thinking, category),), None)
-    return _plan_layers(req, known, checked)
+        if req.thinking is None:
+            return _no_thinking(Layer.REGISTRY)
+        if req.category is None:
+            return _no_category(Layer.REGISTRY)
+        return _Plan(req, Layer.REGISTRY, None if sets is None else frozenset(sets),
+                     ((req.model, req.method, req.k, req.thinking, req.category),), None)
+    return _plan_layers(req, known, checks)
 
 
-def _plan_layers(req: Request, known: frozenset[str], checked: Checks
-                 ) -> _Plan | Resolution | ResolutionRefused:
-    """:func:`_plan` for a run where a workload, scenario or command line states something."""
-    try:
-        workload = checked.value(req.workload, "workload", "acceptance")
-        pin = checked.pin(req.pin)
-        cli = checked.value(req.cli, "cli", "cli")
-        for layer, value in (("workload", workload), ("scenario", pin and pin.value),
-                             ("cli", cli)):
-            if value is not None and value.num_spec_tokens != req.k:
-                raise ResolutionRefused("k_mismatch", (
-                    f"the {layer} layer's value was stated for K = {value.num_spec_tokens}, but "
-                    f"the run speculates K = {req.k}; a value is refused rather than rescaled"))
-        for name in req.sets or ():
-            if name not in known:
-                raise _unknown_set("--set", name, known, "")
-        if pin is not None and pin.profiles is not None and pin.profiles not in known:
-            raise _unknown_set("the scenario's acceptance.profiles", pin.profiles, known,
-                               "; the registry is not consulted in its place")
-    except ResolutionRefused as refusal:
-        return refusal
+def _plan_layers(req: Request, known: frozenset[str], checks: Checks
+                 ) -> _Plan | Resolution | Refusal:
+    """:func:`_plan` for a run where a layer above the registry states something: every
+    stated value is checked (its K included), then the highest layer that states acceptance
+    answers, by its value or from the set it names."""
+    stated: list[tuple[LayerRow, Any]] = []
+    for row in LAYERS[1:]:
+        found = checks.stated(req, row.layer)
+        if type(found) is Refusal:
+            return found
+        if found is not None:
+            stated.append((row, found))
+    for row, found in stated:
+        value = row.value(found)
+        if value is not None and value.num_spec_tokens != req.k:
+            return Refusal(R.K_MISMATCH, (
+                f"the {row.layer} layer's value was stated for K = {value.num_spec_tokens}, but "
+                f"the run speculates K = {req.k}; a value is refused rather than rescaled"))
+    for name in req.sets or ():
+        if name not in known:
+            return _unknown_set("--set", name, known, "")
+    pin = dict((row.layer, found) for row, found in stated).get(Layer.SCENARIO)
+    if pin is not None and pin.profiles is not None and pin.profiles not in known:
+        return _unknown_set("the scenario's acceptance.profiles", pin.profiles, known,
+                            "; the registry is not consulted in its place")
 
-    stated = [layer for layer, on in (("workload", workload is not None),
-                                      ("scenario", pin is not None and (
-                                          pin.value is not None or pin.profiles is not None)),
-                                      ("cli", cli is not None)) if on]
-    winner = stated[-1] if stated else "registry"
-    notes = tuple(f"the {lower} layer's acceptance is overridden by the {winner} layer "
-                  "(layers are not merged)" for lower in stated[:-1])
-    if cli is not None:
-        return _inline_answer(cli, req.k, "cli", notes)
-    if pin is not None and pin.value is not None:
-        return _inline_answer(pin.value, req.k, "scenario", notes)
+    acceptance = [(row, found) for row, found in stated
+                  if row.value(found) is not None or row.names_set(found) is not None]
+    winner = acceptance[-1][0].layer if acceptance else Layer.REGISTRY
+    notes = tuple(f"the {row.layer} layer's acceptance is overridden by the {winner} layer "
+                  "(layers are not merged)" for row, _ in acceptance[:-1])
     fallback = pin.fallback_category if pin is not None else None
-    if pin is not None and pin.profiles is not None:
-        layer, scope = "scenario", frozenset((pin.profiles,))
-    elif workload is not None:
-        return _inline_answer(workload, req.k, "workload", notes)
+    if acceptance:
+        row, found = acceptance[-1]
+        value = row.value(found)
+        if value is not None:
+            return _inline_answer(value, req.k, row.layer, notes)
+        layer, scope = row.layer, frozenset((row.names_set(found),))
     else:
-        layer, scope = "registry", None if req.sets is None else frozenset(req.sets)
+        layer, scope = Layer.REGISTRY, None if req.sets is None else frozenset(req.sets)
     if req.thinking is None:
         return _no_thinking(layer)
     if req.category is None and fallback is None:
@@ -267,23 +262,22 @@ def _plan_layers(req: Request, known: frozenset[str], checked: Checks
     return _Plan(req, layer, scope, keys, fallback, notes)
 
 
-def _no_thinking(layer: str) -> ResolutionRefused:
-    return ResolutionRefused("no_thinking", (
+def _no_thinking(layer: str) -> Refusal:
+    return Refusal(R.NO_THINKING, (
         f"the {layer} lookup needs the workload's thinking mode (on or off) and none was given"))
 
 
-def _no_category(layer: str) -> ResolutionRefused:
-    return ResolutionRefused("no_category", (
+def _no_category(layer: str) -> Refusal:
+    return Refusal(R.NO_CATEGORY, (
         f"the {layer} lookup needs the workload's category and none was given, nor a "
         "fallback_category"))
 
 
-def _unknown_set(where: str, name: str, known: frozenset[str], tail: str) -> ResolutionRefused:
+def _unknown_set(where: str, name: str, known: frozenset[str], tail: str) -> Refusal:
     # Imported here: the store's models cost a fast command's start-up, and this path is rare.
     from registry_db.store.read import unknown_set_message
 
-    return ResolutionRefused("unknown_set",
-                             f"{where}: {unknown_set_message(name, sorted(known))}{tail}")
+    return Refusal(R.UNKNOWN_SET, f"{where}: {unknown_set_message(name, sorted(known))}{tail}")
 
 
 def _inline_answer(value: InlineValue, k: int, layer: str, notes: tuple[str, ...]) -> Resolution:
@@ -303,7 +297,7 @@ class _Answers:
         self.index = index
         self._derived: dict[tuple[float, int], tuple[float, ...]] = {}
 
-    def finish(self, plan: _Plan) -> Resolution | ResolutionRefused:
+    def finish(self, plan: _Plan) -> Resolution | Refusal:
         """The answer to ``plan``: the one profile in scope, the fallback's, or a refusal."""
         scope, keys, category = plan.scope, plan.keys, plan.request.category
         if category is not None:
@@ -316,7 +310,7 @@ class _Answers:
                 return _conflict(keys[0], found)
         fallback = plan.fallback
         if fallback is None:
-            return ResolutionRefused("no_match", (
+            return Refusal(R.NO_MATCH, (
                 f"no profile {profile_label(*keys[0])} in {_scope_text(plan)}, and no "
                 "fallback_category was requested"))
         key = keys[-1]
@@ -329,7 +323,7 @@ class _Answers:
             return _conflict(key, found)
         missing = "the workload states no category" if category is None else (
             f"the workload's category {category!r} has no profile")
-        return ResolutionRefused("fallback_no_match", (
+        return Refusal(R.FALLBACK_NO_MATCH, (
             f"{missing} in {_scope_text(plan)}, and the fallback has no profile either: no "
             f"{profile_label(*key)}"))
 
@@ -367,7 +361,7 @@ class _Answers:
 
 
 #: Refusals for want of a profile: they also say what is stored for the run's model and method.
-_NO_PROFILE = ("no_match", "fallback_no_match")
+_NO_PROFILE = (R.NO_MATCH, R.FALLBACK_NO_MATCH)
 
 
 def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[Any]:
@@ -378,7 +372,7 @@ def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[A
     answer is such a refusal, so that answering costs nothing more.
     """
     todo = [i for i, (p, a) in enumerate(zip(plans, answers)) if type(p) is _Plan
-            and isinstance(a, ResolutionRefused) and a.reason in _NO_PROFILE]
+            and type(a) is Refusal and a.reason in _NO_PROFILE]
     if not todo:
         return answers
     from registry_db.resolve.stored import stored_variants
@@ -392,7 +386,7 @@ def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[A
         held = stored[(req.model, req.method)].describe(plans[i].scope)
         what = (f"stored for {req.model}/{req.method} there: {held}" if held
                 else f"nothing is stored for {req.model}/{req.method} there")
-        out[i] = ResolutionRefused(out[i].reason, f"{out[i].message}; {what}")
+        out[i] = Refusal(out[i].reason, f"{out[i].message}; {what}")
     return out
 
 
@@ -405,8 +399,8 @@ def _scope_text(plan: _Plan) -> str:
     return "the registry sets " + ", ".join(repr(s) for s in sorted(plan.scope))
 
 
-def _conflict(key: Key, found: list[Candidate]) -> ResolutionRefused:
+def _conflict(key: Key, found: list[Candidate]) -> Refusal:
     names = ", ".join(c.profile_set for c in found)
-    return ResolutionRefused("conflict", (
+    return Refusal(R.CONFLICT, (
         f"{len(found)} registry sets hold {profile_label(*key)}: {names}; name one with --set "
         "(or a scenario's acceptance.profiles)"))

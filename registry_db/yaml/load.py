@@ -19,8 +19,13 @@ import yaml
 from yaml.events import (AliasEvent, DocumentStartEvent, MappingEndEvent, MappingStartEvent,
                          ScalarEvent, SequenceEndEvent, SequenceStartEvent, StreamEndEvent)
 
-from registry_db.errors import InvalidInput
-from registry_db.errors import Finding
+from registry_db.errors import Finding, InvalidInput
+# The located containers live apart from the loader, so that checking a plain JSON value
+# (a batch line) needs no PyYAML; they are re-exported here as the loader's own.
+from registry_db.yaml.nodes import UNKNOWN, Position, YMap, YSeq, key_pos, mark, pos
+
+__all__ = ["UNKNOWN", "Position", "YMap", "YSeq", "key_pos", "mark", "pos", "load_file",
+           "load_yaml", "scalar_kind"]
 
 #: Files larger than this are refused before they are read.
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -31,59 +36,8 @@ MAX_EXPANDED_NODES = 1_000_000
 #: Load problems after which the document is still whole (InvalidInput.document holds it).
 RECOVERABLE = frozenset({"duplicate_key"})
 
-#: A 1-based (line, column); (0, 0) means "unknown", as for a dict that came from JSON.
-Position = tuple[int, int]
-UNKNOWN: Position = (0, 0)
-
 _STD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {_STD + t for t in ("str", "int", "float", "bool", "null")}
-
-
-class YMap(dict):
-    """A mapping that remembers where it, each key and each value were written."""
-
-    __slots__ = ("file", "mark", "key_marks", "value_marks")
-
-    def __init__(self, file: str = "", mark: Position = UNKNOWN):
-        super().__init__()
-        self.file, self.mark = file, mark
-        self.key_marks: dict[Any, Position] = {}
-        self.value_marks: dict[Any, Position] = {}
-
-
-class YSeq(list):
-    """A sequence that remembers where it and each item were written."""
-
-    __slots__ = ("file", "mark", "item_marks")
-
-    def __init__(self, file: str = "", mark: Position = UNKNOWN):
-        super().__init__()
-        self.file, self.mark = file, mark
-        self.item_marks: list[Position] = []
-
-
-def mark(container: Any) -> Position:
-    """Where a loaded mapping or sequence starts; :data:`UNKNOWN` for anything else."""
-    return getattr(container, "mark", UNKNOWN)
-
-
-def pos(container: Any, key: Any) -> Position:
-    """Where the value under ``key`` (a mapping key or a sequence index) was written.
-
-    Falls back to the container's own position, then to :data:`UNKNOWN` for plain dicts and lists.
-    """
-    if isinstance(container, YMap) and key in container.value_marks:
-        return container.value_marks[key]
-    if isinstance(container, YSeq) and isinstance(key, int) and 0 <= key < len(container):
-        return container.item_marks[key]
-    return mark(container)
-
-
-def key_pos(container: Any, key: Any) -> Position:
-    """Where the key itself was written (for "unknown key" and the like)."""
-    if isinstance(container, YMap) and key in container.key_marks:
-        return container.key_marks[key]
-    return mark(container)
 
 
 # --- scalars -------------------------------------------------------------------------------------

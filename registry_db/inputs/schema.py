@@ -1,0 +1,435 @@
+"""Schemas as data: what each input may hold, written once as tables of fields.
+
+An input (a profile set, a provenance, an inline value, a pin, a workload file, ...) is a
+:class:`Map`: an ordered tuple of steps, mostly :class:`Field` rows (key, type, required or
+conditionally required, length limit, checks) and a few :class:`Rule` steps for what spans
+fields (a pin that sets both ``profiles`` and ``value``). One interpreter, :meth:`Map.read`,
+walks any of them over a loaded document and reports every problem as a
+:class:`~registry_db.errors.Finding` (code, ``FILE:LINE:COL``, key path, message) into a
+:class:`Checker`, then hands the fields it read to the table's ``build`` (a dataclass of
+:mod:`registry_db.model`). The idea is cfgv's ``Map``/``Required``/``Optional``: a schema is a
+table, not a function per field.
+
+Located YAML (:mod:`registry_db.yaml.load`) and plain JSON read alike: positions come from the
+loader's marks, and a plain ``dict`` has none (reported as 0:0). Readers report a problem and go
+on, so that every problem of a document is reported at once; a field that breaks a rule reads
+as absent for the rules after it (an invalid K is not used to check AL against).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from registry_db.errors import Finding
+from registry_db.model import CATEGORY_RE, INT_LIMIT, MAX_K, MAX_LENGTH
+from registry_db.yaml.nodes import Position, key_pos, mark, pos
+
+_LEADING_ZERO_RE = re.compile(r"[-+]?0[0-9]+")
+
+#: The types a field may want, as messages name them.
+WANTS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "list": "a list",
+    "mapping": "a mapping",
+}
+
+
+def type_name(value: Any) -> str:
+    """How a message names the type of a loaded value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+def is_int(value: Any) -> bool:
+    """An integer literal: ``5`` yes; ``true``, ``5.0`` and ``"5"`` no."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """An integer or a float, not a boolean (finiteness is checked separately)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_IS = {"string": lambda v: isinstance(v, str), "integer": is_int, "number": is_number,
+       "list": lambda v: isinstance(v, list), "mapping": lambda v: isinstance(v, dict)}
+
+
+def join(path: str, key: Any) -> str:
+    """The key path of ``key`` under ``path``: ``a.b`` for keys, ``a[2]`` for indexes."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def near_key(key: str, known: Sequence[str], cutoff: float = 0.6) -> str:
+    """``unknown key 'x'; did you mean 'y'?`` (or the known keys): one message for every input."""
+    near = difflib.get_close_matches(key, known, n=1, cutoff=cutoff)
+    hint = f"did you mean {near[0]!r}?" if near else f"known keys: {', '.join(known)}"
+    return f"unknown key {key!r}; {hint}"
+
+
+def _hint(value: Any, want: str) -> str:
+    """A short "how to fix" for the common wrong types."""
+    if want in ("integer", "number") and isinstance(value, str):
+        from registry_db.yaml.load import scalar_kind  # a rare path; the loader is PyYAML's
+
+        if _LEADING_ZERO_RE.fullmatch(value):
+            return f"; a leading zero makes it text, so write {int(value)}"
+        if scalar_kind(value) in ("int", "float"):
+            return "; remove the quotes"
+        return ""
+    if want == "integer" and isinstance(value, float) and math.isfinite(value) \
+            and value.is_integer():
+        return f"; write {int(value)}, without the decimal point"
+    if want == "string" and isinstance(value, bool):
+        return "; quote it"
+    if value is None:
+        return "; give a value or remove the key"
+    return ""
+
+
+# --- rules shared by several inputs, each with its one message -----------------------------------
+
+def malformed_category(label: str, value: Any, example: bool = True) -> str:
+    """The message for a category that is not lower-case letters, digits, ``_`` and ``-``."""
+    return (f"{label}{value!r} is malformed; use lower-case letters, digits, '_' and '-'"
+            + (", such as coding" if example else ""))
+
+
+def good_category(value: Any) -> bool:
+    """A category as the spec writes them (``coding``, ``long_context``)."""
+    return isinstance(value, str) and CATEGORY_RE.fullmatch(value) is not None
+
+
+def too_long(what: str, value: str, limit_name: str) -> str | None:
+    """The message for text longer than the registry stores (:data:`MAX_LENGTH`), or None."""
+    limit = MAX_LENGTH[limit_name]
+    if len(value) <= limit:
+        return None
+    return (f"{what} is {len(value):,} characters long; the registry stores at most {limit:,} "
+            "(docs/decisions.md, Limits)")
+
+
+def k_problem(label: str, k: int) -> str | None:
+    """The message for a K outside [1, :data:`MAX_K`], or None."""
+    if k < 1:
+        return f"{label} is {k}; K is at least 1"
+    if k > MAX_K:
+        return f"{label} is {k}; K is at most {MAX_K} (docs/decisions.md, Limits)"
+    return None
+
+
+# --- the table's rows ----------------------------------------------------------------------------
+
+#: A check of a field's value: ``(value, got) -> message or None``; ``got`` holds the fields read
+#: before it (None where absent or invalid).
+CheckFn = Callable[[Any, dict], "str | None"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One rule of a field's value, with its finding code."""
+
+    code: str
+    test: CheckFn
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a mapping: its type, whether it is required, its limit and its checks.
+
+    ``required`` is a bool or, for a conditional requirement, a function of the fields read so
+    far. ``missing_message`` (and ``blank_message``) may name those fields as ``{method}``.
+    A string that is empty or blank is an error only when ``blank`` names its code. ``content``
+    reads what a list or mapping holds (items, a nested :class:`Map`) and returns the value.
+    """
+
+    key: str
+    want: str
+    required: bool | Callable[[dict], bool] = False
+    missing: str = "missing_key"
+    missing_message: str | None = None
+    blank: str | None = None
+    blank_message: str | None = None
+    nonfinite: str = "not_finite"
+    limit: str | None = None
+    checks: tuple[Check, ...] = ()
+    #: Whether a failed check makes the field read as absent for the rules after it.
+    drop_on_failure: bool = True
+    content: Callable[["Checker", Any, dict, str, dict], Any] | None = None
+
+    def __call__(self, ck: "Checker", m: dict, path: str, got: dict) -> None:
+        got[self.key] = ck.read(self, m, path, got)
+
+
+#: A step that spans fields: ``(checker, mapping, path, got)``; it reports and may set ``got``.
+Rule = Callable[["Checker", dict, str, dict], None]
+
+
+@dataclass(frozen=True)
+class Map:
+    """A mapping's schema: what it is called, its ordered steps, its keys and what it builds.
+
+    ``unknown`` says what a key outside ``keys`` draws: ``"error"`` (the spec's tables),
+    ``"near_miss"`` (a warning only for a key one typo from a known one: workload and scenario
+    files are documents of a wider system) or ``"ignore"``.
+    """
+
+    what: str
+    steps: tuple[Field | Rule, ...]
+    keys: tuple[str, ...] = ()
+    unknown: str = "error"
+    not_a_mapping: str = "not_a_mapping"
+    build: Callable[[dict], Any] | None = None
+    fields: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        names = tuple(s.key for s in self.steps if isinstance(s, Field))
+        object.__setattr__(self, "fields", names)
+        if not self.keys:
+            object.__setattr__(self, "keys", names)
+
+    def read(self, ck: "Checker", doc: Any, path: str, where: Position | None = None
+             ) -> dict | None:
+        """Every field of ``doc`` (None where absent or invalid), or None if it is no mapping.
+
+        Whether anything was wrong is the checker's count of errors, before and after.
+        """
+        if not ck.mapping(doc, mark(doc) if where is None else where, path, self.what,
+                          self.not_a_mapping):
+            return None
+        if self.unknown == "error":
+            ck.unknown_keys(doc, self.keys, path)
+        elif self.unknown == "near_miss":
+            ck.near_misses(doc, self.keys)
+        got: dict = {}
+        for step in self.steps:
+            step(ck, doc, path, got)
+        return got
+
+    def load(self, ck: "Checker", doc: Any, path: str, where: Position | None = None) -> Any:
+        """:meth:`read`, then ``build`` the value when this mapping drew no error."""
+        before = ck.errors
+        got = self.read(ck, doc, path, where)
+        if got is None or ck.errors > before:
+            return None
+        return got if self.build is None else self.build(got)
+
+
+# --- the interpreter -----------------------------------------------------------------------------
+
+class Checker:
+    """Collects the findings of one file (or one inline value) and reads fields by their rows."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.findings: list[Finding] = []
+        #: What a document's readers share, such as a provenance that aliases cite twice.
+        self.memo: dict[Any, Any] = {}
+
+    @property
+    def errors(self) -> int:
+        """How many findings so far are errors."""
+        return sum(1 for f in self.findings if f.is_error)
+
+    def error(self, where: Position, path: str, code: str, message: str,
+              severity: str = "error") -> None:
+        """Record one finding."""
+        self.findings.append(Finding(file=self.file, line=where[0], column=where[1], path=path,
+                                     code=code, message=message, severity=severity))
+
+    def text_ok(self, value: str, where: Position, path: str, what: str) -> bool:
+        """False, after reporting it, if ``value`` holds a NUL, which databases cannot store."""
+        if "\x00" not in value:
+            return True
+        self.error(where, path, "bad_character", f"{what} contains a NUL character (\\0), which "
+                   "the registry cannot store; remove it")
+        return False
+
+    def length_ok(self, value: str, where: Position, path: str, what: str,
+                  limit: str | None) -> bool:
+        """False, after reporting it, if ``value`` is longer than the registry stores."""
+        problem = None if limit is None else too_long(what, value, limit)
+        if problem is None:
+            return True
+        self.error(where, path, "too_long", problem)
+        return False
+
+    def mapping(self, value: Any, where: Position, path: str, what: str,
+                code: str = "not_a_mapping") -> bool:
+        """True if ``value`` is a mapping; otherwise report it (as ``code``)."""
+        if isinstance(value, dict):
+            return True
+        got = "nothing" if value is None and not path else type_name(value)
+        self.error(where, path, code, f"{what} must be a mapping, got {got}")
+        return False
+
+    def unknown_keys(self, m: dict, known: Sequence[str], path: str) -> None:
+        """Report every key of ``m`` that ``known`` lacks, naming the nearest known key."""
+        for key in m:
+            if key not in known:
+                self.error(key_pos(m, key), join(path, str(key)), "unknown_key",
+                           near_key(str(key), known))
+
+    def near_misses(self, m: dict, known: Sequence[str]) -> None:
+        """Warn of each key of ``m`` one typo away from a known one (the others are ignored)."""
+        for key in m:
+            if key in known or not isinstance(key, str):
+                continue
+            near = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+            if near:
+                self.error(key_pos(m, key), key, "near_known_key",
+                           f"{key!r} is ignored; did you mean {near[0]!r}?", severity="warning")
+
+    def read(self, f: Field, m: dict, path: str, got: dict) -> Any:
+        """``m[f.key]`` by its row; report what is wrong and return None if anything is."""
+        key = f.key
+        where, sub = pos(m, key), join(path, key)
+        if key not in m:
+            required = f.required(got) if callable(f.required) else f.required
+            if required:
+                self.error(mark(m), sub, f.missing, _message(f.missing_message, got)
+                           or f"{key} is required; add it ({WANTS[f.want]})")
+            return None
+        value = m[key]
+        want = f.want
+        if not _IS[want](value):
+            shown = f" {value!r}"[:42] if isinstance(value, (str, int, float)) else ""
+            self.error(where, sub, "wrong_type", f"{key} must be {WANTS[want]}, got "
+                       f"{type_name(value)}{shown}{_hint(value, want)}")
+            return None
+        if want == "integer" and not -INT_LIMIT <= value <= INT_LIMIT:
+            self.error(where, sub, "int_out_of_range", f"{key} is {value}, beyond what the "
+                       f"registry stores (±{INT_LIMIT})")
+            return None
+        if want == "string":
+            if not self.text_ok(value, where, sub, key):
+                return None
+            if f.blank is not None and not value.strip():
+                self.error(where, sub, f.blank, _message(f.blank_message or f.missing_message,
+                                                         got)
+                           or f"{key} is empty; give it a value or remove the key")
+                return None
+            if not self.length_ok(value, where, sub, key, f.limit):
+                return None
+        elif want == "number" and not math.isfinite(value):
+            self.error(where, sub, f.nonfinite, f"{key} must be a finite number, got {value!r}")
+            return None
+        for check in f.checks:
+            problem = check.test(value, got)
+            if problem is not None:
+                self.error(where, sub, check.code, problem)
+                if f.drop_on_failure:
+                    return None
+        if f.content is not None:
+            return f.content(self, value, m, sub, got)
+        return value
+
+    def numbers(self, seq: list, path: str, what: str) -> list[float] | None:
+        """Every item of ``seq`` as a finite number, or None after reporting the others."""
+        out: list[float] = []
+        good = True
+        for i, item in enumerate(seq):
+            if not is_number(item):
+                self.error(pos(seq, i), join(path, i), "wrong_type",
+                           f"each of {what} must be a number, got {type_name(item)}")
+                good = False
+            elif not math.isfinite(item):
+                self.error(pos(seq, i), join(path, i), "not_finite",
+                           f"each of {what} must be a finite number, got {item!r}")
+                good = False
+            else:
+                out.append(float(item))
+        return out if good else None
+
+
+def _message(template: str | None, got: dict) -> str | None:
+    return None if template is None else template.format_map(_Blank(got))
+
+
+class _Blank(dict):
+    """``str.format_map`` over the fields read so far, ``None`` for those not read."""
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
+# --- field readers shared by several inputs ------------------------------------------------------
+
+def rates(ck: Checker, seq: list, m: dict, sub: str, got: dict) -> tuple[float, ...] | None:
+    """``per_position_rates``: K numbers in [0, 1], non-increasing (spec: Profiles).
+
+    Returns the rates only when all of that holds; the sum against AL is the caller's rule.
+    """
+    key = "per_position_rates"
+    k = got.get("num_spec_tokens")
+    values = ck.numbers(seq, sub, key)
+    good = values is not None
+    if k is not None and len(seq) != k:
+        ck.error(pos(m, key), sub, "rates_count",
+                 f"{key} has {len(seq)} entries but num_spec_tokens is {k}; give one rate "
+                 "per speculative position")
+        good = False
+    if values is None:
+        return None
+    for i, r in enumerate(values):
+        if not 0.0 <= r <= 1.0:
+            ck.error(pos(seq, i), join(sub, i), "rate_out_of_range",
+                     f"rate {r!r} lies outside [0, 1]; each is a probability")
+            good = False
+    for i in range(1, len(values)):
+        if values[i] > values[i - 1]:
+            ck.error(pos(seq, i), join(sub, i), "rates_rise",
+                     f"rate {values[i]!r} at position {i + 1} is above the "
+                     f"{values[i - 1]!r} before it; rates never rise, since p_i is the "
+                     "chance that the first i drafts are all accepted")
+            good = False
+    return tuple(values) if good else None
+
+
+def rates_sum_off(rates: Iterable[float], expected: float, tolerance: float) -> float | None:
+    """How far the rates' sum lies from ``expected``, or None when it is within ``tolerance``."""
+    total = math.fsum(rates)
+    # A hair of slack so that a sum exactly 0.01 away, after float rounding, still passes.
+    if abs(total - expected) <= tolerance + 1e-9:
+        return None
+    return total
+
+
+def al_in_range(al: float, got: dict) -> str | None:
+    """AL in [1, K + 1] for the K read before it (profiles and inline values alike)."""
+    k = got.get("num_spec_tokens")
+    if k is None or 1 <= al <= k + 1:
+        return None
+    return (f"acceptance_length {al!r} lies outside [1, {k + 1}] for K = {k}; AL counts the "
+            "bonus token, so it is at least 1 and at most K + 1")
+
+
+#: ``num_spec_tokens`` of a profile or an inline value: K in [1, MAX_K].
+K_RANGE = Check("bad_k", lambda k, got: k_problem("num_spec_tokens", k))
+AL_RANGE = Check("al_out_of_range", al_in_range)
+
+
+def category_check(label: str) -> Check:
+    """``bad_category`` for a field holding a category, its message naming ``label``."""
+    return Check("bad_category", lambda v, got: None if good_category(v)
+                 else malformed_category(f"{label} ", v))

@@ -1,0 +1,240 @@
+"""What a run states and which layer wins, as two ordered tables.
+
+:data:`INPUTS` has one row per thing a run states: the :class:`~registry_db.inputs.request.Request`
+field, its ``--batch`` key and JSON type, whether it is required, the rule that checks it (a term
+of the run: ``invalid_request``) or the schema of what it states (a layer's value or pin:
+``invalid_value``), and the ``registry resolve`` flags that give it. :data:`LAYERS` lists the
+layers lowest to highest (spec: Resolution): for each, the input that states it, the inline value
+it states and the set it names. Everything else is derived from the two tables: the batch line's
+keys and types, the request checks, the command's options and the usage rules between them, the
+resolver's precedence (:mod:`registry_db.resolve.plan`).
+
+Adding an input is one :class:`Input` row (and the :class:`Request` field of the same name);
+adding a layer is one more :class:`LayerRow` whose input states it. docs/architecture.md says
+where each piece goes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from registry_db.inputs.inline import INLINE_VALUE, PIN
+from registry_db.inputs.schema import Map, is_int, k_problem, malformed_category, too_long
+from registry_db.model import THINKING_MODES, CATEGORY_RE, InlineValue, Layer, Pin
+
+
+# --- the rules of a run's terms (each message written once) --------------------------------------
+
+def _text(name: str, limit: str | None = None) -> Callable[[Any], str | None]:
+    """A required non-empty string, within the registry's limit for it."""
+    def check(value: Any) -> str | None:
+        if not isinstance(value, str) or not value:
+            return f"{name} must be a non-empty string, got {value!r}"
+        return None if limit is None else too_long(name, value, limit)
+    return check
+
+
+def _optional(check: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
+    return lambda value: None if value is None else check(value)
+
+
+def _k(value: Any) -> str | None:
+    if not is_int(value) or value < 1:
+        return f"k must be an integer of at least 1, got {value!r}"
+    return k_problem("k", value)
+
+
+def _thinking(value: Any) -> str | None:
+    return None if value in THINKING_MODES else f"thinking must be 'on' or 'off', got {value!r}"
+
+
+def _category(value: Any) -> str | None:
+    if not isinstance(value, str) or not CATEGORY_RE.fullmatch(value):
+        return malformed_category("category ", value, example=False)
+    return too_long("category", value, "category")
+
+
+def _sets(value: Any) -> str | None:
+    if not isinstance(value, (list, tuple)) or not value or not all(
+            isinstance(s, str) and s for s in value):
+        return f"sets must be a non-empty list of set names, got {value!r}"
+    return None
+
+
+# --- the tables ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Flag:
+    """One option of ``registry resolve``. ``kind`` says how the command reads it: ``text``,
+    ``category``, ``k``, ``thinking``, ``number``, ``rates`` or ``file`` (a file that states the
+    inputs named in ``states``, read by ``load``)."""
+
+    decl: str
+    help: str
+    kind: str = "text"
+    metavar: str | None = None
+    dest: str | None = None
+    multiple: bool = False
+    #: Whether its value is a stored set's name (the shell completes it from the registry).
+    names_a_set: bool = False
+    states: tuple[str, ...] = ()
+    load: Callable[[str], tuple[dict[str, Any], tuple[Any, ...]]] | None = None
+
+    @property
+    def name(self) -> str:
+        """The parameter's name in the command (``--fallback-category``: ``fallback_category``)."""
+        return self.dest or self.decl.lstrip("-").replace("-", "_")
+
+
+#: The Python type a JSON value of each batch type decodes to (``k: true`` is a bool, not an int).
+_JSON_PY = {"string": str, "integer": int, "object": dict, "list of strings": list}
+
+
+@dataclass(frozen=True)
+class Input:
+    """One thing a run states: a :class:`Request` field, how a batch line and the command line
+    give it, and how it is checked (``check`` for a term, ``schema`` for a layer's value)."""
+
+    name: str
+    key: str
+    json: str
+    required: bool = False
+    check: Callable[[Any], str | None] | None = None
+    layer: Layer | None = None
+    schema: Map | None = None
+    flags: tuple[Flag, ...] = ()
+    from_flags: Callable[[dict[str, Any]], Any] = lambda run: None
+    from_json: Callable[[Any], Any] = lambda value: value
+
+    def json_ok(self, value: Any) -> bool:
+        """Whether a decoded batch value has this input's JSON type."""
+        if self.json == "integer":
+            return is_int(value)
+        if self.json == "list of strings":
+            return isinstance(value, list) and all(isinstance(v, str) for v in value)
+        return isinstance(value, _JSON_PY[self.json])
+
+
+def _load_workload(path: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    from registry_db.inputs.request import load_workload
+
+    w = load_workload(path)
+    return {"thinking": w.thinking, "category": w.category, "workload": w.acceptance}, w.warnings
+
+
+def _load_scenario(path: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    from registry_db.inputs.request import load_scenario
+
+    pin, warnings = load_scenario(path)
+    return {"pin": pin}, warnings
+
+
+def _pin_flags(run: dict[str, Any]) -> Pin | None:
+    if run["profiles"] is None and run["fallback_category"] is None:
+        return None
+    return Pin(profiles=run["profiles"], fallback_category=run["fallback_category"])
+
+
+_CLI_VALUE = ("acceptance_length", "acceptance_rate", "per_position_rates")
+
+
+def _cli_flags(run: dict[str, Any]) -> InlineValue | None:
+    stated = {n: run[n] for n in _CLI_VALUE if run[n] is not None}
+    if not stated:
+        return None
+    rates = stated.pop("per_position_rates", None)
+    return InlineValue(num_spec_tokens=run["k"], per_position_rates=(
+        None if rates is None else tuple(rates)), **stated)
+
+
+INPUTS: tuple[Input, ...] = (
+    Input("model", "model", "string", required=True, check=_text("model", "model"),
+          flags=(Flag("--model", "The catalog model name."),),
+          from_flags=lambda run: run["model"]),
+    Input("method", "method", "string", required=True,
+          check=_text("method", "speculative_method"),
+          flags=(Flag("--method", "The speculative method, e.g. dspark, mtp."),),
+          from_flags=lambda run: run["method"]),
+    Input("k", "k", "integer", required=True, check=_k,
+          flags=(Flag("--k", "K, the speculative tokens per step.", kind="k"),),
+          from_flags=lambda run: run["k"]),
+    Input("thinking", "thinking", "string", check=_optional(_thinking),
+          flags=(Flag("--thinking", "The workload's thinking mode.", kind="thinking"),),
+          from_flags=lambda run: run["thinking"]),
+    Input("category", "category", "string", check=_optional(_category),
+          flags=(Flag("--category", "The workload's category, e.g. coding.", kind="category"),),
+          from_flags=lambda run: run["category"]),
+    Input("workload", "acceptance", "object", layer=Layer.WORKLOAD, schema=INLINE_VALUE,
+          flags=(Flag("--workload", "Workload YAML: thinking, category, acceptance (an inline "
+                      "value).", kind="file", metavar="FILE",
+                      states=("thinking", "category", "workload"), load=_load_workload),)),
+    Input("pin", "pin", "object", layer=Layer.SCENARIO, schema=PIN,
+          flags=(Flag("--profiles", "The scenario's pin: look the profile up in this set "
+                      "instead.", metavar="SET", names_a_set=True),
+                 Flag("--fallback-category", "The scenario's pin: the category to use when the "
+                      "workload's has no curve.", kind="category", metavar="C"),
+                 Flag("--scenario", "Scenario YAML with a top-level `acceptance:` pin.",
+                      kind="file", metavar="FILE", states=("pin",), load=_load_scenario)),
+          from_flags=_pin_flags),
+    Input("cli", "cli", "object", layer=Layer.CLI, schema=INLINE_VALUE,
+          flags=(Flag("--acceptance-length", "The command line's AL, at K.", kind="number",
+                      metavar="X"),
+                 Flag("--acceptance-rate", "The command line's acceptance rate (AL - 1) / K, "
+                      "at K.", kind="number", metavar="R"),
+                 Flag("--per-position-rates", "The command line's K per-position rates.",
+                      kind="rates", metavar="R1,R2,...")),
+          from_flags=_cli_flags),
+    Input("hardware", "hardware", "string", check=_optional(_text("hardware", "hardware")),
+          flags=(Flag("--hardware", "The run's chip, e.g. b300.", metavar="CHIP"),),
+          from_flags=lambda run: run["hardware"]),
+    Input("sets", "sets", "list of strings", check=_optional(_sets),
+          flags=(Flag("--set", "A set that counts as the registry (repeat; default: every "
+                      "set).", metavar="NAME", dest="sets", multiple=True, names_a_set=True),),
+          from_flags=lambda run: tuple(run["sets"]) or None,
+          from_json=lambda value: None if value is None else tuple(value)),
+)
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    """One layer: the input that states it (None: the registry, stated by the database), the
+    inline value it states and the set it names, each read from that input's checked value."""
+
+    layer: Layer
+    input: str | None = None
+    value: Callable[[Any], InlineValue | None] = lambda stated: stated
+    names_set: Callable[[Any], str | None] = lambda stated: None
+
+    @property
+    def what(self) -> str:
+        """What the layer states, as refusals name it."""
+        return "pin" if self.layer == Layer.SCENARIO else "value"
+
+
+#: The layers, lowest to highest: the highest that states acceptance wins (never merged).
+LAYERS: tuple[LayerRow, ...] = (
+    LayerRow(Layer.REGISTRY),
+    LayerRow(Layer.WORKLOAD, "workload"),
+    LayerRow(Layer.SCENARIO, "pin", value=lambda pin: pin.value,
+             names_set=lambda pin: pin.profiles),
+    LayerRow(Layer.CLI, "cli"),
+)
+
+# --- derived -------------------------------------------------------------------------------------
+
+#: The inputs that are the run's terms (checked by their rule).
+TERMS: tuple[Input, ...] = tuple(row for row in INPUTS if row.check is not None)
+#: The inputs that state a layer's acceptance, by layer, lowest first.
+STATED: dict[str, Input] = {row.layer: row for row in INPUTS if row.layer is not None}
+#: A batch line's keys: each one's Python type after ``json.loads``, and the required ones.
+JSON_TYPES: dict[str, type] = {row.key: _JSON_PY[row.json] for row in INPUTS}
+REQUIRED_KEYS: tuple[str, ...] = tuple(row.key for row in INPUTS if row.required)
+#: Batch keys whose items are typed too (a list of strings), with the one-pass check.
+ITEM_CHECKS: tuple[tuple[str, Callable[[Any], bool]], ...] = tuple(
+    (row.key, lambda value: all(type(v) is str for v in value))
+    for row in INPUTS if row.json == "list of strings")
+#: The batch keys and what each must be (the contract's batch line).
+BATCH_KEYS: dict[str, tuple[str, bool]] = {row.key: (row.json, row.required) for row in INPUTS}
+#: Every option of ``registry resolve`` that describes one run, in the table's order.
+FLAGS: tuple[Flag, ...] = tuple(flag for row in INPUTS for flag in row.flags)
