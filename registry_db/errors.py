@@ -7,10 +7,12 @@ them for callers to catch as :class:`RegistryError`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from registry_db.model import Refusal
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -61,6 +63,12 @@ class InvalidInput(RegistryError):
         self.findings = list(findings)
         errors = [f for f in self.findings if f.severity == "error"]
         super().__init__(message or f"{len(errors)} problem(s) found")
+
+
+class UsageError(RegistryError):
+    """A request that cannot be carried out as asked (exit 2 from the CLI)."""
+
+    exit_code = 2
 
 
 class NotFound(RegistryError):

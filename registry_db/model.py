@@ -130,8 +130,10 @@ def set_name_problem(name: str) -> str | None:
     validator and by export alike (a name import accepts is one export can write as
     ``NAME.yaml``: not empty, no leading ``.``, no ``/``, ``\\`` or control character, and at
     most :data:`MAX_SET_NAME_BYTES` bytes in UTF-8)."""
-    if not name or name.startswith("."):
-        return "it is empty or starts with '.'"
+    if not name:
+        return "it is empty"
+    if name.startswith("."):
+        return "it starts with '.', which makes a hidden file"
     if not _FILE_NAME_RE.fullmatch(name):
         return "it holds '/', '\\', NUL or another control character"
     size = len(name.encode("utf-8", "surrogatepass"))

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from registry_db.cli.output import emit_json, handle_errors, json_option
+from registry_db.model import ImportStatus
 
 #: Imports of at least this many sets get a progress bar (on a terminal).
 PROGRESS_MIN_SETS = 20
@@ -76,7 +77,7 @@ def _print_report(report: Any) -> None:
         count = f"({s.profiles} profile{'s' if s.profiles != 1 else ''})"
         click.echo(f"{s.status:<{width_status}}  {s.name:<{width_name}}  {count}  "
                    f"{s.file or ''}".rstrip())
-    summary = ", ".join(f"{report.count(st)} {st}" for st in ("added", "updated", "unchanged"))
+    summary = ", ".join(f"{report.count(st)} {st}" for st in ImportStatus)
     tail = " (dry run: nothing written)" if report.dry_run else ""
     click.echo(f"{len(report.sets)} set(s): {summary}{tail}", err=True)
 

@@ -1,8 +1,9 @@
 """``registry resolve``: the acceptance one run uses, or many runs' from a JSON-lines file.
 
-Thin over :mod:`registry_db.resolve.plan` (the rules) and :mod:`registry_db.inputs.request` (files and
-batch lines). A refusal exits 1 with its reason; ``--batch`` answers every line, refusals
-included, and exits 1 only when some line was not a well-formed request.
+Thin over :mod:`registry_db.resolve.plan` (the rules), :mod:`registry_db.resolve.layers` (the
+options, one per flag of its table) and :mod:`registry_db.inputs.request` (files and batch
+lines). A refusal exits 1 with its reason; ``--batch`` answers every line, refusals included,
+and exits 1 only when some line was not a well-formed request.
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ def _run_batch(settings: Any, path: str) -> int:
         bad = 0
         block: list[str] = []
         for item in parsed:
-            answer = next(answers) if type(item) is Request else item
+            answer = next(answers) if isinstance(item, Request) else item
             if type(answer) is Refusal and answer.reason == RefusalReason.INVALID_REQUEST:
                 bad += 1
             block.append(_ENCODER.encode(answer.to_json()))

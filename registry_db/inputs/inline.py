@@ -12,8 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 from registry_db.errors import Finding
-from registry_db.inputs.schema import (AL_RANGE, K_RANGE, Check, Checker, Field, Map,
-                                       category_check, join, rates, rates_sum_off)
+from registry_db.inputs.schema import (
+    AL_RANGE,
+    K_RANGE,
+    Check,
+    Checker,
+    Field,
+    Map,
+    category_check,
+    join,
+    rates,
+    rates_sum_off,
+)
 from registry_db.model import INLINE_KEYS, PIN_KEYS, SUM_TOLERANCE, InlineValue, Pin
 from registry_db.yaml.nodes import mark, pos
 

@@ -19,12 +19,39 @@ from typing import Any
 
 from registry_db.errors import Finding
 from registry_db.inputs.inline import check_inline_value, check_pin
-from registry_db.inputs.schema import (AL_RANGE, K_RANGE, Check, Checker, Field, Map,
-                                       category_check, join, rates, rates_sum_off, type_name)
-from registry_db.model import (COPIED_FROM_RE, KIND, METHODS, PROFILE_KEYS, PROFILE_METHODS,
-                               PROVENANCE_KEYS, SAMPLING_KEYS, SET_KEYS, SUM_TOLERANCE,
-                               THINKING_MODES, MethodRule, Profile, ProfileSet, Provenance,
-                               Sampling, profile_label, set_name_problem)
+from registry_db.inputs.schema import (
+    AL_RANGE,
+    K_RANGE,
+    Check,
+    Checker,
+    Field,
+    Map,
+    category_check,
+    join,
+    rates,
+    rates_sum_off,
+    type_name,
+)
+from registry_db.model import (
+    COPIED_FROM_RE,
+    KIND,
+    METHODS,
+    PROFILE_KEYS,
+    PROFILE_METHODS,
+    PROVENANCE_KEYS,
+    SAMPLING_KEYS,
+    SET_KEYS,
+    SUM_TOLERANCE,
+    THINKING_MODES,
+    Method,
+    MethodRule,
+    Profile,
+    ProfileSet,
+    Provenance,
+    Sampling,
+    profile_label,
+    set_name_problem,
+)
 from registry_db.yaml.nodes import key_pos, mark, pos
 
 __all__ = ["check_profile_set", "check_inline_value", "check_pin", "YAML_SUFFIXES"]
@@ -179,6 +206,15 @@ def _measurement(ck: Checker, m: dict, path: str, got: dict) -> None:
                      "was measured with")
 
 
+def _profile(g: dict) -> Profile:
+    return Profile(
+        model=g["model"], speculative_method=g["speculative_method"],
+        num_spec_tokens=g["num_spec_tokens"], thinking=g["thinking"], category=g["category"],
+        acceptance_length=float(g["acceptance_length"]), method=g["method"],
+        per_position_rates=g["per_position_rates"], provenance=g["provenance"],
+        rationale=g["rationale"], copied_from=g["copied_from"])
+
+
 PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", steps=(
     Field("model", "string", required=True, missing="missing_model", blank="missing_model",
           limit="model",
@@ -199,9 +235,9 @@ PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", ste
     _rates_sum,
     Field("method", "string", required=True, drop_on_failure=False, checks=(
         Check("unknown_method", _method_problem),
-        Check("method_not_charged", lambda v, got: None if v not in METHODS or METHODS[v].allowed_in_profile else
+        Check("method_not_charged", lambda v, got: None if v != Method.NOT_CHARGED else (
               "method not_charged is not a value and cannot be a profile's method; leave the "
-              "profile out"))),
+              "profile out")))),
     Field("provenance", "mapping", required=_requires("requires_provenance"),
           missing="missing_provenance", content=_provenance,
           missing_message="provenance is required with method {method}; say where the value "
@@ -217,12 +253,8 @@ PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", ste
           checks=(Check("bad_copied_from", lambda v, got: None if COPIED_FROM_RE.fullmatch(v)
                         else f"copied_from {v!r} is not model/method/k<K>/thinking-<mode>/"
                              "category, such as glm-5.2-fp8/mtp/k3/thinking-on/coding"),)),
-), build=lambda g: Profile(
-    model=g["model"], speculative_method=g["speculative_method"],
-    num_spec_tokens=g["num_spec_tokens"], thinking=g["thinking"], category=g["category"],
-    acceptance_length=float(g["acceptance_length"]), method=g["method"],
-    per_position_rates=g["per_position_rates"], provenance=g["provenance"],
-    rationale=g["rationale"], copied_from=g["copied_from"]))
+), build=_profile)
+
 
 
 # --- the set -------------------------------------------------------------------------------------
@@ -260,7 +292,7 @@ def _profiles(ck: Checker, seq: list, m: dict, sub: str, got: dict
         if fields is None:
             out.append(None)
             continue
-        out.append(PROFILE.build(fields) if ck.errors == before else None)
+        out.append(_profile(fields) if ck.errors == before else None)
         key = tuple(fields[k] for k in ("model", "speculative_method", "num_spec_tokens",
                                         "thinking", "category"))
         if any(k is None for k in key):

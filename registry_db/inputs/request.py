@@ -27,13 +27,22 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, fields
 from operator import attrgetter
-from typing import Any, Iterable
+from typing import Any
 
 from registry_db.errors import Finding, InvalidInput
 from registry_db.inputs.inline import INLINE_VALUE, PIN
-from registry_db.inputs.schema import Check, Checker, Field, Map, category_check, near_key, type_name
+from registry_db.inputs.schema import (
+    Check,
+    Checker,
+    Field,
+    Map,
+    category_check,
+    near_key,
+    type_name,
+)
 from registry_db.model import THINKING_MODES, WORKLOAD_KEYS, InlineValue, Pin, Refusal
 from registry_db.model import RefusalReason as R
 

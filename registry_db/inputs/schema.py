@@ -21,8 +21,9 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from registry_db.errors import Finding
 from registry_db.model import CATEGORY_RE, INT_LIMIT, MAX_K, MAX_LENGTH
@@ -175,9 +176,9 @@ class Field:
     checks: tuple[Check, ...] = ()
     #: Whether a failed check makes the field read as absent for the rules after it.
     drop_on_failure: bool = True
-    content: Callable[["Checker", Any, dict, str, dict], Any] | None = None
+    content: Callable[[Checker, Any, dict, str, dict], Any] | None = None
 
-    def __call__(self, ck: "Checker", m: dict, path: str, got: dict) -> None:
+    def __call__(self, ck: Checker, m: dict, path: str, got: dict) -> None:
         got[self.key] = ck.read(self, m, path, got)
 
 
@@ -208,7 +209,7 @@ class Map:
         if not self.keys:
             object.__setattr__(self, "keys", names)
 
-    def read(self, ck: "Checker", doc: Any, path: str, where: Position | None = None
+    def read(self, ck: Checker, doc: Any, path: str, where: Position | None = None
              ) -> dict | None:
         """Every field of ``doc`` (None where absent or invalid), or None if it is no mapping.
 
@@ -226,7 +227,7 @@ class Map:
             step(ck, doc, path, got)
         return got
 
-    def load(self, ck: "Checker", doc: Any, path: str, where: Position | None = None) -> Any:
+    def load(self, ck: Checker, doc: Any, path: str, where: Position | None = None) -> Any:
         """:meth:`read`, then ``build`` the value when this mapping drew no error."""
         before = ck.errors
         got = self.read(ck, doc, path, where)

@@ -16,13 +16,13 @@ where each piece goes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from registry_db.inputs.inline import INLINE_VALUE, PIN
 from registry_db.inputs.schema import Map, is_int, k_problem, malformed_category, too_long
-from registry_db.model import THINKING_MODES, CATEGORY_RE, InlineValue, Layer, Pin
-
+from registry_db.model import CATEGORY_RE, THINKING_MODES, InlineValue, Layer, Pin
 
 # --- the rules of a run's terms (each message written once) --------------------------------------
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -32,7 +33,13 @@ from registry_db.model import InlineValue, Layer, Refusal, profile_label
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.layers import LAYERS, LayerRow
 from registry_db.resolve.lookup import (
-    Candidate, Key, cursor, lookup_many, lookup_one, set_names, stored_among,
+    Candidate,
+    Key,
+    cursor,
+    lookup_many,
+    lookup_one,
+    set_names,
+    stored_among,
 )
 from registry_db.resolve.rates import complete, min_variance_rates, rate_from_al
 from registry_db.store.engine import translated
@@ -111,11 +118,11 @@ def resolve(bind: Bind, request: Request) -> Resolution:
         if len(known) < len(named):
             known = frozenset(set_names(c))
         plan = planned = _plan(request, known, checks)
-        if type(plan) is _Plan:
-            index = lookup_one(c, request.model, request.method, request.k, request.thinking,
-                               plan.keys[0][4], plan.fallback)
+        if isinstance(plan, _Plan):
+            model, method, k, thinking, category = plan.keys[0]
+            index = lookup_one(c, model, method, k, thinking, category, plan.fallback)
             plan = _Answers(index).finish(plan)
-    if type(plan) is Refusal:
+    if isinstance(plan, Refusal):
         raise ResolutionRefused(_say_what_exists(bind, [planned], [plan])[0])
     return plan
 
@@ -147,8 +154,8 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
             keys = [key for p in plans if type(p) is _Plan for key in p.keys]
             index = lookup_many(c, keys)
         answers = _Answers(index)
-        return _say_what_exists(bind, plans,
-                                [answers.finish(p) if type(p) is _Plan else p for p in plans])
+        return _say_what_exists(bind, plans, [answers.finish(p) if isinstance(p, _Plan) else p
+                                              for p in plans])
 
 
 #: Batches at least this large pause the cyclic garbage collector (see :func:`gc_paused`).
@@ -245,12 +252,15 @@ def _plan_layers(req: Request, known: frozenset[str], checks: Checks
     notes = tuple(f"the {row.layer} layer's acceptance is overridden by the {winner} layer "
                   "(layers are not merged)" for row, _ in acceptance[:-1])
     fallback = pin.fallback_category if pin is not None else None
+    scope: frozenset[str] | None
     if acceptance:
         row, found = acceptance[-1]
         value = row.value(found)
         if value is not None:
             return _inline_answer(value, req.k, row.layer, notes)
-        layer, scope = row.layer, frozenset((row.names_set(found),))
+        named = row.names_set(found)
+        assert named is not None  # a layer that states acceptance states a value or a set
+        layer, scope = row.layer, frozenset((named,))
     else:
         layer, scope = Layer.REGISTRY, None if req.sets is None else frozenset(req.sets)
     if req.thinking is None:
@@ -330,9 +340,10 @@ class _Answers:
     def answer(self, plan: _Plan, cand: Candidate, key: Key,
                fallback: Fallback | None) -> Resolution:
         """The resolution a profile gives, with its rates stored or derived, and its notes."""
-        k, al, rates = key[2], cand.acceptance_length, cand.rates
+        k, al = key[2], cand.acceptance_length
+        rates = cand.rates
         derived = rates is None
-        if derived:
+        if rates is None:
             rates = self._derived.get((al, k))
             if rates is None:
                 rates = self._derived[(al, k)] = tuple(min_variance_rates(al, k))
@@ -392,6 +403,7 @@ def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[A
 
 def _scope_text(plan: _Plan) -> str:
     if plan.layer == "scenario":
+        assert plan.scope is not None  # the scenario's lookup is in its one named set
         (name,) = plan.scope
         return f"the scenario's set {name!r}"
     if plan.scope is None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from registry_db.errors import Finding, InvalidInput, sort_findings
-from registry_db.inputs.base import is_int, is_number
+from registry_db.inputs.schema import is_int, is_number
 from registry_db.model import CATEGORY_RE, Profile, ProfileSet, Provenance, Sampling, profile_label
 from registry_db.sources.inferencex_header import Header, read_header
 from registry_db.sources.output import Ingested, rendered, safe_name

@@ -34,11 +34,9 @@ from registry_db.model import (
     Profile,
     ProfileSet,
     Provenance,
+    set_name_problem,
 )
 from registry_db.yaml.dump import dump_yaml
-
-#: Longest set name that still makes a file name on common file systems (bytes, with ".yaml").
-MAX_NAME_BYTES = 250
 
 _ANCHOR_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -72,14 +70,10 @@ def render_set(ps: ProfileSet) -> str:
 
 
 def file_name(name: str) -> str:
-    """``<name>.yaml``, or :class:`RegistryError` when the name cannot safely be a file name."""
-    bad = None
-    if not name or name.startswith("."):
-        bad = "it is empty or starts with '.'"
-    elif any(c in name for c in "/\\\0"):
-        bad = "it holds '/', '\\' or NUL"
-    elif len(name.encode("utf-8")) > MAX_NAME_BYTES:
-        bad = f"it is longer than {MAX_NAME_BYTES} bytes"
+    """``<name>.yaml``, or :class:`RegistryError` when the name cannot safely be a file name
+    (the validator's rule, :func:`registry_db.model.set_name_problem`, so that a set stored
+    before the rule was kept still exports with a clear message)."""
+    bad = set_name_problem(name)
     if bad:
         raise RegistryError(f"set {name!r} cannot be exported to a file because {bad}; "
                             "print it with `registry export -o - SET` instead")

@@ -64,10 +64,6 @@ class QueryResult:
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
 
-    def as_dicts(self) -> list[dict[str, Any]]:
-        """The rows as ``{column: value}`` objects."""
-        return [dict(zip(self.columns, r)) for r in self.rows]
-
 
 def parse_value(raw: str) -> int | float | str:
     """A ``-p`` VALUE: a JSON number becomes ``int`` or ``float``, anything else stays text."""

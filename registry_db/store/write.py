@@ -33,9 +33,8 @@ from registry_db.store.schema import (
     provenances,
     set_caveats,
 )
-from registry_db.model import ProfileSet, Provenance, profile_label, setting_text, setting_type
-
-STATUSES: tuple[str, ...] = ("added", "updated", "unchanged")
+from registry_db.model import (ImportStatus, ProfileSet, Provenance, profile_label, setting_text,
+                               setting_type)
 
 #: Values per ``IN (...)`` list: far below SQLite's and PostgreSQL's bound-parameter limits.
 _CHUNK = 1000
@@ -126,11 +125,13 @@ def import_sets(engine: Engine, sets: Sequence[ProfileSet], *, dry_run: bool = F
         results = []
         for s, h in zip(sets, hashes):
             old = stored.get(s.name)
-            status = "added" if old is None else "unchanged" if old[1] == h else "updated"
+            status = (ImportStatus.ADDED if old is None else ImportStatus.UNCHANGED
+                      if old[1] == h else ImportStatus.UPDATED)
             results.append(SetResult(s.name, s.file, status, len(s.profiles)))
         warnings = _overlap_warnings(conn, sets)
         if not dry_run:
-            changed = [(s, h) for s, h, r in zip(sets, hashes, results) if r.status != "unchanged"]
+            changed = [(s, h) for s, h, r in zip(sets, hashes, results)
+                       if r.status != ImportStatus.UNCHANGED]
             _write(conn, changed, stored, progress)
         return ImportReport(tuple(results), tuple(warnings), dry_run)
 
@@ -148,7 +149,7 @@ def preview_sets(sets: Sequence[ProfileSet]) -> ImportReport:
     """
     sets = list(sets)
     _refuse_duplicate_names(sets)
-    results = tuple(SetResult(s.name, s.file, "added", len(s.profiles)) for s in sets)
+    results = tuple(SetResult(s.name, s.file, ImportStatus.ADDED, len(s.profiles)) for s in sets)
     return ImportReport(results, tuple(_overlap_warnings(None, sets)), dry_run=True)
 
 

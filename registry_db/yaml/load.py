@@ -16,10 +16,19 @@ import re
 from typing import Any
 
 import yaml
-from yaml.events import (AliasEvent, DocumentStartEvent, MappingEndEvent, MappingStartEvent,
-                         ScalarEvent, SequenceEndEvent, SequenceStartEvent, StreamEndEvent)
+from yaml.events import (
+    AliasEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 
 from registry_db.errors import Finding, InvalidInput
+
 # The located containers live apart from the loader, so that checking a plain JSON value
 # (a batch line) needs no PyYAML; they are re-exported here as the loader's own.
 from registry_db.yaml.nodes import UNKNOWN, Position, YMap, YSeq, key_pos, mark, pos
