@@ -19,7 +19,17 @@ from registry_db.errors import (
     SchemaOutOfDate,
 )
 from registry_db.errors import Finding
-from registry_db.model import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
+from registry_db.model import (
+    InlineValue,
+    Layer,
+    Pin,
+    Profile,
+    ProfileSet,
+    Provenance,
+    Refusal,
+    RefusalReason,
+    Sampling,
+)
 
 _LAZY = {
     # database access
@@ -60,11 +70,14 @@ __all__ = [
     "Finding",
     "InlineValue",
     "InvalidInput",
+    "Layer",
     "NotFound",
     "Pin",
     "Profile",
     "ProfileSet",
     "Provenance",
+    "Refusal",
+    "RefusalReason",
     "RegistryError",
     "ResolutionRefused",
     "Sampling",

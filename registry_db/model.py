@@ -152,7 +152,7 @@ CATEGORY_RE = re.compile(r"^[a-z0-9_-]+$")
 #: ``model/method/k<K>/thinking-<mode>/category``; model and method may not contain ``/``.
 COPIED_FROM_RE = re.compile(
     r"^(?P<model>[^/\s]+)/(?P<method>[^/\s]+)/k(?P<k>[1-9][0-9]*)"
-    r"/thinking-(?P<thinking>on|off)/(?P<category>[a-z0-9_-]+)$"
+    rf"/thinking-(?P<thinking>{'|'.join(THINKING_MODES)})/(?P<category>[a-z0-9_-]+)$"
 )
 
 

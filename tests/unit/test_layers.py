@@ -1,0 +1,62 @@
+"""The run's inputs and the layers are two tables (registry_db.resolve.layers); the request, the
+batch line, the command's options and the precedence are derived from them. These tests hold the
+derivations to the contract, so that a row added to a table shows up everywhere or fails here."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import click
+
+from registry_db.cli.resolve import resolve as resolve_command
+from registry_db.inputs.request import Request, parse_line, request_from_json
+from registry_db.model import InlineValue, Layer, Refusal, RefusalReason
+from registry_db.resolve import layers
+
+
+def test_every_input_is_a_request_field_in_order():
+    assert [row.name for row in layers.INPUTS] == [f.name for f in dataclasses.fields(Request)]
+
+
+def test_batch_keys_are_the_contracts():
+    """contract.md: model, method, k, and optionally thinking, category, acceptance, pin, cli,
+    hardware and sets."""
+    assert list(layers.BATCH_KEYS) == ["model", "method", "k", "thinking", "category",
+                                       "acceptance", "pin", "cli", "hardware", "sets"]
+    assert layers.REQUIRED_KEYS == ("model", "method", "k")
+
+
+def test_layers_in_the_specs_precedence():
+    assert [row.layer for row in layers.LAYERS] == list(Layer) == [
+        "registry", "workload", "scenario", "cli"]
+    stated = {row.layer: row.input for row in layers.LAYERS}
+    assert {layer: layers.STATED[layer].name for layer in layers.STATED} == {
+        layer: name for layer, name in stated.items() if name is not None}
+
+
+def test_every_flag_of_the_table_is_an_option_of_resolve():
+    options = {p.name: p for p in resolve_command.params if isinstance(p, click.Option)}
+    for flag in layers.FLAGS:
+        assert flag.decl in options[flag.name].opts
+    assert set(options) == {f.name for f in layers.FLAGS} | {"batch", "as_json"}
+
+
+def test_a_batch_line_reads_every_row():
+    line = {"model": "m", "method": "mtp", "k": 3, "thinking": "on", "category": "coding",
+            "acceptance": {"num_spec_tokens": 3, "acceptance_length": 2.0},
+            "pin": {"fallback_category": "chat"},
+            "cli": {"num_spec_tokens": 3, "acceptance_rate": 0.5},
+            "hardware": "b300", "sets": ["a", "b"]}
+    request = request_from_json(line)
+    assert request == Request("m", "mtp", 3, "on", "coding", InlineValue(3, 2.0),
+                              layers.STATED[Layer.SCENARIO].schema.build(
+                                  {"profiles": None, "value": None,
+                                   "fallback_category": "chat"}),
+                              InlineValue(3, acceptance_rate=0.5), "b300", ("a", "b"))
+
+
+def test_batch_parsing_returns_refusals_as_values():
+    found = parse_line('{"model": "m", "method": "mtp"}', 7)
+    assert found == Refusal(RefusalReason.INVALID_REQUEST, "line 7: k is required (integer)")
+    assert found.to_json() == {"refused": {"reason": "invalid_request",
+                                           "message": "line 7: k is required (integer)"}}
