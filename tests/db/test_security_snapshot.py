@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from registry_db import store
-from registry_db.errors import ResolutionRefused
+from registry_db.model import Refusal
 from registry_db.resolve.plan import Request, resolve_many
 from registry_db.store import write as importer
 from tests.conftest import SEED
@@ -74,6 +74,6 @@ def test_batch_reads_one_snapshot_beside_a_concurrent_writer(backend, db_url, en
     assert not failure, failure
     pinned, free = answers
     # The set check read the state before the writer: 'renamed' did not exist...
-    assert isinstance(pinned, ResolutionRefused)
+    assert isinstance(pinned, Refusal)  # resolve_many returns refusals as values
     # ... so the profile must come from that same state.
     assert (free.profile_set, free.acceptance_length) == ("inferencex-golden-al", 4.07)
