@@ -74,10 +74,11 @@ _KINDS: dict[str, dict[str, Any]] = {
 def _run_options(fn: Any) -> Any:
     """The options that describe one run, one per flag of the layers' table, in its order."""
     for flag in reversed(FLAGS):
+        how: dict[str, Any] = dict(_KINDS[flag.kind])
+        if flag.names_a_set:
+            how["shell_complete"] = complete_set_names
         fn = click.option(flag.decl, flag.name, help=flag.help, metavar=flag.metavar,
-                          multiple=flag.multiple, **_KINDS[flag.kind],
-                          **({"shell_complete": complete_set_names} if flag.names_a_set else {})
-                          )(fn)
+                          multiple=flag.multiple, **how)(fn)
     return fn
 
 
