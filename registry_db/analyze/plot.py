@@ -35,6 +35,8 @@ MAX_LINES_PER_PANEL = 12
 #: shape (and its labels would collide).
 MAX_LABELLED_POINTS = 16
 MIN_LABEL_GAP = 0.35
+#: What to do about a panel with more lines than a legend can name.
+CROWDED_HINT = "narrow with --method, --thinking or --category"
 FORMATS = {".png": "png", ".svg": "svg"}
 DPI = 150
 #: Marker shape by thinking mode; fill says measured or not, colour says which line.
@@ -128,9 +130,12 @@ def require_matplotlib() -> Any:
 def title_lines(coverage: Coverage) -> tuple[str, str]:
     """The title and the line under it: which sets, which category, which filters."""
     sel = coverage.selection
-    sets = ", ".join(coverage.sets)
+    # A title names at most three sets: a long list would run off the picture.
+    sets = ", ".join(coverage.sets[:3]) + (f" and {len(coverage.sets) - 3} more"
+                                           if len(coverage.sets) > 3 else "")
     cats = coverage.categories
-    cat = f"category {cats[0]}" if len(cats) == 1 else f"categories {', '.join(cats)}"
+    cat = (f"category {cats[0]}" if len(cats) == 1 else f"categories {', '.join(cats)}"
+           if len(cats) <= 4 else f"{len(cats)} categories")
     others = {c: v for c, v in sel.filters().items() if c != "category"}
     extra = f" · {describe(others)}" if others else ""
     return ("Acceptance length against K",
@@ -157,7 +162,7 @@ def build_figure(coverage: Coverage) -> Figure:
         fig.suptitle(title, fontsize=14, fontweight="bold")
         ax.set_title(subtitle, fontsize=10, color="0.35")
     else:
-        ncols = min(3, len(models))
+        ncols = min(3 if len(models) <= 9 else 4, len(models))
         nrows = -(-len(models) // ncols)
         fig = Figure(figsize=(4.4 * ncols, 3.6 * nrows + 0.9), dpi=DPI, layout="constrained")
         axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False).ravel()
@@ -244,8 +249,12 @@ def _panel(ax: Axes, lines: Sequence[Curve], max_k: int, colours: dict[str, Any]
 
 
 def _handles(lines: Sequence[Curve], colours: dict[str, Any], with_model: bool) -> list:
+    """One legend entry per line; past a dozen, one entry saying how to narrow the picture (a
+    legend of a hundred entries names nothing and squeezes the panel to nothing)."""
     from matplotlib.lines import Line2D
 
+    if len(lines) > MAX_LINES_PER_PANEL:
+        return [Line2D([], [], ls="none", label=f"{len(lines)} lines: {CROWDED_HINT}")]
     return [Line2D([], [], color=colours[_group(c)], lw=2,
                    ls="-" if c.thinking == "off" else (0, (1, 1.5)),
                    marker=MARKERS.get(c.thinking, "o"), ms=7, mew=2,

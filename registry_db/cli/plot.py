@@ -69,3 +69,7 @@ def plot(settings: Any, model: str | None, speculative_method: str | None,
         return
     click.echo(str(path))
     click.echo(f"{len(lines)} line(s), {points} point(s)", err=True)
+    per_model = max(sum(c.model == m for c in lines) for m in {c.model for c in lines})
+    if per_model > drawing.MAX_LINES_PER_PANEL:
+        click.echo(f"one panel holds {per_model} lines, too many to tell apart: "
+                   f"{drawing.CROWDED_HINT}", err=True)

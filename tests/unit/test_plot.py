@@ -178,3 +178,24 @@ def test_without_matplotlib_the_error_names_the_install_command(monkeypatch):
     assert "pip install -e '.[plot]'" in str(info.value)
     with pytest.raises(MissingExtra):
         build_figure(HOLES)
+
+
+def test_a_crowded_panel_says_how_to_narrow_it_instead_of_naming_every_line():
+    stored = {("m1", f"method-{i}", t, "coding"): {1: m(1.5), 2: m(2.0)}
+              for i in range(7) for t in ("off", "on")}
+    fig = build_figure(grid(stored))
+    assert len(fig.axes) == 1 and len(by_gid(fig, "points")) == 14
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["14 lines: narrow with --method, --thinking or --category",
+                      "ceiling K + 1: every draft accepted"]
+
+
+def test_a_long_list_of_sets_is_shortened_in_the_title():
+    cov = grid({("m1", "eagle", "off", "coding"): {1: m(1.8, set_name="a")}},
+               sets=("a", "b", "c", "d", "e"))
+    assert build_figure(cov).axes[0].get_title() == "sets a, b, c and 2 more · category coding"
+
+
+def test_many_categories_are_counted_in_the_title():
+    cov = grid({("m1", "eagle", "off", f"cat{i}"): {1: m(1.5)} for i in range(5)})
+    assert build_figure(cov).axes[0].get_title() == "set s · 5 categories"
