@@ -220,3 +220,15 @@ def test_the_readmes_picture_is_what_its_command_draws(backend, tmp_path, monkey
     drawn = (tmp_path / "docs" / "seed-curves.png").read_bytes()
     committed = (ROOT / "docs" / "seed-curves.png").read_bytes()
     assert png_size(drawn) == png_size(committed) == (1200, 780)
+
+
+def test_plot_says_when_a_panel_is_too_crowded_to_read(engine, db_url, tmp_path):
+    pytest.importorskip("matplotlib")
+    crowd = [("m9", f"x{i}", 1, t, "coding", 1.5) for i in range(7) for t in ("off", "on")]
+    importer.import_paths(engine, [write_set(tmp_path, "crowd", crowd)])
+    result = run(db_url, "plot", "-o", str(tmp_path / "crowd.png"))
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        "14 line(s), 14 point(s)\n"
+        "one panel holds 14 lines, too many to tell apart: narrow with --method, --thinking "
+        "or --category\n")
