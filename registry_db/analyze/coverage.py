@@ -112,13 +112,18 @@ class Cell:
         """Present, and every holder measured it."""
         return self.present and all(e.method == "measured" for e in self.entries)
 
+    @property
+    def marks(self) -> str:
+        """The method's letter when the value shown was not measured, then ``*`` when several
+        sets hold the cell. They describe the value shown (the first set's); the JSON lists
+        every holder."""
+        if not self.entries:
+            return ""
+        return METHOD_MARKS.get(self.method or "", "") + (SHARED_MARK if self.shared else "")
+
     def text(self) -> str:
         """The table's cell: the AL with its marks, or ``-``."""
-        if not self.entries:
-            return "-"
-        # The marks describe the value shown (the first set's); the JSON lists every holder.
-        mark = METHOD_MARKS.get(self.method or "", "")
-        return f"{self.acceptance_length}{mark}{SHARED_MARK if self.shared else ''}"
+        return f"{self.acceptance_length}{self.marks}" if self.entries else "-"
 
     def to_json(self) -> dict[str, Any]:
         """The issue's cell object: ``k``, ``acceptance_length`` (null: missing), ``method``,

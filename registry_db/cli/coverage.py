@@ -13,7 +13,13 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, handle_errors, output_options
+from registry_db.cli.output import (
+    complete_set_names,
+    emit_json,
+    handle_errors,
+    output_options,
+    readable,
+)
 
 CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acceptance_length",
                "method", "sets")
@@ -23,7 +29,7 @@ CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acce
 @click.option("--model", metavar="M", help="Only this model.")
 @click.option("--method", "speculative_method", metavar="X",
               help="Only this speculative method (e.g. dspark, mtp).")
-@click.option("--set", "sets", multiple=True, metavar="NAME",
+@click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,
               help="The sets that count as the registry (repeatable; default: all).")
 @click.option("--category", metavar="C", help="Only this workload category.")
 @output_options
@@ -63,9 +69,9 @@ def render_table(grid: Any) -> str:
     head = ["model", "speculative_method", "thinking", "category"]
     ks = [f"k{k}" for k in range(1, grid.max_k + 1)]
     # Marks hang to the right of the numbers, so that the numbers of a column stay aligned.
-    marks = [max((len(_mark(r.cells[i])) for r in grid.rows), default=0)
+    marks = [max((len(r.cells[i].marks) for r in grid.rows), default=0)
              for i in range(grid.max_k)]
-    body = [[*r.key, *(_value(c) + _mark(c).ljust(w) for c, w in zip(r.cells, marks))]
+    body = [[*r.key, *(_value(c) + c.marks.ljust(w) for c, w in zip(r.cells, marks))]
             for r in grid.rows]
     widths = [max(len(x) for x in col) for col in zip(head + ks, *body)]
 
@@ -83,20 +89,19 @@ def render_table(grid: Any) -> str:
 
 
 def _value(cell: Any) -> str:
-    return "-" if not cell.present else f"{cell.acceptance_length}"
-
-
-def _mark(cell: Any) -> str:
-    return cell.text()[len(_value(cell)):]
+    """The AL as the other tables print numbers (rounded for reading), or ``-``."""
+    return "-" if not cell.present else str(readable(cell.acceptance_length))
 
 
 def render_csv(grid: Any) -> str:
-    """One line per cell, the JSON's fields; sets space-separated, missing values empty."""
+    """One line per cell, the JSON's fields; sets space-separated, missing values empty, numbers
+    rounded for reading as in every CSV (--json keeps every digit)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for row in grid.rows:
         for c in row.cells:
             writer.writerow([*row.key, c.k, "" if c.acceptance_length is None
-                             else c.acceptance_length, c.method or "", " ".join(c.sets)])
+                             else readable(c.acceptance_length), c.method or "",
+                             " ".join(c.sets)])
     return buf.getvalue()

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, handle_errors, json_option
+from registry_db.cli.output import complete_set_names, emit_json, handle_errors, json_option
 
 
 def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -30,7 +30,7 @@ def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> s
               help="Only this speculative method (e.g. dspark, mtp).")
 @click.option("--thinking", type=click.Choice(["on", "off"]), help="Only this thinking mode.")
 @click.option("--category", metavar="C", help="Only this workload category.")
-@click.option("--set", "sets", multiple=True, metavar="NAME",
+@click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,
               help="The sets that count as the registry (repeatable; default: all).")
 @click.option("-o", "--output", required=True, metavar="FILE.png|FILE.svg",
               callback=_picture_path, help="The picture to write; its suffix picks the format.")
