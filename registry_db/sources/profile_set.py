@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 from registry_db.errors import Finding, InvalidInput, sort_findings
 from registry_db.inputs.profile_set import YAML_SUFFIXES, check_profile_set
 from registry_db.model import ProfileSet
-from registry_db.yaml.load import load_file, pos
+from registry_db.yaml.load import UNKNOWN, load_file, mark, pos
 
 NAME = "profile-set"
 DESCRIPTION = "AcceptanceProfileSet YAML files, or folders of them"
@@ -78,6 +78,25 @@ def collect_files(paths: Iterable[str | os.PathLike],
     return out
 
 
+#: Read each file first without positions (:mod:`registry_db.yaml.plain`), keeping the
+#: positional loader for files that have anything to report. Tests switch it off to prove that
+#: both ways give the same sets and findings.
+FAST_PATH = True
+
+
+def _fast(path: Path, file: str) -> tuple[Any, ProfileSet] | None:
+    """The document and set of a file that loads and checks without a single finding, or None."""
+    from registry_db.yaml.plain import load_plain_file
+
+    doc = load_plain_file(path)
+    if not isinstance(doc, dict):
+        return None
+    profile_set, problems = check_profile_set(doc, file)
+    if problems or profile_set is None:
+        return None  # every finding carries a position: the long way says it
+    return doc, profile_set
+
+
 def check_paths(paths: Iterable[str | os.PathLike],
                 progress: Callable[[str, int, int], None] | None = None,
                 ) -> tuple[list[ProfileSet], list[Finding]]:
@@ -89,38 +108,54 @@ def check_paths(paths: Iterable[str | os.PathLike],
     """
     findings: list[Finding] = []
     sets: list[ProfileSet] = []
-    declared: dict[str, tuple[str, int]] = {}
+    declared: dict[str, tuple[str, Path]] = {}
     files = collect_files(paths, findings)
     for done, path in enumerate(files):
         if progress is not None:  # here, not at the end: the body may `continue`
             progress("validate", done, len(files))
         file = str(path)
-        load_failed = False
-        try:
-            doc = load_file(path, file)
-        except InvalidInput as exc:
-            findings.extend(exc.findings)
-            doc = getattr(exc, "document", None)
-            if doc is None:
-                continue
-            load_failed = True  # still checked, so every problem shows at once; never imported
-        profile_set, problems = check_profile_set(doc, file)
-        findings.extend(problems)
-        if load_failed:
-            profile_set = None
+        fast = _fast(path, file) if FAST_PATH else None
+        if fast is not None:
+            doc, profile_set = fast
+        else:
+            load_failed = False
+            try:
+                doc = load_file(path, file)
+            except InvalidInput as exc:
+                findings.extend(exc.findings)
+                doc = getattr(exc, "document", None)
+                if doc is None:
+                    continue
+                load_failed = True  # still checked, so every problem shows; never imported
+            profile_set, problems = check_profile_set(doc, file)
+            findings.extend(problems)
+            if load_failed:
+                profile_set = None
         name = doc.get("name") if isinstance(doc, dict) else None
         if isinstance(name, str) and name.strip():
             if name in declared:
-                other, line = declared[name]
-                line_col = pos(doc, "name")
+                other, other_path = declared[name]
+                line_col = _name_pos(doc, path, file)
                 findings.append(Finding(file, line_col[0], line_col[1], "name",
                                         "duplicate_set_name",
-                                        f"set {name!r} is declared by both {other} (line {line}) "
+                                        f"set {name!r} is declared by both {other} (line "
+                                        f"{_name_pos(None, other_path, other)[0]}) "
                                         f"and {file}; give each set its own name"))
             else:
-                declared[name] = (file, pos(doc, "name")[0])
+                declared[name] = (file, path)
         if profile_set is not None:
             sets.append(profile_set)
     if progress is not None and files:
         progress("validate", len(files), len(files))
     return sets, sort_findings(findings)
+
+
+def _name_pos(doc: Any, path: Path, file: str) -> tuple[int, int]:
+    """Where ``name`` is written in the file; a document read without positions is re-read
+    (only for a duplicate set name, a rare finding)."""
+    if doc is None or mark(doc) == UNKNOWN:
+        try:
+            doc = load_file(path, file)
+        except InvalidInput as exc:
+            doc = getattr(exc, "document", None)
+    return pos(doc, "name")

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from sqlalchemy import bindparam, delete, exists, insert, select, update
+from sqlalchemy import Boolean, DateTime, bindparam, delete, exists, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
@@ -39,7 +39,7 @@ from registry_db.model import (ImportStatus, ProfileSet, Provenance, profile_lab
 #: Values per ``IN (...)`` list: far below SQLite's and PostgreSQL's bound-parameter limits.
 _CHUNK = 1000
 
-#: From this many rows on, PostgreSQL inserts use COPY.
+#: From this many rows on, PostgreSQL inserts use COPY and SQLite ones the driver's executemany.
 _COPY_MIN_ROWS = 50
 
 #: ``progress(phase, done, total)``, called after each set is written (phase ``write``).
@@ -286,12 +286,19 @@ def _provenance_ids(conn: Connection, sets: Iterable[ProfileSet]) -> dict[int, i
     """``id(provenance object) -> row id`` for every provenance the sets cite, inserting the
     missing ones. Each distinct object is hashed once (aliases share one object)."""
     by_object: dict[int, str] = {}
+    # Provenances written out in full in each profile are equal objects, not one: hashed once
+    # per distinct repr (which, unlike ==, tells 1 from 1.0 from True, as the hash does).
+    by_repr: dict[str, str] = {}
     wanted: dict[str, Provenance] = {}
     for s in sets:
         for p in s.profiles:
             pv = p.provenance
             if pv is not None and id(pv) not in by_object:
-                by_object[id(pv)] = h = pv.content_hash()
+                text = repr(pv)
+                h = by_repr.get(text)
+                if h is None:
+                    h = by_repr[text] = pv.content_hash()
+                by_object[id(pv)] = h
                 wanted.setdefault(h, pv)
     ids = _provenance_rows(conn, sorted(wanted))
     missing = [h for h in wanted if h not in ids]
@@ -331,25 +338,40 @@ def _insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> No
     """Insert ``rows`` into ``table``, in the current transaction.
 
     PostgreSQL gets ``COPY ... FROM STDIN`` for many rows (psycopg's executemany sends one
-    statement per row, ten times slower); SQLite's executemany is already a tight C loop.
+    statement per row, ten times slower). SQLite gets the driver's own ``executemany`` of plain
+    tuples for tables whose columns need no conversion (text, numbers): SQLAlchemy's per-row
+    parameter processing cost more than the inserts themselves (100,000 profiles: 2.2 s of CPU
+    through Core, 0.9 s this way, measured in one process).
     """
-    if conn.dialect.name == "postgresql" and len(rows) >= _COPY_MIN_ROWS:
-        columns = list(rows[0])
-        names = ", ".join(f'"{c}"' for c in columns)
-        sql = f'COPY "{table.name}" ({names}) FROM STDIN'
-        dbapi_error = conn.dialect.loaded_dbapi.Error
-        cursor = conn.connection.driver_connection.cursor()
-        try:
+    postgresql = conn.dialect.name == "postgresql"
+    if len(rows) < _COPY_MIN_ROWS or not (postgresql or _plain_columns(table)):
+        conn.execute(insert(table), rows)
+        return
+    columns = list(rows[0])
+    names = ", ".join(f'"{c}"' for c in columns)
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    cursor = conn.connection.driver_connection.cursor()
+    sql = ""
+    try:
+        if postgresql:
+            sql = f'COPY "{table.name}" ({names}) FROM STDIN'
             with cursor.copy(sql) as copy:
                 for row in rows:
                     copy.write_row([row[c] for c in columns])
-        except dbapi_error as exc:
-            # Wrapped like SQLAlchemy's own errors, so run_write retries or translates it.
-            raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
-        finally:
-            cursor.close()
-        return
-    conn.execute(insert(table), rows)
+        else:
+            sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join("?" * len(columns))})'
+            cursor.executemany(sql, [tuple([row[c] for c in columns]) for row in rows])
+    except dbapi_error as exc:
+        # Wrapped like SQLAlchemy's own errors, so run_write retries or translates it.
+        raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
+    finally:
+        cursor.close()
+
+
+def _plain_columns(table: Any) -> bool:
+    """Whether every column of ``table`` takes its Python value as the driver does (no dates,
+    no booleans), so rows may bypass SQLAlchemy's type processing."""
+    return not any(isinstance(c.type, (DateTime, Boolean)) for c in table.columns)
 
 
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
