@@ -18,11 +18,12 @@ from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import DatabaseError, DatabaseUnavailable, SchemaOutOfDate
 from registry_db.store.engine import WRITE_LOCK_KEY, make_engine, translated
-from registry_db.store.urls import ENV_VAR, redact, sqlite_path
 
-#: The newest migration; a test proves it equals Alembic's head. Kept as a constant so that the
-#: schema check on every command does not import Alembic.
-HEAD_REVISION = "0003"
+# HEAD_REVISION, the newest migration (a test proves it equals Alembic's head), is a constant so
+# that the schema check on every command does not import Alembic; it lives in .sqlite_read, which
+# the command line's SQLAlchemy-free read path shares.
+from registry_db.store.sqlite_read import HEAD_REVISION
+from registry_db.store.urls import ENV_VAR, redact, sqlite_path
 
 
 def migrations_dir() -> str:
