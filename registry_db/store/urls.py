@@ -10,9 +10,6 @@ from __future__ import annotations
 import os
 import re
 
-from sqlalchemy.engine.url import make_url
-from sqlalchemy.exc import ArgumentError
-
 ENV_VAR = "REGISTRY_DATABASE_URL"
 DEFAULT_URL = "sqlite:///registry.db"
 
@@ -41,6 +38,11 @@ def normalize_url(raw: str) -> str:
 
 def dialect_of(url: str) -> str:
     """``sqlite`` or ``postgresql`` (or whatever else the URL names)."""
+    # SQLAlchemy is imported here, not at the top: finding the URL must not cost the command
+    # line's SQLAlchemy-free read path (registry_db.store.sqlite_read) SQLAlchemy's import.
+    from sqlalchemy.engine.url import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         return make_url(url).get_backend_name()
     except ArgumentError:
@@ -49,6 +51,9 @@ def dialect_of(url: str) -> str:
 
 def redact(url: str) -> str:
     """The URL with any password replaced by ``***``, for messages."""
+    from sqlalchemy.engine.url import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
