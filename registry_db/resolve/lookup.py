@@ -23,9 +23,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
-from sqlalchemy.engine import Connection, Engine
+import sqlite3
+from typing import TYPE_CHECKING
 
-from registry_db.store.engine import translate
+if TYPE_CHECKING:  # imported where used: the command line's read-only SQLite path needs neither
+    from sqlalchemy.engine import Connection, Engine
 
 #: (model, speculative_method, num_spec_tokens, thinking, category)
 Key = tuple[str, str, int, str, str]
@@ -92,7 +94,8 @@ class Cursor(NamedTuple):
 
 
 @contextlib.contextmanager
-def cursor(bind: Engine | Connection, *, snapshot: bool = False) -> Iterator[Cursor]:
+def cursor(bind: Engine | Connection | sqlite3.Connection, *,
+           snapshot: bool = False) -> Iterator[Cursor]:
     """A cursor on the engine's pooled connection (returned afterwards) or on the caller's.
 
     On the caller's connection the statements join whatever transaction it has. On an engine's,
@@ -100,7 +103,24 @@ def cursor(bind: Engine | Connection, *, snapshot: bool = False) -> Iterator[Cur
     return; without it each statement reads on its own (autocommit), which spares PostgreSQL
     the BEGIN and ROLLBACK round trips around a one-query resolution. Driver errors are
     translated.
+
+    A bare ``sqlite3`` connection (the command line's read-only path,
+    :mod:`registry_db.store.sqlite_read`) is used as it is, its errors left to the caller, which
+    then takes the engine path: SQLAlchemy is not imported for it.
     """
+    if isinstance(bind, sqlite3.Connection):
+        cur = bind.cursor()
+        try:
+            if snapshot:
+                cur.execute("BEGIN")
+            yield Cursor(cur, "sqlite")
+        finally:
+            if snapshot and bind.in_transaction:
+                bind.rollback()
+            cur.close()
+        return
+    from sqlalchemy.engine import Connection
+
     engine = bind.engine
     dialect = engine.dialect.name
     with _translated(engine):
@@ -130,6 +150,8 @@ def cursor(bind: Engine | Connection, *, snapshot: bool = False) -> Iterator[Cur
 
 @contextlib.contextmanager
 def _translated(engine: Engine) -> Iterator[None]:
+    from registry_db.store.engine import translate
+
     try:
         yield
     except engine.dialect.loaded_dbapi.Error as exc:

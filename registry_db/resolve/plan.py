@@ -20,12 +20,18 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy.engine import Connection, Engine
+if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
+    from sqlalchemy.engine import Connection, Engine
+
+    #: An engine, an open connection, or (the command line's read-only SQLite path,
+    #: :mod:`registry_db.store.sqlite_read`) a bare ``sqlite3`` connection.
+    Bind = Engine | Connection | sqlite3.Connection
 
 from registry_db.errors import ResolutionRefused
 from registry_db.inputs.request import Checks, Request
@@ -42,9 +48,7 @@ from registry_db.resolve.lookup import (
     stored_among,
 )
 from registry_db.resolve.rates import complete, min_variance_rates, rate_from_al
-from registry_db.store.engine import translated
 
-Bind = Engine | Connection
 
 __all__ = ["Fallback", "HardwareMismatch", "Request", "Resolution", "resolve", "resolve_many"]
 
@@ -110,7 +114,7 @@ def resolve(bind: Bind, request: Request) -> Resolution:
     lookup of the run's profile key, in its category and fallback.
     """
     checks = Checks()
-    with translated(), cursor(bind) as c:
+    with _translated(bind), cursor(bind) as c:
         # Only the sets the run names are looked up (most runs name none); every name is read
         # only to refuse an unknown one with the nearest names suggested.
         named = _named_sets(request)
@@ -125,6 +129,15 @@ def resolve(bind: Bind, request: Request) -> Resolution:
     if isinstance(plan, Refusal):
         raise ResolutionRefused(_say_what_exists(bind, [planned], [plan])[0])
     return plan
+
+
+def _translated(bind: Bind) -> contextlib.AbstractContextManager:
+    """Errors as the registry's own; a bare ``sqlite3`` connection's are its caller's to handle."""
+    if isinstance(bind, sqlite3.Connection):
+        return contextlib.nullcontext()
+    from registry_db.store.engine import translated
+
+    return translated()
 
 
 def _named_sets(request: Request) -> tuple[str, ...]:
@@ -148,7 +161,7 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
     requests = list(requests)
     checks = Checks()
     with gc_paused(len(requests)):
-        with translated(), cursor(bind, snapshot=True) as c:
+        with _translated(bind), cursor(bind, snapshot=True) as c:
             known = frozenset(set_names(c))
             plans = [_plan(r, known, checks) for r in requests]
             keys = [key for p in plans if type(p) is _Plan for key in p.keys]
@@ -388,7 +401,7 @@ def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[A
         return answers
     from registry_db.resolve.stored import stored_variants
 
-    with translated():
+    with _translated(bind):
         stored = stored_variants(bind, {(plans[i].request.model, plans[i].request.method)
                                         for i in todo})
     out = list(answers)

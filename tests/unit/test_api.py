@@ -44,3 +44,31 @@ def test_resolve_does_not_load_alembic(tmp_path):
     for unused in ("alembic", "mako", "yaml", "registry_db.store.write", "registry_db.inputs.profile_set",
                    "registry_db.store.schema"):
         assert unused not in mods, unused
+
+
+def test_sqlite_resolve_does_not_load_sqlalchemy(tmp_path):
+    """A SQLite registry at the head is read through sqlite3 alone (store.sqlite_read): a hit,
+    a refusal and a batch import no SQLAlchemy; with the fast path switched off they do."""
+    from registry_db import store
+    from registry_db.store.write import import_paths
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    engine = store.open_registry(url)
+    import_paths(engine, [SEED])
+    engine.dispose()
+    (tmp_path / "b.jsonl").write_text('{"model": "glm-5.3", "method": "mtp", "k": 3, '
+                                      '"thinking": "on", "category": "coding"}\n')
+    runs = {
+        "hit": "['--model', 'glm-5.3', '--method', 'mtp', '--k', '3', '--thinking', 'on', "
+               "'--category', 'coding', '--json']",
+        "refusal": "['--model', 'm', '--method', 'x', '--k', '3', '--thinking', 'on', "
+                   "'--category', 'coding']",
+        "batch": f"['--batch', {str(tmp_path / 'b.jsonl')!r}]",
+    }
+    for what, args in runs.items():
+        code = ("from registry_db.cli import main\n"
+                f"try:\n    main(['-d', {url!r}, 'resolve'] + {args}, prog_name='registry')\n"
+                "except SystemExit as e:\n    assert e.code in (0, 1, None), e.code\n")
+        assert "sqlalchemy" not in _modules_after(code), what
+        switched_off = "import os; os.environ['REGISTRY_NO_FAST_PATH'] = '1'\n" + code
+        assert "sqlalchemy" in _modules_after(switched_off), what
