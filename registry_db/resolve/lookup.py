@@ -21,10 +21,8 @@ Rows stay here: callers get :class:`Candidate` tuples grouped by profile key.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence
-
 import sqlite3
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple, Sequence
 
 if TYPE_CHECKING:  # imported where used: the command line's read-only SQLite path needs neither
     from sqlalchemy.engine import Connection, Engine

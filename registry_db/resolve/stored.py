@@ -10,11 +10,13 @@ path still loads no ORM models.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import Connection, Engine
+if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
+    from sqlalchemy.engine import Connection, Engine
 
 #: Up to this many distinct models the query names them (an index range per model); past it,
 #: one pass over the key index reads every (model, method) instead of a huge IN list.
@@ -44,7 +46,7 @@ class StoredVariants:
                 f"categories {', '.join(categories)}")
 
 
-def stored_variants(bind: Engine | Connection, pairs: Iterable[tuple[str, str]],
+def stored_variants(bind: Engine | Connection | sqlite3.Connection, pairs: Iterable[tuple[str, str]],
                     ) -> dict[tuple[str, str], StoredVariants]:
     """For each (model, method) pair, what is stored: one statement; a pair with nothing
     stored maps to no rows."""
@@ -58,23 +60,16 @@ def stored_variants(bind: Engine | Connection, pairs: Iterable[tuple[str, str]],
     return {pair: StoredVariants(tuple(sorted(held))) for pair, held in found.items()}
 
 
-def _rows(bind: Engine | Connection, models: list[str] | None) -> list[tuple]:
-    # On the DB-API cursor, as the resolver's lookup: one statement and nothing around it (no
-    # BEGIN), in the caller's transaction when it hands in a connection.
-    engine = bind.engine
-    marker = "?" if engine.dialect.name == "sqlite" else "%s"
-    sql = _SELECT if models is None else (
-        f"{_SELECT} WHERE p.model IN ({', '.join([marker] * len(models))})")
-    own = engine.raw_connection() if isinstance(bind, Engine) else None
-    try:
-        dbapi: Any = (own.dbapi_connection if own is not None
-                      else bind.connection.dbapi_connection)  # type: ignore[union-attr]
-        cur = dbapi.cursor()
-        try:
-            cur.execute(sql, tuple(models or ()))
-            return list(cur.fetchall())
-        finally:
-            cur.close()
-    finally:
-        if own is not None:
-            own.close()
+def _rows(bind: Engine | Connection | sqlite3.Connection,
+          models: list[str] | None) -> list[tuple]:
+    # On the DB-API cursor of the resolver's lookup (registry_db.resolve.lookup.cursor): one
+    # statement and nothing around it (no BEGIN), in the caller's transaction when it hands in a
+    # connection, and on the command line's read-only sqlite3 connection as well.
+    from registry_db.resolve.lookup import cursor
+
+    with cursor(bind) as c:
+        marker = "?" if c.dialect == "sqlite" else "%s"
+        sql = _SELECT if models is None else (
+            f"{_SELECT} WHERE p.model IN ({', '.join([marker] * len(models))})")
+        c.cur.execute(sql, tuple(models or ()))
+        return list(c.cur.fetchall())
