@@ -8,8 +8,9 @@ again over a growing heap and finds nothing to free: reference counting frees ev
 work drops. Pausing defers no garbage; the collector's prior state is restored afterwards (a
 caller that had it off keeps it off).
 
-Measured on the benchmark's 100,000 profiles in 200 files (``import_paths`` in process, CPU,
-two alternating runs each): 12.4 s with the collector running, 11.1 s paused.
+Measured on the benchmark's data (in process, CPU, two alternating runs each): importing its
+100,000 profiles in 200 files (``import_paths``), 12.4 s with the collector running and 11.1 s
+paused; ``registry resolve --batch`` of its 100,000 requests, 5.5 s running and 4.2 s paused.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from the contract. The request and the checks of what it states live in
 from __future__ import annotations
 
 import contextlib
-import gc
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlch
     Bind = Engine | Connection | sqlite3.Connection
 
 from registry_db.errors import ResolutionRefused
+from registry_db.gcpause import gc_paused
 from registry_db.inputs.request import Checks, Request
 from registry_db.model import InlineValue, Layer, Refusal, profile_label
 from registry_db.model import RefusalReason as R
@@ -169,29 +169,6 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
         answers = _Answers(index)
         return _say_what_exists(bind, plans, [answers.finish(p) if isinstance(p, _Plan) else p
                                               for p in plans])
-
-
-#: Batches at least this large pause the cyclic garbage collector (see :func:`gc_paused`).
-GC_PAUSE_FROM = 1_000
-
-
-@contextlib.contextmanager
-def gc_paused(size: int) -> Iterator[None]:
-    """Pause the cyclic garbage collector while a batch of ``size`` builds its answers.
-
-    A batch allocates a few small objects per request, none of them in a cycle, so collecting
-    finds nothing; but every full collection walks the whole heap, batch included, and a large
-    batch triggers many (a third of a 100,000-request batch's time, measured). Pausing defers
-    no garbage that the batch made; the collector's prior state is restored afterwards.
-    """
-    if size < GC_PAUSE_FROM or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 # --- planning: everything that needs no profile --------------------------------------------------
