@@ -11,7 +11,8 @@ from sqlalchemy import text
 
 from registry_db.store import write as importer
 from registry_db.errors import ResolutionRefused
-from registry_db.resolve.plan import GC_PAUSE_FROM, Request, resolve, resolve_many
+from registry_db.gcpause import PAUSE_FROM as GC_PAUSE_FROM
+from registry_db.resolve.plan import Request, resolve, resolve_many
 from registry_db.resolve.lookup import (LOOKUP_ONE, PG_LOOKUP_MANY, SQLITE_KEYS_DDL,
                                       SQLITE_KEYS_INSERT, SQLITE_LOOKUP_MANY)
 from registry_db.model import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
