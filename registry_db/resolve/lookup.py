@@ -109,15 +109,15 @@ def cursor(bind: Engine | Connection | sqlite3.Connection, *,
     then takes the engine path: SQLAlchemy is not imported for it.
     """
     if isinstance(bind, sqlite3.Connection):
-        cur = bind.cursor()
+        plain = bind.cursor()
         try:
             if snapshot:
-                cur.execute("BEGIN")
-            yield Cursor(cur, "sqlite")
+                plain.execute("BEGIN")
+            yield Cursor(plain, "sqlite")
         finally:
             if snapshot and bind.in_transaction:
                 bind.rollback()
-            cur.close()
+            plain.close()
         return
     from sqlalchemy.engine import Connection
 

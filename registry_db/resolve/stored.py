@@ -46,7 +46,8 @@ class StoredVariants:
                 f"categories {', '.join(categories)}")
 
 
-def stored_variants(bind: Engine | Connection | sqlite3.Connection, pairs: Iterable[tuple[str, str]],
+def stored_variants(bind: Engine | Connection | sqlite3.Connection,
+                    pairs: Iterable[tuple[str, str]],
                     ) -> dict[tuple[str, str], StoredVariants]:
     """For each (model, method) pair, what is stored: one statement; a pair with nothing
     stored maps to no rows."""

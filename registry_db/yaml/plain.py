@@ -36,10 +36,8 @@ from yaml.events import (
 from registry_db.yaml import load as _loader
 from registry_db.yaml.load import _NON_STR_START, _convert, scalar_kind
 
-try:
-    from yaml.cyaml import CParser as _CParser
-except ImportError:  # pragma: no cover - PyYAML built without libyaml: always the long way
-    _CParser = None
+#: libyaml's event parser; None when PyYAML was built without it (then always the long way).
+_CParser: Any = getattr(yaml.cyaml, "CParser", None) if yaml.__with_libyaml__ else None
 
 __all__ = ["load_plain", "load_plain_file"]
 

@@ -49,7 +49,7 @@ def _positional(path: Path):
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_fast_pass_equals_the_positional_loader_or_declines(path):
-    """Where the fast pass gives a value, the positional loader gives the same, without a finding."""
+    """Where the fast pass gives a value, the positional loader gives the same, no finding."""
     plain = load_plain_file(path)
     if plain is None:
         return  # declined: the caller takes the long way (compared below, by findings)
