@@ -25,22 +25,29 @@ PROGRESS_MIN_SETS = 20
 @click.option("--dry-run", is_flag=True,
               help="Validate and report what would be added, updated or unchanged; "
                    "write nothing.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print no warnings (overlapping keys, names that differ from file names, "
+                   "skipped subfolders); errors are still printed.")
 @json_option
 @click.pass_obj
 @handle_errors
-def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, quiet: bool,
+            as_json: bool) -> None:
     """Validate profile-set files, then write them all in one transaction.
 
     PATH is a file or a folder (its *.yaml and *.yml files, sorted, hidden ones skipped).
     If any file is invalid, every problem is printed and nothing is written (exit 1). A set
     already in the database is replaced by its file's content; a file whose content has not
-    changed is reported `unchanged` and not rewritten. Waits for other writers up to
-    REGISTRY_LOCK_TIMEOUT seconds (exit 3 after that).
+    changed is reported `unchanged` and not rewritten. A set that now comes from another file
+    than at its last import is reported `(moved from OLD)`. Sets that share profile keys get
+    one warning per pair of sets. Waits for other writers up to REGISTRY_LOCK_TIMEOUT seconds
+    (exit 3 after that).
 
     \b
     Example:
         registry import seed/acceptance/
         registry import --dry-run acceptance/new-set.yaml
+        registry import --quiet acceptance/
         registry -d postgresql://localhost/registry import --json acceptance/
     """
     from registry_db.cli.output import report_findings
@@ -54,7 +61,7 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, as_json: bool)
         else:
             with settings.registry(create=True) as engine:
                 report = importer.import_sets(engine, sets, dry_run=dry_run, progress=progress)
-    warnings = warnings + list(report.warnings)
+    warnings = [] if quiet else warnings + list(report.warnings)
     if warnings:
         report_findings(warnings, as_json=False)
     if as_json:
@@ -75,8 +82,9 @@ def _print_report(report: Any) -> None:
     width_name = max((len(s.name) for s in report.sets), default=0)
     for s in report.sets:
         count = f"({s.profiles} profile{'s' if s.profiles != 1 else ''})"
+        moved = f"  (moved from {s.moved_from})" if s.moved_from else ""
         click.echo(f"{s.status:<{width_status}}  {s.name:<{width_name}}  {count}  "
-                   f"{s.file or ''}".rstrip())
+                   f"{s.file or ''}{moved}".rstrip())
     summary = ", ".join(f"{report.count(st)} {st}" for st in ImportStatus)
     tail = " (dry run: nothing written)" if report.dry_run else ""
     click.echo(f"{len(report.sets)} set(s): {summary}{tail}", err=True)

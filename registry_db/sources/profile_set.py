@@ -27,11 +27,35 @@ def read(paths: Iterable[str | os.PathLike], *, progress: Callable[[str, int, in
 
 
 
+def _skipped_subfolders(folder: Path) -> list[Finding]:
+    """A warning for each visible subfolder of ``folder`` with YAML files in it: folders are
+    read one level deep, so those files are not imported unless named."""
+    out = []
+    try:
+        subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return []  # the caller reports an unreadable folder
+    for sub in subs:
+        try:
+            count = sum(1 for p in sub.rglob("*") if p.suffix in YAML_SUFFIXES and not any(
+                part.startswith(".") for part in p.relative_to(sub).parts))
+        except OSError:
+            continue
+        if count:
+            out.append(Finding(str(sub), 0, 0, "", "skipped_subfolder",
+                               f"subfolder with {count} YAML file(s) skipped: folders are read "
+                               "one level deep, not recursively; pass it as a PATH of its own "
+                               "to read them",
+                               severity="warning"))
+    return out
+
+
 def collect_files(paths: Iterable[str | os.PathLike],
                   findings: list[Finding] | None = None) -> list[Path]:
     """The files named by ``paths``: files as given, folders' ``*.yaml``/``*.yml`` (sorted).
 
-    Folders are read one level deep and their hidden files skipped. A path that does not exist
+    Folders are read one level deep and their hidden files skipped; a subfolder that holds
+    YAML files is reported skipped (``skipped_subfolder``, a warning). A path that does not exist
     (``no_such_file``), a folder that cannot be read (``unreadable_folder``), a folder without
     YAML files (``no_yaml_files``, an error, since the user surely meant some) and a ``*.yaml``
     link that leads nowhere (``broken_link``, a warning: it is skipped) are findings: appended to ``findings`` when given, else raised as
@@ -52,6 +76,7 @@ def collect_files(paths: Iterable[str | os.PathLike],
                                         f"cannot read the folder: {exc.strerror or exc}"))
                 continue
             found = [p for p in entries if p.is_file()]
+            problems.extend(_skipped_subfolders(path))
             for p in entries:
                 if p.is_symlink() and not p.is_file():
                     # is_file() is False for a dangling or looping link: say why it is skipped.
@@ -73,7 +98,8 @@ def collect_files(paths: Iterable[str | os.PathLike],
                 out.append(p)
     if findings is not None:
         findings.extend(problems)
-    elif problems:
+    elif any(f.is_error for f in problems):
+        # Warnings alone (a skipped subfolder or link) do not stop a caller that asked for files.
         raise InvalidInput(problems)
     return out
 

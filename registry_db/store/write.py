@@ -12,9 +12,11 @@ statement per row, and ids are read back per set, so a large import costs a few 
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -37,6 +39,9 @@ from registry_db.store.schema import (
 from registry_db.model import (ImportStatus, ProfileSet, Provenance, profile_label, setting_text,
                                setting_type)
 
+#: Shared keys named in an overlap warning; the rest are counted.
+OVERLAP_SHOWN = 3
+
 #: Values per ``IN (...)`` list: far below SQLite's and PostgreSQL's bound-parameter limits.
 _CHUNK = 1000
 
@@ -55,11 +60,16 @@ class SetResult:
     file: str | None
     status: str
     profiles: int
+    #: The file the set was imported from before, when it now comes from another one.
+    moved_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's per-set object."""
-        return {"name": self.name, "file": self.file, "status": self.status,
-                "profiles": self.profiles}
+        """The contract's per-set object, plus ``moved_from`` for a set that moved."""
+        out: dict[str, Any] = {"name": self.name, "file": self.file, "status": self.status,
+                               "profiles": self.profiles}
+        if self.moved_from is not None:
+            out["moved_from"] = self.moved_from
+        return out
 
 
 @dataclass(frozen=True)
@@ -129,17 +139,22 @@ def _import_sets(engine: Engine, sets: list[ProfileSet], dry_run: bool,
 
     def work(conn: Connection) -> ImportReport:
         stored = _stored_sets(conn, [s.name for s in sets])
+        moved = _moved_from(conn, [s for s in sets if s.name in stored])
         results = []
         for s, h in zip(sets, hashes):
             old = stored.get(s.name)
             status = (ImportStatus.ADDED if old is None else ImportStatus.UNCHANGED
                       if old[1] == h else ImportStatus.UPDATED)
-            results.append(SetResult(s.name, s.file, status, len(s.profiles)))
+            results.append(SetResult(s.name, s.file, status, len(s.profiles),
+                                     moved.get(s.name)))
         warnings = _overlap_warnings(conn, sets)
         if not dry_run:
             changed = [(s, h) for s, h, r in zip(sets, hashes, results)
                        if r.status != ImportStatus.UNCHANGED]
             _write(conn, changed, stored, progress)
+            _rehome_unchanged(conn, [r for r in results
+                                     if r.status == ImportStatus.UNCHANGED
+                                     and r.moved_from is not None])
         return ImportReport(tuple(results), tuple(warnings), dry_run)
 
     if dry_run:
@@ -178,16 +193,17 @@ def _refuse_duplicate_names(sets: Sequence[ProfileSet]) -> None:
 
 
 def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet]) -> list[Finding]:
-    """One warning per profile key that an incoming set shares with another set.
+    """One warning per pair of sets that share profile keys: how many, and the first few.
 
-    The other set is another incoming one or a stored one that this import does not replace;
-    the resolver refuses such a key while both sets count as the registry.
+    A pair is two incoming sets, or an incoming one and a stored one that this import does not
+    replace; the resolver refuses a shared key while both sets count as the registry. One line
+    per pair, not per key: re-importing fifty sets that share hundreds of keys stays readable.
     """
-    holders: dict[tuple, list[tuple[str, str | None, int]]] = defaultdict(list)
+    holders: dict[tuple, list[str]] = defaultdict(list)
     for s in sets:
-        for i, p in enumerate(s.profiles):
-            holders[p.key].append((s.name, s.file, i))
-    incoming = {s.name for s in sets}
+        for p in s.profiles:
+            holders[p.key].append(s.name)
+    incoming = {s.name: s for s in sets}
     models = sorted({k[0] for k in holders}) if conn is not None else []
     p, ps = profiles.c, profile_sets.c
     for chunk in _chunks(models):
@@ -198,23 +214,57 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet]) -> li
         if len(incoming) <= _CHUNK:
             # Re-importing a large registry should not read every row it is about to replace.
             query = query.where(ps.name.not_in(sorted(incoming)))
-        rows = conn.execute(query)
-        for name, *key in rows:
+        assert conn is not None
+        for name, *key in conn.execute(query):
             key = tuple(key)
             if name not in incoming and key in holders:
-                holders[key].append((name, None, -1))
+                holders[key].append(name)
+    shared: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for key, names in holders.items():
+        for pair in combinations(sorted(set(names)), 2):
+            shared[pair].append(profile_label(*key))
     warnings = []
-    for key, held in holders.items():
-        if len(held) < 2:
-            continue
-        name, file, index = held[0]
-        names = ", ".join(sorted(h[0] for h in held))
+    for (a, b), labels in shared.items():
+        first = incoming.get(a) or incoming[b]
+        labels.sort()
+        shown = ", ".join(labels[:OVERLAP_SHOWN]) + (
+            f" and {len(labels) - OVERLAP_SHOWN} more" if len(labels) > OVERLAP_SHOWN else "")
         warnings.append(Finding(
-            file or "<input>", 0, 0, f"profiles[{index}]", "profile_key_overlap",
-            f"profile {profile_label(*key)} is held by {len(held)} sets ({names}); the resolver "
-            "refuses this key while more than one of them is in use (see `registry conflicts`)",
+            first.file or "<input>", 0, 0, "profiles", "profile_key_overlap",
+            f"sets {a!r} and {b!r} share {len(labels)} profile key(s): {shown}; the resolver "
+            "refuses these keys while both sets are in use (see `registry conflicts`)",
             severity="warning"))
     return sorted(warnings, key=lambda f: (f.file, f.message))
+
+
+def _moved_from(conn: Connection, sets: Sequence[ProfileSet]) -> dict[str, str]:
+    """``name -> old file`` for the stored sets that now come from another file."""
+    files: dict[str, str | None] = {}
+    for chunk in _chunks(sorted(s.name for s in sets)):
+        files.update(conn.execute(select(profile_sets.c.name, profile_sets.c.source_file)
+                                  .where(profile_sets.c.name.in_(chunk))).all())
+    return {s.name: old for s in sets
+            if (old := files.get(s.name)) is not None and s.file is not None
+            and not _same_file(old, s.file)}
+
+
+def _same_file(a: str, b: str) -> bool:
+    # Paths are stored as the importer was given them: `seed/x.yaml` and `./seed/x.yaml`, or a
+    # relative and an absolute spelling of one file, are the same file, not a move.
+    if os.path.normpath(a) == os.path.normpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _rehome_unchanged(conn: Connection, moved: Sequence[SetResult]) -> None:
+    """Point an unchanged set that moved at its new file (its rows stay as they are)."""
+    if moved:
+        conn.execute(update(profile_sets).where(profile_sets.c.name == bindparam("n"))
+                     .values(source_file=bindparam("f")),
+                     [{"n": r.name, "f": r.file} for r in moved])
 
 
 # --- writing -------------------------------------------------------------------------------------

@@ -311,3 +311,116 @@ def test_db_downgrade_and_stamp_never_create_a_file(tmp_path):
         result = CliRunner().invoke(main, ["-d", str(path), "db", *args])
         assert result.exit_code == 3 and f"no registry at {path}" in result.stderr
     assert not path.exists()
+
+
+# --- imports that say what happened -------------------------------------------------------------
+
+def test_overlap_warnings_are_one_summary_per_pair_of_sets(db_url, tmp_path):
+    write_set(tmp_path, "one", 6, model="m")
+    write_set(tmp_path, "two", 6, model="m")            # shares all six keys with one
+    write_set(tmp_path, "three", 1, model="m")          # shares cat0 with one and two
+    result = run(db_url, "import", str(tmp_path))
+    assert result.exit_code == 0
+    lines = [ln for ln in result.stderr.splitlines() if "profile key(s)" in ln]
+    assert len(lines) == 3, result.stderr
+    [one_two] = [ln for ln in lines if "'one' and 'two'" in ln]
+    assert "share 6 profile key(s): m/mtp/k3/thinking-on/cat0, m/mtp/k3/thinking-on/cat1, " \
+           "m/mtp/k3/thinking-on/cat2 and 3 more;" in one_two
+    assert any("sets 'one' and 'three' share 1 profile key(s): m/mtp/k3/thinking-on/cat0;"
+               in ln for ln in lines)
+    # Re-importing: the stored sets the import replaces are not counted against themselves.
+    again = run(db_url, "import", str(tmp_path))
+    assert [ln for ln in again.stderr.splitlines() if "profile key(s)" in ln] == lines
+
+
+def test_quiet_drops_the_warnings(db_url, tmp_path):
+    write_set(tmp_path, "one", 2, model="m")
+    write_set(tmp_path, "two", 2, model="m")
+    (tmp_path / "sub").mkdir()
+    write_set(tmp_path / "sub", "three", 1, model="x")
+    quiet = run(db_url, "import", "--quiet", str(tmp_path))
+    assert quiet.exit_code == 0
+    assert "warning" not in quiet.stderr
+    assert "2 set(s): 0 added, 0 updated, 2 unchanged" in run(db_url, "import", "-q",
+                                                                str(tmp_path)).stderr
+    loud = run(db_url, "import", str(tmp_path))
+    assert "warning" in loud.stderr
+
+
+def test_a_set_that_moved_to_another_file_is_reported(db_url, tmp_path):
+    first = write_set(tmp_path / "a", "x", 2)
+    assert run(db_url, "import", str(first)).exit_code == 0
+    second = write_set(tmp_path / "b", "x", 2)  # the same content in another file
+    moved = run(db_url, "import", str(second))
+    assert moved.stdout.rstrip("\n").endswith(f"{second}  (moved from {first})")
+    listed = json.loads(run(db_url, "list", "--json").stdout)
+    assert listed[0]["file"] == str(second)  # re-homed, though unchanged
+    assert "moved from" not in run(db_url, "import", str(second)).stdout
+    changed = write_set(tmp_path / "c", "x", 2, al=2.6)
+    report = json.loads(run(db_url, "import", "--json", str(changed)).stdout)
+    assert report["sets"] == [{"name": "x", "file": str(changed), "status": "updated",
+                               "profiles": 2, "moved_from": str(second)}]
+
+
+def test_another_spelling_of_the_same_file_is_no_move(db_url, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_set(tmp_path / "a", "x", 1)
+    run(db_url, "import", "a/x.yaml")
+    for spelling in ("./a/x.yaml", str(tmp_path / "a" / "x.yaml")):
+        assert "moved" not in run(db_url, "import", spelling).stdout
+
+
+def test_subfolders_with_yaml_files_are_reported_skipped(db_url, tmp_path):
+    write_set(tmp_path, "top", 1)
+    write_set(tmp_path / "nested" / "deeper", "low", 1, model="b")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / ".hidden").mkdir()
+    write_set(tmp_path / ".hidden", "secret", 1, model="c")
+    result = run(db_url, "import", "--json", str(tmp_path))
+    assert [s["name"] for s in json.loads(result.stdout)["sets"]] == ["top"]
+    [line] = [ln for ln in result.stderr.splitlines() if "skipped" in ln]
+    assert line.startswith(f"{tmp_path / 'nested'}:0:0: (document): warning: subfolder with "
+                           "1 YAML file(s) skipped: folders are read one level deep")
+    checked = CliRunner().invoke(main, ["validate", "--json", str(tmp_path)])
+    codes = [p["code"] for p in json.loads(checked.stdout)["problems"]]
+    assert codes == ["skipped_subfolder"]
+
+
+# --- shell completion ----------------------------------------------------------------------------
+
+def _complete(words: str, env: dict[str, str] | None = None) -> list[str]:
+    """What bash completion offers for the last word of ``words`` (click's protocol)."""
+    parts = words.split(" ")
+    result = CliRunner().invoke(main, [], prog_name="registry", env={
+        "_REGISTRY_COMPLETE": "bash_complete", "COMP_WORDS": words,
+        "COMP_CWORD": str(len(parts) - 1), **(env or {})})
+    assert result.exit_code == 0, result.output
+    return [line.split(",", 1)[1] for line in result.output.splitlines() if "," in line]
+
+
+def test_completion_offers_set_names_where_a_set_is_named(db_url, tmp_path):
+    write_set(tmp_path, "alpha", 1, model="a")
+    write_set(tmp_path, "alpine", 1, model="b")
+    write_set(tmp_path, "beta", 1, model="c")
+    run(db_url, "import", str(tmp_path))
+    for before in ("show", "export", "export alpha", "profiles --set",
+                   "resolve --model m --set", "resolve --profiles"):
+        assert _complete(f"registry -d {db_url} {before} al") == ["alpha", "alpine"], before
+    assert _complete(f"registry -d {db_url} show ") == ["alpha", "alpine", "beta"]
+    # The database can come from the environment, as for every command.
+    assert _complete("registry show b", {"REGISTRY_DATABASE_URL": db_url}) == ["beta"]
+
+
+def test_completion_never_creates_a_database_and_is_silent_on_errors(tmp_path):
+    missing = tmp_path / "none.db"
+    assert _complete(f"registry -d {missing} show ") == []
+    assert not missing.exists()
+    assert _complete("registry -d postgresql://nobody@127.0.0.1:1/x show ") == []
+    not_a_registry = tmp_path / "other.db"
+    not_a_registry.write_bytes(b"not sqlite at all")
+    assert _complete(f"registry -d {not_a_registry} show ") == []
+
+
+def test_readme_documents_completion():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert 'eval "$(_REGISTRY_COMPLETE=bash_source registry)"' in readme

@@ -262,7 +262,8 @@ def test_preview_without_a_database_calls_everything_added(tmp_path):
     sets, _ = importer.load_paths([tmp_path])
     report = importer.preview_sets(sets)
     assert statuses(report) == {"one": "added", "two": "added"}
-    assert len(report.warnings) == 2
+    assert len(report.warnings) == 1  # one per pair of sets, naming both shared keys
+    assert "share 2 profile key(s)" in report.warnings[0].message
 
 
 def test_report_json_is_the_contracts(engine):
