@@ -55,11 +55,12 @@ def collect_files(paths: Iterable[str | os.PathLike],
     """The files named by ``paths``: files as given, folders' ``*.yaml``/``*.yml`` (sorted).
 
     Folders are read one level deep and their hidden files skipped; a subfolder that holds
-    YAML files is reported skipped (``skipped_subfolder``, a warning). A path that does not exist
-    (``no_such_file``), a folder that cannot be read (``unreadable_folder``), a folder without
-    YAML files (``no_yaml_files``, an error, since the user surely meant some) and a ``*.yaml``
-    link that leads nowhere (``broken_link``, a warning: it is skipped) are findings: appended to ``findings`` when given, else raised as
-    :class:`InvalidInput`. A file named twice is returned once.
+    YAML files is reported skipped (``skipped_subfolder``, a warning). A path that does not
+    exist (``no_such_file``), a folder that cannot be read (``unreadable_folder``), a folder
+    without YAML files (``no_yaml_files``, an error, since the user surely meant some) and a
+    ``*.yaml`` link that leads nowhere (``broken_link``, a warning: it is skipped) are
+    findings: appended to ``findings`` when given, else raised as :class:`InvalidInput` when
+    any is an error. A file named twice is returned once.
     """
     problems: list[Finding] = []
     out: list[Path] = []

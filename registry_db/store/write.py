@@ -201,8 +201,8 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet]) -> li
     """
     holders: dict[tuple, list[str]] = defaultdict(list)
     for s in sets:
-        for p in s.profiles:
-            holders[p.key].append(s.name)
+        for prof in s.profiles:
+            holders[prof.key].append(s.name)
     incoming = {s.name: s for s in sets}
     models = sorted({k[0] for k in holders}) if conn is not None else []
     p, ps = profiles.c, profile_sets.c
@@ -215,8 +215,8 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet]) -> li
             # Re-importing a large registry should not read every row it is about to replace.
             query = query.where(ps.name.not_in(sorted(incoming)))
         assert conn is not None
-        for name, *key in conn.execute(query):
-            key = tuple(key)
+        for name, *cols in conn.execute(query):
+            key = tuple(cols)
             if name not in incoming and key in holders:
                 holders[key].append(name)
     shared: dict[tuple[str, str], list[str]] = defaultdict(list)
