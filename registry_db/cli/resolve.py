@@ -181,7 +181,7 @@ def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:
 
 
 def _run_batch(settings: Any, path: str) -> int:
-    from registry_db.inputs.request import parse_lines
+    from registry_db.inputs.request import line_id, parse_lines
     from registry_db.model import Refusal, RefusalReason
     from registry_db.resolve.plan import Request, gc_paused, resolve_many
 
@@ -192,11 +192,16 @@ def _run_batch(settings: Any, path: str) -> int:
         answers = iter(_on_registry(settings, resolve_many, requests))
         bad = 0
         block: list[str] = []
-        for item in parsed:
-            answer = next(answers) if isinstance(item, Request) else item
+        for item, line in zip(parsed, (ln for ln in lines if ln.strip())):
+            if isinstance(item, Request):
+                answer, ident = next(answers), item.id
+            else:  # refused as it was read: the line's id, if it still has one
+                answer, ident = item, line_id(line)
             if type(answer) is Refusal and answer.reason == RefusalReason.INVALID_REQUEST:
                 bad += 1
-            block.append(_ENCODER.encode(answer.to_json()))
+            out = answer.to_json()
+            # The line's id comes first in its answer, for joining by id.
+            block.append(_ENCODER.encode(out if ident is None else {"id": ident, **out}))
             if len(block) >= _BLOCK:
                 sys.stdout.write("\n".join(block) + "\n")
                 block.clear()

@@ -15,9 +15,10 @@ silence). Problems carry ``FILE:LINE:COL: PATH`` from the loader's positions. An
 pin that breaks the spec's rules is the refusal ``invalid_value``; a file that cannot be read, or
 whose terms have the wrong type, is invalid input (exit 1 with findings).
 
-A ``--batch`` line is a JSON object whose keys are the rows' batch keys. A line that is not one
-(bad JSON, a missing, unknown, duplicated or mistyped key) is answered ``invalid_request``; the
-values and pins inside a good line are checked by the spec's rules, as everywhere else.
+A ``--batch`` line is a JSON object whose keys are the rows' batch keys (``id``, any JSON
+value, is the caller's name for the line). A line that is not one (bad JSON, a missing, unknown,
+duplicated or mistyped key) is answered ``invalid_request``; the values and pins inside a good
+line are checked by the spec's rules, as everywhere else. Blank lines are skipped.
 
 The YAML loader is imported where it is used: a run that states no value (most of a batch, and
 ``registry resolve`` with flags only) never pays for PyYAML.
@@ -28,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from operator import attrgetter
 from typing import Any
 
@@ -68,6 +69,9 @@ class Request:
     cli: InlineValue | None = None
     hardware: str | None = None
     sets: tuple[str, ...] | None = None
+    #: A batch line's ``id`` (any JSON value; None: none), echoed in its answer. Not part of
+    #: the run: two requests that differ only by id are equal.
+    id: Any = field(default=None, compare=False)
 
 
 def _inputs() -> Any:
@@ -190,8 +194,20 @@ def load_workload(path: str | os.PathLike) -> Workload:
 
 
 def load_scenario(path: str | os.PathLike) -> tuple[Pin | None, tuple[Finding, ...]]:
-    """A scenario file's ``acceptance`` pin (None when it has none) and warnings."""
+    """A scenario file's ``acceptance`` pin (None when it states ``acceptance: null``) and
+    warnings. A file without a top-level ``acceptance`` key is invalid input: the run would
+    otherwise resolve from the registry as if no scenario had been given (a pin written at the
+    top level, ``profiles: SET``, would be dropped in silence)."""
     doc, ck = _load(path, SCENARIO)
+    if "acceptance" not in doc:
+        stray = [k for k in ("profiles", "fallback_category", "value") if k in doc]
+        names = ", ".join(f"`{k}:`" for k in stray)
+        hint = (f"; {names} {'goes' if len(stray) == 1 else 'go'} under it "
+                f"(`acceptance: {{{stray[0]}: ...}}`)" if stray
+                else "; the scenario's pin is `acceptance: {profiles: SET}` (spec)")
+        raise InvalidInput([*ck.findings, Finding(
+            str(path), 1, 1, "acceptance", "missing_acceptance",
+            f"the scenario has no top-level `acceptance:` key{hint}")])
     return _stated(ck, doc, PIN, "scenario"), tuple(ck.findings)
 
 
@@ -276,9 +292,21 @@ def _plain_text(obj: Any) -> bool:
 
 
 def parse_lines(lines: Iterable[str]) -> list[Request | Refusal]:
-    """Every line of a ``--batch`` input, in order (a blank line is an invalid request)."""
+    """Every line of a ``--batch`` input that is not blank, in order; blank lines (spaces
+    only, or nothing) get no answer, and refusals keep the input's line numbers."""
     checks = Checks()
-    return [parse_line(line, n, checks) for n, line in enumerate(lines, 1)]
+    return [parse_line(line, n, checks) for n, line in enumerate(lines, 1) if line.strip()]
+
+
+def line_id(line: str) -> Any:
+    """The ``id`` of a batch line that was refused as it was read (``invalid_request``,
+    ``invalid_value``), when the line is still a JSON object holding one (None otherwise), so
+    that its answer can echo it too."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return obj.get("id") if isinstance(obj, dict) else None
 
 
 def _invalid(number: int, message: str) -> Refusal:
@@ -293,9 +321,9 @@ def request_from_json(obj: Any, checks: Checks | None = None) -> Request | Refus
     layers = _inputs()
     # The common line is checked in one pass; anything else takes the long way, which says
     # exactly what is wrong.
-    json_types = layers.JSON_TYPES
+    json_types, any_keys = layers.JSON_TYPES, layers.ANY_KEYS
     if not (type(obj) is dict and all(obj.get(key) is not None for key in layers.REQUIRED_KEYS)
-            and all(value is None or type(value) is json_types.get(key)
+            and all(value is None or type(value) is json_types.get(key) or key in any_keys
                     for key, value in obj.items())
             and all(check(value) for key, check in layers.ITEM_CHECKS
                     if (value := obj.get(key)) is not None)):

@@ -88,7 +88,8 @@ class Flag:
 
 
 #: The Python type a JSON value of each batch type decodes to (``k: true`` is a bool, not an int).
-_JSON_PY = {"string": str, "integer": int, "object": dict, "list of strings": list}
+_JSON_PY = {"string": str, "integer": int, "object": dict, "list of strings": list,
+            "any JSON value": object}
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ class Input:
             return is_int(value)
         if self.json == "list of strings":
             return isinstance(value, list) and all(isinstance(v, str) for v in value)
+        if self.json == "any JSON value":
+            return True
         return isinstance(value, _JSON_PY[self.json])
 
 
@@ -193,6 +196,9 @@ INPUTS: tuple[Input, ...] = (
                       "set).", metavar="NAME", dest="sets", multiple=True, names_a_set=True),),
           from_flags=lambda run: tuple(run["sets"]) or None,
           from_json=lambda value: None if value is None else tuple(value)),
+    # The caller's name for a batch line, echoed in its answer so that answers can be joined by
+    # id as well as by position; the resolver never reads it.
+    Input("id", "id", "any JSON value"),
 )
 
 
@@ -229,6 +235,8 @@ TERMS: tuple[Input, ...] = tuple(row for row in INPUTS if row.check is not None)
 STATED: dict[str, Input] = {row.layer: row for row in INPUTS if row.layer is not None}
 #: A batch line's keys: each one's Python type after ``json.loads``, and the required ones.
 JSON_TYPES: dict[str, type] = {row.key: _JSON_PY[row.json] for row in INPUTS}
+#: Batch keys whose value may be any JSON value (no type to check).
+ANY_KEYS: frozenset[str] = frozenset(row.key for row in INPUTS if row.json == "any JSON value")
 REQUIRED_KEYS: tuple[str, ...] = tuple(row.key for row in INPUTS if row.required)
 #: Batch keys whose items are typed too (a list of strings), with the one-pass check.
 ITEM_CHECKS: tuple[tuple[str, Callable[[Any], bool]], ...] = tuple(

@@ -424,3 +424,76 @@ def test_completion_never_creates_a_database_and_is_silent_on_errors(tmp_path):
 def test_readme_documents_completion():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert 'eval "$(_REGISTRY_COMPLETE=bash_source registry)"' in readme
+
+
+# --- batch lines and scenario files ----------------------------------------------------------
+
+RUN = {"model": DSV, "method": "dspark", "k": 5, "thinking": "off", "category": "coding"}
+
+
+def _batch(url: str, tmp_path: Path, text: str):
+    path = tmp_path / "runs.jsonl"
+    path.write_text(text)
+    result = run(url, "resolve", "--batch", str(path))
+    return result, [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_batch_skips_blank_lines(seeded, tmp_path):
+    line = json.dumps(RUN)
+    result, answers = _batch(seeded, tmp_path, f"\n{line}\n   \n\t\n{line}\n\n")
+    assert result.exit_code == 0
+    assert [a["acceptance_length"] for a in answers] == [4.07, 4.07]
+    # Refusals still name the line as the file numbers it.
+    _, [bad] = _batch(seeded, tmp_path, '\n\n{"model": "m"}\n')
+    assert bad["refused"]["message"].startswith("line 3: ")
+
+
+def test_batch_echoes_any_json_id_first_in_its_answer(seeded, tmp_path):
+    ids = [7, "run-a", {"sweep": 3, "tags": ["x"]}, [1, 2], 2.5, True]
+    text = "".join(json.dumps({"id": i, **RUN}) + "\n" for i in ids)
+    result, answers = _batch(seeded, tmp_path, text + json.dumps(RUN) + "\n")
+    assert result.exit_code == 0
+    assert [a.get("id") for a in answers] == [*ids, None]
+    assert all(list(a)[0] == "id" for a in answers[:-1])
+    assert "id" not in answers[-1]
+    assert {k: v for k, v in answers[0].items() if k != "id"} == answers[-1]
+
+
+def test_batch_echoes_the_id_of_refused_and_malformed_lines(seeded, tmp_path):
+    lines = [{"id": "miss", **RUN, "k": 4},
+             {"id": "bad-k", **RUN, "k": "5"},
+             {"id": "bad-value", **RUN, "cli": {"num_spec_tokens": 5, "acceptance_length": 9}}]
+    result, answers = _batch(seeded, tmp_path, "".join(json.dumps(x) + "\n" for x in lines)
+                             + "not json\n")
+    assert result.exit_code == 1
+    assert [(a.get("id"), a["refused"]["reason"]) for a in answers] == [
+        ("miss", "no_match"), ("bad-k", "invalid_request"), ("bad-value", "invalid_value"),
+        (None, "invalid_request")]
+
+
+def test_an_id_does_not_change_the_request(seeded):
+    from registry_db.inputs.request import request_from_json
+
+    assert request_from_json({**RUN, "id": {"a": 1}}) == request_from_json(RUN)
+    assert request_from_json({**RUN, "id": [1]}).id == [1]
+
+
+def test_a_scenario_without_acceptance_is_an_error_that_says_so(seeded, tmp_path):
+    top = tmp_path / "scenario.yaml"
+    top.write_text("name: my-run\nprofiles: inferencex-golden-al\n")
+    result = run(seeded, "resolve", "--model", "glm-5.3", "--method", "mtp", "--k", "3",
+                 "--thinking", "on", "--category", "coding", "--scenario", str(top))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert (f"{top}:1:1: acceptance: the scenario has no top-level `acceptance:` key; "
+            "`profiles:` goes under it") in result.stderr
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("name: my-run\n")
+    refused = run(seeded, "resolve", "--model", "glm-5.3", "--method", "mtp", "--k", "3",
+                  "--thinking", "on", "--category", "coding", "--scenario", str(bare))
+    assert refused.exit_code == 1 and "no top-level `acceptance:` key" in refused.stderr
+    pinned = tmp_path / "pinned.yaml"
+    pinned.write_text("name: my-run\nacceptance:\n  profiles: inferencex-golden-al\n")
+    ok = run(seeded, "resolve", "--model", "glm-5.3", "--method", "mtp", "--k", "3",
+             "--thinking", "on", "--category", "coding", "--scenario", str(pinned), "--json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["layer"] == "scenario"

@@ -206,9 +206,11 @@ def test_scenario_file_pin(url):
     got = json.loads(run(url, *DSV, "--scenario", str(FILES / "scenario-value.yaml"),
                          "--json").stdout)
     assert (got["layer"], got["acceptance_length"]) == ("scenario", 2.8)
-    got = json.loads(run(url, *DSV, "--thinking", "off", "--category", "coding", "--scenario",
-                         str(FILES / "scenario-without-pin.yaml"), "--json").stdout)
-    assert got == seed_answer()
+    # A scenario given to resolve must state its pin (issue 16): without the key, exit 1.
+    without = run(url, *DSV, "--thinking", "off", "--category", "coding", "--scenario",
+                  str(FILES / "scenario-without-pin.yaml"), "--json")
+    assert without.exit_code == 1
+    assert json.loads(without.stdout)["problems"][0]["code"] == "missing_acceptance"
 
 
 def test_scenario_file_bad_pin_and_unknown_set(url):
