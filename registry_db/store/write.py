@@ -222,7 +222,9 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet]) -> li
     shared: dict[tuple[str, str], list[str]] = defaultdict(list)
     for key, names in holders.items():
         for pair in combinations(sorted(set(names)), 2):
-            shared[pair].append(profile_label(*key))
+            # Two stored sets that share a key are not this import's doing.
+            if pair[0] in incoming or pair[1] in incoming:
+                shared[pair].append(profile_label(*key))
     warnings = []
     for (a, b), labels in shared.items():
         first = incoming.get(a) or incoming[b]

@@ -497,3 +497,14 @@ def test_a_scenario_without_acceptance_is_an_error_that_says_so(seeded, tmp_path
     ok = run(seeded, "resolve", "--model", "glm-5.3", "--method", "mtp", "--k", "3",
              "--thinking", "on", "--category", "coding", "--scenario", str(pinned), "--json")
     assert ok.exit_code == 0 and json.loads(ok.stdout)["layer"] == "scenario"
+
+
+def test_overlap_between_two_stored_sets_is_not_this_imports_warning(db_url, tmp_path):
+    write_set(tmp_path / "a", "one", 1, model="m")
+    write_set(tmp_path / "a", "two", 1, model="m")
+    run(db_url, "import", str(tmp_path / "a"))
+    write_set(tmp_path / "b", "three", 1, model="m")
+    result = run(db_url, "import", str(tmp_path / "b"))
+    assert result.exit_code == 0
+    lines = [ln for ln in result.stderr.splitlines() if "profile key(s)" in ln]
+    assert len(lines) == 2 and all("'three'" in ln for ln in lines)

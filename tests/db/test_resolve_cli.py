@@ -279,19 +279,18 @@ def test_batch_from_stdin_with_bad_lines_exits_1_and_answers_the_rest(url):
     result = run(url, "--batch", "-", input="\n".join(lines) + "\n")
     assert result.exit_code == 1
     answers = [json.loads(line) for line in result.stdout.splitlines()]
-    assert len(answers) == len(lines)
+    assert len(answers) == len(lines) - 1  # the blank line 7 is skipped (issue 16)
     assert answers[0]["acceptance_length"] == 2.99
     reasons = [a["refused"]["reason"] for a in answers[1:]]
-    assert reasons == ["invalid_request"] * 7 + ["invalid_value", "invalid_request"]
+    assert reasons == ["invalid_request"] * 6 + ["invalid_value", "invalid_request"]
     messages = [a["refused"]["message"] for a in answers[1:]]
     assert messages[0].startswith("line 2: not a JSON object")
     assert messages[1] == "line 3: k is required (integer)"
     assert messages[2] == "line 4: k must be an integer, got a string"
     assert "line 5: unknown key 'categroy'; did you mean 'category'?" == messages[3]
     assert "the key 'model' appears twice" in messages[4]
-    assert messages[5] == "line 7: the line is empty; each line is one JSON request"
-    assert "thinking must be 'on' or 'off'" in messages[6]
-    assert messages[7].startswith("the cli layer's value is invalid: cli.acceptance_rate")
+    assert "thinking must be 'on' or 'off'" in messages[5]
+    assert messages[6].startswith("the cli layer's value is invalid: cli.acceptance_rate")
 
 
 def test_batch_with_only_refusals_exits_0(url, tmp_path):
