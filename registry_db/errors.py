@@ -121,3 +121,23 @@ class SchemaOutOfDate(DatabaseError):
 
 class DatabaseLocked(DatabaseError):
     """Another writer held the database longer than the wait allows."""
+
+
+class QueryError(RegistryError):
+    """The database refused or could not run the analyst's SQL (exit 1).
+
+    ``reason`` is ``read_only`` (a write was refused), ``one_statement`` (the string held more
+    than one statement), ``parameters`` (a ``:name`` without ``-p``, or a ``-p`` the SQL does
+    not use), ``role`` (the PostgreSQL login role may write), ``timeout``, ``copy`` (COPY is
+    not a query) or ``sql`` (anything else the database rejected: syntax, unknown names, types).
+    """
+
+    def __init__(self, reason: str, message: str):
+        self.reason = reason
+        super().__init__(message)
+
+
+class QueryInterrupted(RegistryError):
+    """Ctrl-C stopped the analyst's query (exit 130, as a shell reports SIGINT)."""
+
+    exit_code = 130

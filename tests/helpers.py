@@ -121,3 +121,25 @@ def orphan_provenances(engine) -> int:
         return conn.execute(text(
             "SELECT COUNT(*) FROM provenances pr WHERE NOT EXISTS "
             "(SELECT 1 FROM profiles p WHERE p.provenance_id = pr.id)")).scalar()
+
+
+@contextlib.contextmanager
+def reader_role(admin_url: str) -> Iterator[str]:
+    """A PostgreSQL reader role for ``registry query`` on the registry at ``admin_url`` (made by
+    the library's :func:`registry_db.store.roles.create_reader`), its URL; dropped afterwards."""
+    import os
+    import uuid
+
+    from registry_db.store import roles
+
+    name = f"registry_reader_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    engine = store.make_engine(admin_url)
+    try:
+        roles.create_reader(engine, name)
+        yield roles.reader_url(admin_url, name)
+    finally:
+        with engine.connect() as conn:
+            conn.execute(text(f'DROP OWNED BY "{name}"'))
+            conn.execute(text(f'DROP ROLE "{name}"'))
+            conn.commit()
+        engine.dispose()

@@ -185,3 +185,40 @@ def current(settings, as_json: bool) -> None:
         click.echo(f"no schema (head is {head}): run `registry db upgrade`")
     else:
         click.echo(f"{revision}{' (head)' if revision == head else f' (head is {head})'}")
+
+
+@db.command("reader")
+@click.argument("name")
+@click.option("--password", metavar="TEXT",
+              help="Set the role's password (else it logs in as the server's rules allow, "
+                   "e.g. ~/.pgpass or a trusted host).")
+@click.pass_obj
+@handle_errors
+def reader(settings, name: str, password: str | None) -> None:
+    """PostgreSQL: create (or repair) NAME, a LOGIN role that may only SELECT the registry's
+    tables and views, for `registry query`; prints the URL to query as it.
+
+    Run it as a role that may create roles (the one that ran `registry db upgrade`). Idempotent;
+    refuses a NAME that exists and may write. The URL carries no password: give it in
+    PGPASSWORD or ~/.pgpass, or in the URL as NAME:PASSWORD@.
+
+    \b
+    Example:
+        registry -d postgresql://postgres@db/registry db reader registry_reader
+        export REGISTRY_QUERY_URL=postgresql://registry_reader@db/registry
+    """
+    from registry_db import store
+    from registry_db.errors import UsageError
+    from registry_db.store import roles
+    from registry_db.store.urls import dialect_of
+
+    url = settings.url
+    if dialect_of(url) != "postgresql":
+        raise UsageError("`registry db reader` is for PostgreSQL; on SQLite `registry query` "
+                         "opens the file read-only and needs no role")
+    roles.check_role_name(name)
+    with store.registry(url, check_schema=False) as engine:
+        roles.create_reader(engine, name, password)
+    click.echo(roles.reader_url(url, name))
+    click.echo(f"{name}: LOGIN, SELECT on the registry's tables and views; query as it with "
+               f"--query-url or REGISTRY_QUERY_URL", err=True)

@@ -30,6 +30,9 @@ def handle_errors(fn: Callable) -> Callable:
         except RegistryError as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
 
     return wrapper
 

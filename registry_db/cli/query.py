@@ -6,11 +6,17 @@ Thin: parsing ``-p`` and rendering live here, the read-only execution in
 
 from __future__ import annotations
 
+import csv
+import io
+import itertools
+import json
 import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_rows, handle_errors, output_options
+from registry_db.cli.output import emit_rows, format_table, handle_errors, output_options
 
 
 def _params(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict:
@@ -34,16 +40,28 @@ def _params(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...
               callback=_params,
               help="Bind :NAME in the SQL. A VALUE that is a JSON number is bound as a number, "
                    "anything else as text. Repeatable.")
+@click.option("--query-url", metavar="URL", envvar="REGISTRY_QUERY_URL",
+              help="Run the SQL on this URL (PostgreSQL: a reader role's, see `registry db "
+                   "reader`). Default: $REGISTRY_QUERY_URL, else the database URL.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              default=300.0, show_default=True, help="Stop the query after S seconds.")
+@click.option("--trust-sql", is_flag=True,
+              help="PostgreSQL: run the SQL with the connection role's full privileges, even "
+                   "a superuser's or a writer's (says so on stderr).")
 @output_options
 @click.pass_obj
 @handle_errors
-def query(settings, sql: str, params: dict, as_json: bool, as_csv: bool) -> None:
+def query(settings, sql: str, params: dict, query_url: str | None, timeout: float,
+          trust_sql: bool, as_json: bool, as_csv: bool) -> None:
     """Run one read-only SQL statement (SQL, or - to read it from stdin).
 
     The connection is read-only: the database refuses INSERT, UPDATE, DELETE and DDL (exit 1),
-    and one statement runs at a time. Query the views acceptance_profiles, profile_conflicts,
-    profile_rates_long, provenance_details and set_overview, or the tables; docs/schema.md
-    describes them all.
+    and one statement runs at a time. On PostgreSQL the login role is the boundary: a
+    superuser or a role that may write the registry is refused before the SQL runs; create a
+    reader once with `registry db reader NAME` and pass its URL (--query-url or
+    REGISTRY_QUERY_URL). Rows are printed as they arrive; Ctrl-C stops the query (exit 130).
+    Query the views acceptance_profiles, profile_conflicts, profile_rates_long,
+    provenance_details and set_overview, or the tables; docs/schema.md describes them all.
 
     \b
     Example:
@@ -51,18 +69,89 @@ def query(settings, sql: str, params: dict, as_json: bool, as_csv: bool) -> None
                         FROM acceptance_profiles WHERE method = :m" -p m=measured
         registry query --csv "SELECT * FROM acceptance_profiles" > profiles.csv
         registry query --json - < question.sql
+        REGISTRY_QUERY_URL=postgresql://registry_reader@db/registry registry query "SELECT 1"
     """
-    from registry_db.store.query import run_query
+    from registry_db.store.query import stream_query
+    from registry_db.store.urls import normalize_url
 
     if as_json and as_csv:
         raise click.UsageError("--json and --csv cannot be used together")
     if sql == "-":
         sql = sys.stdin.read()
-    result = run_query(settings.url, sql, params)
-    if not result.columns:
-        if as_json:
-            emit_rows((), (), as_json=True)
-        elif not as_csv:
-            click.echo("(the statement returned no result set)", err=True)
+    url = normalize_url(query_url) if query_url else settings.url
+    with stream_query(url, sql, params, trust_sql=trust_sql, timeout=timeout,
+                      warn=lambda m: click.echo(m, err=True)) as result:
+        if not result.columns:
+            if as_json:
+                emit_rows((), (), as_json=True)
+            elif not as_csv:
+                click.echo("(the statement returned no result set)", err=True)
+            return
+        stream_rows(result.columns, result.rows, as_json=as_json, as_csv=as_csv)
+
+
+#: The readable table aligns its columns on this many rows; later rows keep those widths.
+TABLE_BLOCK = 1000
+#: Rows written per write() call.
+_WRITE_BLOCK = 500
+
+
+def stream_rows(columns: Sequence[str], rows: Iterator[Sequence[Any]], as_json: bool = False,
+                as_csv: bool = False) -> None:
+    """Print rows as they arrive, byte for byte what :func:`emit_rows` prints for all of them
+    at once (a table longer than :data:`TABLE_BLOCK` rows keeps its first block's widths)."""
+    if as_json:
+        _stream_json(columns, rows)
+    elif as_csv:
+        _stream_csv(columns, rows)
+    else:
+        _stream_table(columns, rows)
+
+
+def _stream_json(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None:
+    out: list[str] = []
+    first = True
+    for row in rows:
+        item = json.dumps(dict(zip(columns, row)), indent=2, ensure_ascii=False, default=str)
+        out.append(("[\n" if first else ",\n") + "  " + item.replace("\n", "\n  "))
+        first = False
+        if len(out) >= _WRITE_BLOCK:
+            click.echo("".join(out), nl=False)
+            out.clear()
+    out.append("[]\n" if first else "\n]\n")
+    click.echo("".join(out), nl=False)
+
+
+def _stream_csv(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for n, row in enumerate(rows, 1):
+        writer.writerow(["" if v is None else v for v in row])
+        if n % _WRITE_BLOCK == 0:
+            click.echo(buf.getvalue(), nl=False)
+            buf.seek(0)
+            buf.truncate()
+    click.echo(buf.getvalue(), nl=False)
+
+
+def _stream_table(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None:
+    block = list(itertools.islice(rows, TABLE_BLOCK))
+    head = format_table(columns, block)
+    click.echo(head)
+    if len(block) < TABLE_BLOCK:
         return
-    emit_rows(result.columns, result.rows, as_json=as_json, as_csv=as_csv)
+    widths = [len(cell) for cell in head.splitlines()[1].split("  ")]
+    numeric = [bool(block) and all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool)
+                                   for r in block if r[i] is not None)
+               and any(r[i] is not None for r in block) for i in range(len(columns))]
+    out: list[str] = []
+    for row in rows:
+        cells = ["" if v is None else str(v) for v in row]
+        out.append("  ".join(c.rjust(w) if num else c.ljust(w)
+                             for c, w, num in zip(cells, widths, numeric)).rstrip())
+        if len(out) >= _WRITE_BLOCK:
+            click.echo("\n".join(out))
+            out.clear()
+    if out:
+        click.echo("\n".join(out))

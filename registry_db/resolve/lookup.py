@@ -121,9 +121,11 @@ def cursor(bind: Engine | Connection | sqlite3.Connection, *,
         return
     from sqlalchemy.engine import Connection
 
+    from registry_db.store.engine import translated
+
     engine = bind.engine
     dialect = engine.dialect.name
-    with _translated(engine):
+    with translated(str(engine.url)):
         own = None if isinstance(bind, Connection) else engine.raw_connection()
         try:
             dbapi = bind.connection.dbapi_connection if own is None else own.dbapi_connection
@@ -146,16 +148,6 @@ def cursor(bind: Engine | Connection | sqlite3.Connection, *,
         finally:
             if own is not None:
                 own.close()
-
-
-@contextlib.contextmanager
-def _translated(engine: Engine) -> Iterator[None]:
-    from registry_db.store.engine import translate
-
-    try:
-        yield
-    except engine.dialect.loaded_dbapi.Error as exc:
-        raise translate(exc, str(engine.url)) from exc
 
 
 def stored_among(c: Cursor, names: Sequence[str]) -> list[str]:

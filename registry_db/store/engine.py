@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
+import sys
 import time
 from urllib.parse import quote
 from typing import Any, Callable, Iterator, TypeVar
@@ -26,6 +28,8 @@ from registry_db.errors import (
     DatabaseError,
     DatabaseLocked,
     DatabaseUnavailable,
+    QueryError,
+    QueryInterrupted,
     RegistryError,
 )
 from registry_db.store.urls import dialect_of, redact, sqlite_path
@@ -100,14 +104,31 @@ def _frozen(path: str) -> bool:
 
 # --- errors --------------------------------------------------------------------------------------
 
-def translate(exc: BaseException, url: str | None = None) -> RegistryError:
-    """A driver or SQLAlchemy error as the registry's own, with a message a user can act on."""
+#: SQLite result codes that mean the database file, not the query, is the problem.
+_SQLITE_INFRA = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN", "SQLITE_IOERR",
+                 "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FULL", "SQLITE_PROTOCOL"}
+
+
+def translate(exc: BaseException, url: str | None = None, *,
+              user_sql: bool = False) -> RegistryError:
+    """A driver or SQLAlchemy error as the registry's own, with a message a user can act on.
+
+    The one translator: every module hands its driver errors here. ``user_sql`` says the
+    statement was an analyst's (``registry query``): what the database refuses in it is their
+    input (:class:`~registry_db.errors.QueryError`, exit 1); what goes wrong with the database
+    itself (unreachable, locked, out of space) is exit 3 either way.
+    """
     where = f" ({redact(url)})" if url else ""
     orig = getattr(exc, "orig", None) or exc
-    msg = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    msg = _first_line(orig)
     code = getattr(orig, "sqlstate", None) or getattr(getattr(orig, "diag", None),
-                                                       "sqlstate", None)
+                                                       "sqlstate", None) or ""
     low = msg.lower()
+    invalidated = isinstance(exc, DBAPIError) and exc.connection_invalidated
+    if user_sql and not invalidated and code[:2] not in ("08", "53", "58", "XX") and (
+            code[:2] != "57" or code == "57014") and (
+            getattr(orig, "sqlite_errorname", None) or "") not in _SQLITE_INFRA:
+        return _query_error(orig, msg, code)
     if "database is locked" in low or code in ("55P03",) or "lock timeout" in low:
         return DatabaseLocked(
             f"the database is locked by another writer and the wait ran out{where}; "
@@ -115,7 +136,7 @@ def translate(exc: BaseException, url: str | None = None) -> RegistryError:
     if "does not exist" in low and "database" in low:
         return DatabaseUnavailable(
             f"{msg}{where}; create it first, e.g. `createdb -h HOST -U USER NAME`")
-    if (isinstance(exc, DBAPIError) and exc.connection_invalidated) or any(
+    if invalidated or any(
             s in low for s in ("connection refused", "could not connect", "unable to open",
                                "connection failed", "timeout expired", "could not translate",
                                "server closed", "no such host", "name or service")):
@@ -128,14 +149,55 @@ def translate(exc: BaseException, url: str | None = None) -> RegistryError:
     return DatabaseError(f"database error{where}: {msg}")
 
 
+def _query_error(orig: BaseException, msg: str, code: str) -> RegistryError:
+    """What the database refused in an analyst's statement, as :class:`QueryError`."""
+    errorname = getattr(orig, "sqlite_errorname", None) or ""
+    if code == "57014":
+        if "user request" in msg:
+            return QueryInterrupted("interrupted: the query was stopped")
+        return QueryError("timeout", f"the query ran past its timeout and was stopped ({msg}); "
+                                     "give it longer with --timeout S")
+    if code == "25006" or errorname == "SQLITE_READONLY":
+        return QueryError("read_only", f"refused: the connection is read-only ({msg}); "
+                          "`registry query` only reads, use `registry import` to change data")
+    if (isinstance(orig, sqlite3.ProgrammingError) and "one statement" in msg) or (
+            code == "42601" and "multiple commands" in msg):
+        return QueryError("one_statement", f"refused: one statement at a time ({msg}); "
+                          "combine reads with a WITH clause or a subquery")
+    if isinstance(orig, OverflowError):  # sqlite3 binds integers of at most 64 bits
+        return QueryError("parameters", f"a parameter is out of range: {msg}")
+    if "copy" in msg.lower() and not code:  # psycopg: COPY needs its own protocol
+        return QueryError("copy", "refused: COPY is not a query `registry query` runs; "
+                          "SELECT the rows instead (--csv prints them as CSV)")
+    return QueryError("sql", f"the query failed: {msg}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text_ = str(exc).strip()
+    return text_.splitlines()[0] if text_ else type(exc).__name__
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a DB-API error of a driver the registry uses (raised by a raw cursor,
+    not wrapped by SQLAlchemy)."""
+    if isinstance(exc, sqlite3.Error):
+        return True
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.Error)
+
+
 @contextlib.contextmanager
 def translated(url: str | None = None) -> Iterator[None]:
-    """Re-raise SQLAlchemy and driver errors as :class:`RegistryError`."""
+    """Re-raise SQLAlchemy and driver errors (raw cursors' too) as :class:`RegistryError`."""
     try:
         yield
     except RegistryError:
         raise
     except (SQLAlchemyError, OSError) as exc:
+        raise translate(exc, url) from exc
+    except Exception as exc:
+        if not is_driver_error(exc):
+            raise
         raise translate(exc, url) from exc
 
 

@@ -16,41 +16,28 @@ be reached, its schema is old, it is locked) is exit 3.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
 import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import Any
 
 from sqlalchemy import event, text
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 
+from registry_db.errors import QueryError, QueryInterrupted, RegistryError
 from registry_db.store.engine import translate, translated
 from registry_db.store.migrate import open_registry
-from registry_db.errors import DatabaseError, RegistryError
 
 #: A JSON number, exactly as RFC 8259 spells it (no NaN, no leading zeros, no '+').
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?P<frac>\.[0-9]+)?(?P<exp>[eE][+-]?[0-9]+)?")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-#: SQLite result codes that mean the database file, not the query, is the problem.
-_SQLITE_INFRA = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN", "SQLITE_IOERR",
-                 "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FULL", "SQLITE_PROTOCOL"}
-
-
-class QueryError(RegistryError):
-    """The database refused or could not run the analyst's SQL (exit 1).
-
-    ``reason`` is ``read_only`` (a write was refused), ``one_statement`` (the string held more
-    than one statement), ``parameters`` (a ``:name`` without ``-p``, or a ``-p`` the SQL does
-    not use) or ``sql`` (anything else the database rejected: syntax, unknown names, types).
-    """
-
-    def __init__(self, reason: str, message: str):
-        self.reason = reason
-        super().__init__(message)
-
 
 @dataclass(frozen=True)
 class QueryResult:
@@ -92,22 +79,210 @@ def placeholders(sql: str) -> set[str]:
     return set(text(sql).compile().params)
 
 
-def run_query(url: str, sql: str, params: Mapping[str, Any] | None = None) -> QueryResult:
-    """Run one statement on a read-only connection to ``url`` and return its rows.
+#: How long one query may run (seconds) unless ``--timeout`` says otherwise.
+DEFAULT_TIMEOUT = 300.0
+
+_COPY = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*COPY\b", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass
+class QueryStream:
+    """A running query: its column names, and its rows as they arrive (iterate once)."""
+
+    columns: tuple[str, ...]
+    rows: Iterator[tuple[Any, ...]]
+
+
+def run_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *,
+              trust_sql: bool = False, timeout: float | None = DEFAULT_TIMEOUT) -> QueryResult:
+    """Run one statement on a read-only connection to ``url`` and return all its rows.
+
+    :func:`stream_query` with the rows collected; see there for the rules and errors.
+    """
+    with stream_query(url, sql, params, trust_sql=trust_sql, timeout=timeout) as stream:
+        return QueryResult(stream.columns, tuple(stream.rows))
+
+
+@contextlib.contextmanager
+def stream_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *,
+                 trust_sql: bool = False, timeout: float | None = DEFAULT_TIMEOUT,
+                 warn: Callable[[str], None] | None = None) -> Iterator[QueryStream]:
+    """Run one statement on a read-only connection to ``url``; rows stream as they arrive.
 
     The database is first opened as usual (created at the head when new, refused with
-    :class:`~registry_db.errors.SchemaOutOfDate` when old), then reopened read-only. Raises
-    :class:`QueryError` when the database refuses the SQL, and
-    :class:`~registry_db.errors.DatabaseError` when the database itself is the problem.
+    :class:`~registry_db.errors.SchemaOutOfDate` when old), then reopened read-only. On
+    PostgreSQL the login role must not be able to write (:mod:`registry_db.store.roles`,
+    checked before the SQL runs) unless ``trust_sql``, which ``warn`` is told about. The
+    statement stops after ``timeout`` seconds (None: never), and Ctrl-C stops it on both
+    backends (:class:`QueryInterrupted`). Raises :class:`QueryError` when the database refuses
+    the SQL, and :class:`~registry_db.errors.DatabaseError` when the database is the problem.
     """
     params = dict(params or {})
     _check_params(sql, params)
     engine = open_registry(url, readonly=True)
     try:
         _lock_down(engine)
-        return _execute(engine, url, sql, params)
+        with translated(url):
+            conn = engine.connect()
+        try:
+            if engine.dialect.name == "postgresql":
+                _pg_prepare(conn, url, trust_sql, timeout, warn)
+            if _COPY.match(sql):
+                # COPY TO STDOUT would leave the connection mid-copy; TO a file or program is
+                # for the server's own roles. Neither is a query.
+                raise QueryError("copy", "refused: COPY is not a query `registry query` runs; "
+                                 "SELECT the rows instead (--csv prints them as CSV)")
+            if engine.dialect.name == "postgresql":
+                yield _pg_stream(conn, url, sql, params)
+            else:
+                with _sqlite_guard(conn, timeout) as guard:
+                    yield _sqlite_stream(conn, url, sql, params, guard)
+        except KeyboardInterrupt:
+            raise QueryInterrupted("interrupted: the query was stopped") from None
+        finally:
+            _rollback(conn)
+            conn.close()
     finally:
         engine.dispose()
+
+
+def _pg_prepare(conn: Connection, url: str, trust_sql: bool, timeout: float | None,
+                warn: Callable[[str], None] | None) -> None:
+    from registry_db.store import roles
+
+    with translated(url):
+        role = roles.login_role(conn)
+        powers = roles.write_powers(conn)
+        if timeout:
+            conn.execute(text("SELECT set_config('statement_timeout', :ms, true)"),
+                         {"ms": f"{max(1, int(timeout * 1000))}ms"})
+    if powers and not trust_sql:
+        raise QueryError("role", _role_refusal(role, powers))
+    if trust_sql and warn is not None:
+        what = "; ".join(str(p) for p in powers[:3]) if powers else "it only reads"
+        warn(f"warning: --trust-sql: the SQL runs with every privilege of the role {role} "
+             f"({what}); nothing but that role limits what it does")
+
+
+def _role_refusal(role: str, powers: list) -> str:
+    shown = "; ".join(str(p) for p in powers[:3])
+    more = f" (and {len(powers) - 3} more)" if len(powers) > 3 else ""
+    return (f"refused: on PostgreSQL `registry query` runs only as a role that cannot change "
+            f"the registry or the server, and the login role {role} cannot be trusted to: "
+            f"{shown}{more}. Create a reader once with `registry db reader registry_reader` "
+            f"and query as it: REGISTRY_QUERY_URL=postgresql://registry_reader@HOST/DB or "
+            f"--query-url URL (--trust-sql runs the SQL with {role}'s full privileges)")
+
+
+def _pg_stream(conn: Connection, url: str, sql: str, params: dict[str, Any]) -> QueryStream:
+    # psycopg's stream() reads the rows in single-row mode: memory stays flat whatever the
+    # result's size, and any statement works (a server-side cursor takes only SELECTs).
+    compiled = text(sql).compile(dialect=conn.dialect)
+    statement = compiled.string
+    values = compiled.construct_params(params)
+    cur = conn.connection.dbapi_connection.cursor()
+    rows: Iterator[Any] = cur.stream(statement, values)
+    try:
+        first = next(rows, None)
+    except Exception as exc:  # noqa: BLE001 - driver errors, classified below
+        if not (type(exc).__name__ == "ProgrammingError" and "produce a result" in str(exc)):
+            cur.close()
+            raise _classify(exc, url, conn) from exc
+        first = None
+    if first is None:
+        # A stream that ends before its first row tells neither the columns nor whether it
+        # was a query at all: run the (empty, or not a query) statement once more, whole.
+        try:
+            cur.execute(statement, values)
+        except Exception as exc:  # noqa: BLE001 - driver errors, classified below
+            cur.close()
+            raise _classify(exc, url, conn) from exc
+        rows = iter(cur.fetchall() if cur.description else ())
+    columns = tuple(d.name for d in cur.description or ())
+
+    def generate() -> Iterator[tuple[Any, ...]]:
+        try:
+            if first is not None:
+                yield tuple(_plain(v) for v in first)
+            for row in rows:
+                yield tuple(_plain(v) for v in row)
+        except Exception as exc:  # noqa: BLE001 - driver errors, classified below
+            raise _classify(exc, url, conn) from exc
+        finally:
+            cur.close()
+
+    return QueryStream(columns, generate())
+
+
+class _Guard:
+    """What stopped an SQLite query: the deadline or Ctrl-C (see :func:`_sqlite_guard`)."""
+
+    def __init__(self, timeout: float | None):
+        self.deadline = None if not timeout else time.monotonic() + timeout
+        self.timeout = timeout
+        self.interrupted = False
+        self.timed_out = False
+
+    def check(self) -> int:
+        if self.interrupted:
+            return 1
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.timed_out = True
+            return 1
+        return 0
+
+
+@contextlib.contextmanager
+def _sqlite_guard(conn: Connection, timeout: float | None) -> Iterator[_Guard]:
+    """Stop a runaway SQLite query: a progress handler checks the deadline and a flag that
+    SIGINT sets (inside sqlite3_step Python never sees Ctrl-C, so a recursive CTE would run on)."""
+    guard = _Guard(timeout)
+    raw = conn.connection.driver_connection
+    raw.set_progress_handler(guard.check, 10_000)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def _on_sigint(_signum, _frame):  # noqa: ANN001
+            guard.interrupted = True
+        previous = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield guard
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        raw.set_progress_handler(None, 0)
+
+
+def _sqlite_stream(conn: Connection, url: str, sql: str, params: dict[str, Any],
+                   guard: _Guard) -> QueryStream:
+    try:
+        result = conn.execute(text(sql), params)
+    except (SQLAlchemyError, OverflowError) as exc:
+        raise _stopped(guard) or _classify(exc, url, conn) from exc
+    if not result.returns_rows:
+        return QueryStream((), iter(()))
+    columns = tuple(result.keys())
+
+    def generate() -> Iterator[tuple[Any, ...]]:
+        try:
+            for row in result:
+                yield tuple(_plain(v) for v in row)
+        except SQLAlchemyError as exc:
+            raise _stopped(guard) or _classify(exc, url, conn) from exc
+
+    return QueryStream(columns, generate())
+
+
+def _stopped(guard: _Guard) -> RegistryError | None:
+    if guard.interrupted:
+        return QueryInterrupted("interrupted: the query was stopped")
+    if guard.timed_out:
+        return _timeout_error(guard.timeout)
+    return None
+
+
+def _timeout_error(timeout: float | None) -> QueryError:
+    return QueryError("timeout", f"the query ran past its timeout of {timeout:g} s and was "
+                                 "stopped; give it longer with --timeout S")
 
 
 def _check_params(sql: str, params: Mapping[str, Any]) -> None:
@@ -146,59 +321,20 @@ def _lock_down(engine: Engine) -> None:
             dbapi_conn.prepare_threshold = 0
 
 
-def _execute(engine: Engine, url: str, sql: str, params: dict[str, Any]) -> QueryResult:
-    with translated(url):
-        conn = engine.connect()
-    try:
-        try:
-            result = conn.execute(text(sql), params)
-            if not result.returns_rows:
-                return QueryResult((), ())
-            columns = tuple(result.keys())
-            rows = tuple(tuple(_plain(v) for v in row) for row in result)
-            return QueryResult(columns, rows)
-        except SQLAlchemyError as exc:
-            raise _classify(exc, url) from exc
-        except OverflowError as exc:  # sqlite3 binds integers of at most 64 bits
-            raise QueryError("parameters", f"a parameter is out of range: {exc}") from exc
-        finally:
-            _rollback(conn)
-    finally:
-        conn.close()
-
-
-def _rollback(conn) -> None:  # noqa: ANN001
-    # The rollback is the guarantee, but a connection the server already dropped cannot
-    # roll back; the error that dropped it is the one worth reporting.
+def _rollback(conn: Connection) -> None:
+    # The rollback is the guarantee, but a connection the server already dropped (or one left
+    # mid-COPY) cannot roll back; it is discarded instead, and the first error is reported.
     try:
         conn.rollback()
-    except SQLAlchemyError:
-        pass
+    except (SQLAlchemyError, Exception):  # noqa: BLE001
+        with contextlib.suppress(Exception):
+            conn.invalidate()
 
 
-def _classify(exc: SQLAlchemyError, url: str) -> RegistryError:
-    """The analyst's error (exit 1) or the database's (exit 3)."""
-    orig = getattr(exc, "orig", None)
-    msg = _first_line(orig if orig is not None else exc)
-    sqlstate = getattr(orig, "sqlstate", None) or ""
-    errorname = getattr(orig, "sqlite_errorname", None) or ""
-    invalidated = isinstance(exc, DBAPIError) and exc.connection_invalidated
-    if invalidated or sqlstate[:2] in ("08", "57", "53", "58", "XX") or errorname in _SQLITE_INFRA:
-        err = translate(exc, url)
-        return err if isinstance(err, DatabaseError) else DatabaseError(str(err))
-    if sqlstate == "25006" or errorname == "SQLITE_READONLY":
-        return QueryError("read_only", f"refused: the connection is read-only ({msg}); "
-                          "`registry query` only reads, use `registry import` to change data")
-    if (isinstance(orig, sqlite3.ProgrammingError) and "one statement" in msg) or (
-            sqlstate == "42601" and "multiple commands" in msg):
-        return QueryError("one_statement", f"refused: one statement at a time ({msg}); "
-                          "combine reads with a WITH clause or a subquery")
-    return QueryError("sql", f"the query failed: {msg}")
-
-
-def _first_line(exc: BaseException) -> str:
-    text_ = str(exc).strip()
-    return text_.splitlines()[0] if text_ else type(exc).__name__
+def _classify(exc: BaseException, url: str, conn: Connection | None = None) -> RegistryError:
+    """The analyst's error (exit 1) or the database's (exit 3): :func:`translate` with the
+    analyst's SQL in mind."""
+    return translate(exc, url, user_sql=True)
 
 
 def _plain(value: Any) -> Any:

@@ -24,6 +24,7 @@ from registry_db.cli.group import main
 from registry_db.store.query import QueryError, parse_param, run_query
 
 from tests.conftest import ROOT, SEED
+from tests.helpers import reader_role
 
 SCHEMA_MD = ROOT / "docs" / "schema.md"
 
@@ -73,10 +74,16 @@ def run_example(url: str, example: Example) -> str:
 
 
 @pytest.fixture
-def seeded_url(engine, db_url) -> str:
-    """A database holding only the seed."""
+def seeded_url(engine, db_url, backend, monkeypatch):
+    """A database holding only the seed; on PostgreSQL queries run as a reader role, named by
+    REGISTRY_QUERY_URL as the README sets it up (a superuser URL is refused)."""
     importer.import_paths(engine, [SEED])
-    return db_url
+    if backend != "postgresql":
+        yield db_url
+        return
+    with reader_role(db_url) as url:
+        monkeypatch.setenv("REGISTRY_QUERY_URL", url)
+        yield db_url
 
 
 # --- examples ------------------------------------------------------------------------------

@@ -9,16 +9,34 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 
 import pytest
 from sqlalchemy import inspect, text
 
-from tests.helpers import run_cli
+from tests.helpers import reader_role, run_cli
 from registry_db import store
 
 from registry_db.store import write as importer
 from registry_db.store.query import QueryError, parse_param, parse_value, placeholders, run_query
 from registry_db.model import Profile, ProfileSet
+
+
+@pytest.fixture(autouse=True)
+def _as_reader(request, monkeypatch):
+    """On PostgreSQL, queries run as a reader role (a superuser URL is refused): the role that
+    `registry db reader` makes, named by REGISTRY_QUERY_URL as the README sets it up."""
+    if "db_url" not in request.fixturenames or request.getfixturevalue("backend") != "postgresql":
+        yield
+        return
+    with reader_role(request.getfixturevalue("db_url")) as url:
+        monkeypatch.setenv("REGISTRY_QUERY_URL", url)
+        yield
+
+
+def q(url: str) -> str:
+    """The URL queries run on: the reader's on PostgreSQL (see :func:`_as_reader`)."""
+    return os.environ.get("REGISTRY_QUERY_URL", url)
 
 
 def invoke(url: str, *args: str, input: str | None = None):
@@ -74,7 +92,7 @@ def test_placeholders_skip_casts_and_escaped_colons():
 def test_parameters_bind_by_type(db_url):
     sql = ("SELECT model FROM acceptance_profiles WHERE num_spec_tokens = :k"
            " UNION ALL SELECT name FROM methods WHERE name = :m")
-    result = run_query(db_url, sql, {"k": 5, "m": "copied"})
+    result = run_query(q(db_url), sql, {"k": 5, "m": "copied"})
     assert result.rows == (("copied",),)
     result = invoke(db_url, "--json", "SELECT :n + 1 AS n, :f * 2 AS f, :s AS s",
                     "-p", "n=41", "-p", "f=0.25", "-p", "s=007")
@@ -140,7 +158,7 @@ def test_no_rows_and_sql_from_stdin(db_url):
 
 
 def test_numeric_comes_back_as_int_or_float_on_both_backends(db_url):
-    result = run_query(db_url, "SELECT ROUND(CAST(2.5 AS NUMERIC), 3) AS r, "
+    result = run_query(q(db_url), "SELECT ROUND(CAST(2.5 AS NUMERIC), 3) AS r, "
                                "CAST(7 AS NUMERIC) AS n, "
                                "AVG(CAST(num_spec_tokens AS NUMERIC)) AS a "
                                "FROM acceptance_profiles")
@@ -159,7 +177,7 @@ def test_a_statement_without_a_result_set(db_url, backend):
 
 
 def test_percent_signs_and_escaped_colons_are_literal(db_url):
-    result = run_query(db_url, "SELECT 'a%b' AS p, 'x\\:y' AS c, 'https://h/a:b' AS u")
+    result = run_query(q(db_url), "SELECT 'a%b' AS p, 'x\\:y' AS c, 'https://h/a:b' AS u")
     assert result.rows == (("a%b", "x:y", "https://h/a:b"),)
 
 
@@ -214,13 +232,13 @@ def test_a_second_statement_that_writes_is_refused(db_url, backend, name):
 
 def test_the_library_says_why(db_url):
     with pytest.raises(QueryError) as info:
-        run_query(db_url, WRITES["delete"])
+        run_query(q(db_url), WRITES["delete"])
     assert info.value.reason == "read_only" and info.value.exit_code == 1
     with pytest.raises(QueryError) as info:
-        run_query(db_url, HIDDEN["after_a_select"])
+        run_query(q(db_url), HIDDEN["after_a_select"])
     assert info.value.reason == "one_statement"
     with pytest.raises(QueryError) as info:
-        run_query(db_url, "SELECT nope FROM methods")
+        run_query(q(db_url), "SELECT nope FROM methods")
     assert info.value.reason == "sql"
 
 
@@ -325,10 +343,10 @@ def test_quotes_semicolons_and_comments_are_stored_and_queried_literally(engine,
 
     # The same names as SQL literals (quotes doubled, as SQL spells them) in the views.
     literal = NASTY_SET.replace("'", "''")
-    rows = run_query(db_url, f"SELECT profile_set, profile_count, caveat_count FROM set_overview "
+    rows = run_query(q(db_url), f"SELECT profile_set, profile_count, caveat_count FROM set_overview "
                              f"WHERE profile_set = '{literal}'").rows
     assert rows == ((NASTY_SET, 1, 1),)
-    rows = run_query(db_url, "SELECT c.text FROM set_caveats c JOIN profile_sets s "
+    rows = run_query(q(db_url), "SELECT c.text FROM set_caveats c JOIN profile_sets s "
                              "ON s.id = c.set_id WHERE s.name = :n", {"n": NASTY_SET}).rows
     assert rows == (("it's; -- a caveat",),)
 

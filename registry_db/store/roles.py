@@ -1,0 +1,180 @@
+"""The PostgreSQL query boundary: which login roles may run an analyst's SQL, and making one.
+
+On PostgreSQL a read-only transaction is no boundary for a superuser (``COPY ... TO PROGRAM``,
+``pg_read_file``, ``set_config('role', ...)`` inside one SELECT) nor for a role that may write
+the registry's tables (``SET TRANSACTION READ WRITE`` is one statement away in a function it
+could create). The boundary is the login role itself: :func:`write_powers` lists, from the
+catalog and before any of the analyst's SQL runs, every way the connection's login role (or a
+role it may become) could change the registry or the server, and ``registry query`` runs only
+when that list is empty. :func:`create_reader` makes a role for which it is: LOGIN, SELECT on the
+registry's tables and views, nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
+from registry_db.errors import RegistryError
+
+#: Predefined roles whose members read or write server files, run programs, stop other
+#: sessions or write every table (PostgreSQL 11+; absent ones are simply not matched).
+POWERFUL_ROLES = ("pg_write_server_files", "pg_execute_server_program", "pg_read_server_files",
+                  "pg_signal_backend", "pg_write_all_data", "pg_checkpoint")
+
+_ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+#: Every role the session's login role is a member of (itself included, with or without
+#: INHERIT: a member may SET ROLE, even inside one SELECT through set_config).
+_MEMBERS = """
+WITH member AS (
+    SELECT r.oid, r.rolname, r.rolsuper, r.rolcreaterole FROM pg_roles r
+    WHERE pg_has_role(session_user, r.oid, 'MEMBER')
+), registry AS (
+    SELECT c.oid, c.relname, c.relkind, c.relnamespace FROM pg_class c
+    WHERE c.relnamespace = (SELECT relnamespace FROM pg_class
+                            WHERE oid = to_regclass('profile_sets'))
+      AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+)
+"""
+
+#: One row per power: (role, what it may do). Empty: the role only reads.
+WRITE_POWERS_SQL = _MEMBERS + """
+SELECT rolname, what FROM (
+SELECT 1 AS rank, rolname, 'is a superuser' AS what FROM member WHERE rolsuper
+UNION ALL
+SELECT 2, rolname, 'may create roles (and so grant itself any role)' FROM member
+WHERE rolcreaterole
+UNION ALL
+SELECT 3, m.rolname, 'is a member of ' || p.rolname FROM member m
+JOIN pg_roles p ON p.oid = m.oid WHERE p.rolname = ANY(:powerful)
+UNION ALL
+SELECT 4, m.rolname, 'may write ' || t.relname FROM member m CROSS JOIN registry t
+WHERE t.relkind <> 'S' AND (
+    has_table_privilege(m.oid, t.oid, 'INSERT, UPDATE, DELETE, TRUNCATE, TRIGGER, REFERENCES')
+    OR has_any_column_privilege(m.oid, t.oid, 'INSERT, UPDATE, REFERENCES'))
+UNION ALL
+SELECT 5, m.rolname, 'may change the sequence ' || t.relname FROM member m
+CROSS JOIN registry t
+WHERE t.relkind = 'S' AND has_sequence_privilege(m.oid, t.oid, 'UPDATE')
+UNION ALL
+SELECT 6, m.rolname, 'may create objects in the schema ' || n.nspname FROM member m
+JOIN pg_namespace n ON n.oid = (SELECT relnamespace FROM pg_class
+                                WHERE oid = to_regclass('profile_sets'))
+WHERE has_schema_privilege(m.oid, n.oid, 'CREATE')
+) AS powers
+ORDER BY rank, rolname, what
+"""
+
+
+@dataclass(frozen=True)
+class Power:
+    """One thing a role could do beyond reading: which role (the login role or one it may
+    become) and what."""
+
+    role: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.what}"
+
+
+def write_powers(conn: Connection) -> list[Power]:
+    """Everything the session's login role could change, from the catalog (PostgreSQL only)."""
+    rows = conn.execute(text(WRITE_POWERS_SQL), {"powerful": list(POWERFUL_ROLES)}).all()
+    powers = [Power(role, what) for role, what in rows]
+    login = login_role(conn)
+    if Power(login, "is a superuser") in powers:
+        # A superuser is a member of every role: the rest would only repeat it.
+        return [Power(login, "is a superuser")]
+    return powers
+
+
+def login_role(conn: Connection) -> str:
+    """The session's login role."""
+    return str(conn.execute(text("SELECT session_user")).scalar())
+
+
+def check_role_name(name: str) -> str:
+    """A role name ``create_reader`` accepts: lower-case letters, digits and ``_``, at most 63
+    characters, not starting with a digit or ``pg_`` (reserved by PostgreSQL)."""
+    if not _ROLE_NAME.fullmatch(name) or name.startswith("pg_"):
+        raise RegistryError(f"{name!r} is not a role name registry_db creates: use lower-case "
+                            "letters, digits and '_' (at most 63, not starting with a digit or "
+                            "pg_), such as registry_reader")
+    return name
+
+
+def create_reader(engine: Engine, name: str, password: str | None = None) -> None:
+    """Create (or bring back to) a LOGIN role that may SELECT the registry's tables and views
+    and nothing else; idempotent. Run as a role that may create roles and grant on the schema.
+
+    Later migrations' tables are readable too (default privileges of the role running this).
+    Raises :class:`RegistryError` when a role of that name exists and may write: it is not made
+    a reader by taking privileges away from it.
+    """
+    check_role_name(name)
+    with engine.begin() as conn:
+        schema = conn.execute(text(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.oid = to_regclass('profile_sets')")).scalar()
+        if schema is None:
+            raise RegistryError("the database holds no registry yet: run `registry db upgrade` "
+                                "(or import a set) first, then create the reader")
+        exists = conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :n"),
+                              {"n": name}).scalar()
+        statements = [
+            ("CREATE ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
+             "NOBYPASSRLS" if not exists else
+             "ALTER ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
+             "NOBYPASSRLS", (name,)),
+            ("ALTER ROLE %I SET default_transaction_read_only = on", (name,)),
+            ("GRANT CONNECT ON DATABASE %I TO %I", ("$db", name)),
+            ("GRANT USAGE ON SCHEMA %I TO %I", (schema, name)),
+            ("GRANT SELECT ON ALL TABLES IN SCHEMA %I TO %I", (schema, name)),
+            ("ALTER DEFAULT PRIVILEGES IN SCHEMA %I GRANT SELECT ON TABLES TO %I",
+             (schema, name)),
+        ]
+        if password is not None:
+            statements.append(("ALTER ROLE %I PASSWORD %L", (name, password)))
+        for template, args in statements:
+            _run_formatted(conn, template, args)
+        if _role_may_write(conn, name):
+            raise RegistryError(
+                f"the role {name} exists and may write the registry (or the server); "
+                "a reader is a role of its own: choose another name")
+
+
+def _run_formatted(conn: Connection, template: str, args: tuple[str, ...]) -> None:
+    # The server quotes names (%I) and the password (%L): nothing is spliced in here.
+    params: dict[str, str] = {"t": template}
+    slots = []
+    for i, arg in enumerate(args):
+        if arg == "$db":
+            slots.append("current_database()")
+        else:
+            params[f"a{i}"] = arg
+            slots.append(f"CAST(:a{i} AS TEXT)")
+    statement = conn.execute(text(f"SELECT format(CAST(:t AS TEXT), {', '.join(slots)})"),
+                             params).scalar()
+    conn.exec_driver_sql(statement)
+
+
+def _role_may_write(conn: Connection, name: str) -> bool:
+    """Whether ``name`` (or a role it belongs to) could write, as :func:`write_powers` sees it
+    for a login role."""
+    sql = WRITE_POWERS_SQL.replace("session_user", ":role")
+    return bool(conn.execute(text(sql), {"role": name,
+                                         "powerful": list(POWERFUL_ROLES)}).first())
+
+
+def reader_url(url: str, name: str) -> str:
+    """``url`` with its user replaced by ``name`` and no password (libpq reads it from
+    PGPASSWORD or ~/.pgpass; a URL with a password in it ends up in shell histories)."""
+    scheme, rest = url.split("://", 1)
+    authority, slash, path = rest.partition("/")
+    host = authority.rsplit("@", 1)[-1]
+    return f"postgresql://{name}@{host}{slash}{path}"

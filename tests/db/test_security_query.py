@@ -1,0 +1,278 @@
+"""`registry query` under hostile SQL: the login role is the boundary on PostgreSQL.
+
+A superuser URL (the one the README's PostgreSQL set-up uses) is refused before any of the SQL
+runs, with the way to a reader; a real reader role made by ``registry db reader`` cannot do what
+a superuser could (run programs, read or write server files, write the registry, stop other
+sessions), whatever the SQL. Also, on both backends: the statement timeout, COPY TO STDOUT,
+streamed output equal to the buffered one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from registry_db import store
+from registry_db.store import roles
+from registry_db.store import write as importer
+from tests.conftest import SEED
+from tests.helpers import run_cli
+
+pg_only = pytest.mark.only_backend("postgresql")
+
+
+def counts(url: str) -> tuple[int, int]:
+    engine = store.make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return (conn.execute(text("SELECT COUNT(*) FROM profile_sets")).scalar(),
+                    conn.execute(text("SELECT COUNT(*) FROM profiles")).scalar())
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def seeded(db_url, engine):
+    importer.import_paths(engine, [SEED])
+    return db_url
+
+
+@pytest.fixture
+def reader(seeded, backend):
+    """A reader role made by `registry db reader`, its URL; dropped afterwards."""
+    name = f"registry_reader_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    result = run_cli("-d", seeded, "db", "reader", name)
+    assert result.exit_code == 0, result.stderr
+    url = result.stdout.strip()
+    yield url
+    admin = create_engine(seeded, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP OWNED BY "{name}"'))
+        conn.execute(text(f'DROP ROLE "{name}"'))
+    admin.dispose()
+
+
+#: What a superuser's "read-only" query could do (each ran, exit 0, before the boundary).
+HOSTILE = {
+    "copy_to_program": "COPY (SELECT 1) TO PROGRAM 'true'",
+    "copy_to_file": "COPY (SELECT 1) TO '/tmp/registry_query_escape'",
+    "read_file": "SELECT pg_read_file('/etc/passwd') AS x",
+    # Others' sessions (an import's, the test's own): a role may end only its own.
+    "terminate": "SELECT pg_terminate_backend(pid) AS x FROM pg_stat_activity "
+                 "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+    "reload": "SELECT pg_reload_conf() AS x",
+    "checkpoint": "CHECKPOINT",
+    "lock": "LOCK TABLE profile_sets IN ACCESS EXCLUSIVE MODE",
+    "set_role": "SELECT set_config('role', 'postgres', false) AS x",
+    "delete": "DELETE FROM profile_sets",
+    "write_via_function": "SELECT lo_import('/etc/passwd') AS x",
+}
+
+
+@pg_only
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_superuser_url_is_refused_before_running_anything(backend, seeded, name):
+    before = counts(seeded)
+    result = run_cli("-d", seeded, "query", HOSTILE[name])
+    assert result.exit_code == 1, result.stdout
+    assert "is a superuser" in result.stderr
+    assert "registry db reader" in result.stderr and "REGISTRY_QUERY_URL" in result.stderr
+    assert counts(seeded) == before
+    assert not os.path.exists("/tmp/registry_query_escape")
+
+
+@pg_only
+def test_a_role_that_may_write_is_refused(backend, seeded, reader):
+    admin = create_engine(seeded, isolation_level="AUTOCOMMIT")
+    role = reader.split("://", 1)[1].split("@", 1)[0]
+    with admin.connect() as conn:
+        conn.execute(text(f'GRANT DELETE ON profile_rates TO "{role}"'))
+    admin.dispose()
+    result = run_cli("-d", seeded, "query", "--query-url", reader, "SELECT 1 AS one")
+    assert result.exit_code == 1
+    assert f"{role} may write profile_rates" in result.stderr
+
+
+@pg_only
+def test_a_role_that_may_become_a_writer_is_refused(backend, seeded, reader):
+    # NOINHERIT hides the writer's privileges from has_table_privilege, not from SET ROLE.
+    admin = create_engine(seeded, isolation_level="AUTOCOMMIT")
+    role = reader.split("://", 1)[1].split("@", 1)[0]
+    writer = role + "_w"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE ROLE "{writer}" NOLOGIN'))
+        conn.execute(text(f'GRANT INSERT ON profile_sets TO "{writer}"'))
+        conn.execute(text(f'ALTER ROLE "{role}" NOINHERIT'))
+        conn.execute(text(f'GRANT "{writer}" TO "{role}"'))
+    try:
+        result = run_cli("-d", seeded, "query", "--query-url", reader, "SELECT 1 AS one")
+        assert result.exit_code == 1
+        assert f"{writer} may write profile_sets" in result.stderr
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'REVOKE "{writer}" FROM "{role}"'))
+            conn.execute(text(f'DROP OWNED BY "{writer}"'))
+            conn.execute(text(f'DROP ROLE "{writer}"'))
+        admin.dispose()
+
+
+@pg_only
+@pytest.mark.parametrize("name", sorted(set(HOSTILE) - {"terminate"}))
+def test_the_reader_role_cannot_do_any_of_it(backend, seeded, reader, name):
+    before = counts(seeded)
+    result = run_cli("-d", seeded, "query", "--query-url", reader, HOSTILE[name])
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert result.stderr.startswith("Error: ")
+    assert counts(seeded) == before
+    assert not os.path.exists("/tmp/registry_query_escape")
+
+
+@pg_only
+def test_the_reader_cannot_end_another_session(backend, seeded, reader):
+    engine = store.make_engine(seeded)
+    try:
+        with engine.connect() as other:
+            pid = other.execute(text("SELECT pg_backend_pid()")).scalar()
+            result = run_cli("-d", seeded, "query", "--query-url", reader,
+                             "SELECT pg_terminate_backend(:pid) AS x", "-p", f"pid={pid}")
+            assert result.exit_code == 1, (result.stdout, result.stderr)
+            assert other.execute(text("SELECT 1")).scalar() == 1
+    finally:
+        engine.dispose()
+
+
+@pg_only
+def test_the_reader_reads_every_view_and_table(backend, seeded, reader, monkeypatch):
+    monkeypatch.setenv("REGISTRY_QUERY_URL", reader)
+    result = run_cli("-d", seeded, "query", "--json",
+                     "SELECT COUNT(*) AS n FROM acceptance_profiles")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == [{"n": counts(seeded)[1]}]
+    engine = store.make_engine(seeded)
+    with engine.connect() as conn:
+        relations = conn.execute(text(
+            "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace "
+            "AND relkind IN ('r', 'v')")).scalars().all()
+    engine.dispose()
+    for relation in relations:
+        one = run_cli("-d", seeded, "query", f"SELECT COUNT(*) AS n FROM {relation}")
+        assert one.exit_code == 0, (relation, one.stderr)
+
+
+@pg_only
+def test_db_reader_is_idempotent_and_refuses_a_writer_name(backend, seeded, reader):
+    role = reader.split("://", 1)[1].split("@", 1)[0]
+    again = run_cli("-d", seeded, "db", "reader", role, "--password", "p%s'w\"d")
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout.strip() == reader
+    assert "***" not in again.stdout and "p%s" not in again.stdout + again.stderr
+    result = run_cli("-d", seeded, "db", "reader", "postgres")
+    assert result.exit_code == 1
+    assert "may write" in result.stderr
+
+
+@pg_only
+def test_trust_sql_runs_with_full_privileges_and_says_so(backend, seeded):
+    result = run_cli("-d", seeded, "query", "--trust-sql", "SELECT current_user AS u")
+    assert result.exit_code == 0, result.stderr
+    assert "--trust-sql" in result.stderr and "superuser" in result.stderr
+    assert result.stdout.split() == ["u", "--------", "postgres"]
+
+
+# --- both backends ---------------------------------------------------------------------------
+
+@pytest.fixture
+def query_args(backend, seeded, request):
+    if backend == "postgresql":
+        return ["-d", seeded, "query", "--query-url", request.getfixturevalue("reader")]
+    return ["-d", seeded, "query"]
+
+
+RUNAWAY = ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+           "SELECT MAX(n) AS n FROM r")
+
+
+def test_a_runaway_query_stops_at_the_timeout(query_args):
+    result = run_cli(*query_args, "--timeout", "1", RUNAWAY)
+    assert result.exit_code == 1
+    assert "timeout" in result.stderr and "--timeout" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_copy_to_stdout_is_refused_cleanly(query_args):
+    result = run_cli(*query_args, "COPY (SELECT 1) TO STDOUT")
+    assert result.exit_code == 1
+    assert "COPY" in result.stderr and "--csv" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+MANY = ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < {n}) "
+        "SELECT n, n * 0.5 AS half, 'x' || n AS label, NULL AS empty FROM r")
+
+
+# The readable table aligns its columns on the first block of rows (so a table of at most that
+# many rows is byte for byte what it was); JSON and CSV are the same bytes at any length.
+@pytest.mark.parametrize("fmt, n", [("table", 900), ("json", 2500), ("csv", 2500)])
+def test_streamed_output_equals_the_whole_result_rendered_at_once(query_args, seeded, fmt, n):
+    from registry_db.cli.output import emit_rows
+    from click.testing import CliRunner
+    import click
+
+    flags = {"table": [], "json": ["--json"], "csv": ["--csv"]}[fmt]
+    result = run_cli(*query_args, *flags, MANY.format(n=n))
+    assert result.exit_code == 0, result.stderr
+    rows = [(i, i * 0.5, f"x{i}", None) for i in range(1, n + 1)]
+
+    @click.command()
+    def render():
+        emit_rows(["n", "half", "label", "empty"], rows, as_json=fmt == "json",
+                  as_csv=fmt == "csv")
+
+    assert result.stdout == CliRunner().invoke(render).stdout
+
+
+@pytest.mark.only_backend("sqlite")
+def test_ctrl_c_stops_a_runaway_sqlite_query(backend, seeded):
+    """Inside sqlite3_step Python never sees SIGINT: without the progress handler's flag the
+    recursive CTE runs until its timeout (here ten minutes), and this test fails."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from registry_db.store.urls import sqlite_path
+
+    path = os.path.realpath(sqlite_path(seeded))
+    proc = subprocess.Popen([sys.executable, "-m", "registry_db", "-d", seeded, "query",
+                             "--timeout", "600", RUNAWAY], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):  # until the process has the database open (the query is near)
+            try:
+                fds = os.listdir(f"/proc/{proc.pid}/fd")
+                if any(os.path.realpath(f"/proc/{proc.pid}/fd/{fd}") == path for fd in fds):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        for _ in range(100):  # a few presses, as a user would, until it stops
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(0.2)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:
+            pytest.fail("the query did not stop on Ctrl-C")
+        out, err = proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "interrupted" in err
