@@ -60,6 +60,20 @@ class LazyGroup(WholeHelpGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Every argument of every command, once: bytes that are not UTF-8 arrive as lone
+        # surrogates, which no database, file name check or output stream can carry.
+        for n, arg in enumerate(args, 1):
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                raise click.UsageError(f"argument {n} ({shown!r}) is not UTF-8 text; "
+                                       "registry reads its arguments as UTF-8", ctx) from None
+            if "\0" in arg:
+                raise click.UsageError(f"argument {n} holds a NUL character", ctx)
+        return super().parse_args(ctx, args)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)
         if target is None:

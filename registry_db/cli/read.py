@@ -128,8 +128,8 @@ def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool) -> None:
 @click.command("export")
 @click.argument("names", nargs=-1, metavar="[SET...]", shell_complete=complete_set_names)
 @click.option("-o", "--output", "out_dir", default=".", show_default=True, metavar="DIR",
-              help="Folder for the <set>.yaml files (created if missing); '-' prints the "
-                   "sets to stdout as one YAML stream.")
+              help="Folder for the <set>.yaml files (created if missing); '-' prints one "
+                   "set to stdout (several are refused: import reads one set per file).")
 @click.option("--force", is_flag=True,
               help="Replace existing files whose content differs from the export.")
 @click.pass_obj

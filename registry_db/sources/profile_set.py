@@ -68,7 +68,13 @@ def collect_files(paths: Iterable[str | os.PathLike],
     for raw in paths:
         path = Path(raw)
         label = str(raw)
-        if path.is_dir():
+        try:
+            is_dir, exists = path.is_dir(), path.exists()
+        except OSError as exc:  # a name too long, a folder on the way that cannot be searched
+            problems.append(Finding(label, 0, 0, "", "unreadable_file",
+                                    f"cannot read it: {exc.strerror or exc}"))
+            continue
+        if is_dir:
             try:
                 entries = sorted(p for p in path.iterdir() if p.suffix in YAML_SUFFIXES
                                  and not p.name.startswith("."))
@@ -87,7 +93,7 @@ def collect_files(paths: Iterable[str | os.PathLike],
             if not found:
                 problems.append(Finding(label, 0, 0, "", "no_yaml_files",
                                         "the folder holds no *.yaml or *.yml file"))
-        elif path.exists():
+        elif exists:
             found = [path]
         else:
             problems.append(Finding(label, 0, 0, "", "no_such_file",

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from registry_db.errors import (
     DatabaseError,
@@ -31,6 +31,7 @@ from registry_db.errors import (
     QueryError,
     QueryInterrupted,
     RegistryError,
+    UsageError,
 )
 from registry_db.store.urls import dialect_of, redact, sqlite_path
 
@@ -54,12 +55,23 @@ def lock_timeout() -> float:
 def make_engine(url: str, *, readonly: bool = False, timeout: float | None = None) -> Engine:
     """An engine for ``url`` with the registry's connection settings (no schema check)."""
     timeout = lock_timeout() if timeout is None else timeout
-    if dialect_of(url) == "sqlite":
-        return _sqlite_engine(url, readonly=readonly, timeout=timeout)
-    connect_args: dict[str, Any] = {"connect_timeout": 10}
-    if readonly:
-        connect_args["options"] = "-c default_transaction_read_only=on"
-    engine = create_engine(url, connect_args=connect_args, pool_pre_ping=False)
+    dialect = dialect_of(url)
+    if dialect not in ("sqlite", "postgresql"):
+        raise UsageError(f"{redact(url)}: the registry runs on SQLite (a file path or "
+                         f"sqlite:///PATH) and PostgreSQL (postgresql://...), not {dialect!r}")
+    try:
+        if dialect == "sqlite":
+            return _sqlite_engine(url, readonly=readonly, timeout=timeout)
+        connect_args: dict[str, Any] = {"connect_timeout": 10}
+        if readonly:
+            connect_args["options"] = "-c default_transaction_read_only=on"
+        engine = create_engine(url, connect_args=connect_args, pool_pre_ping=False)
+    except ImportError as exc:  # the driver is an extra: say which one
+        raise DatabaseUnavailable(
+            f"{redact(url)}: PostgreSQL needs the driver the postgres extra installs "
+            f"(pip install 'registry_db[postgres]'): {exc}") from None
+    except (ArgumentError, ValueError) as exc:
+        raise UsageError(f"cannot read the database URL {redact(url)}: {exc}") from None
     engine.update_execution_options(registry_lock_timeout=timeout)
     return engine
 
@@ -241,4 +253,31 @@ def run_write(engine: Engine, work: Callable[[Connection], T], *, url: str | Non
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
-            raise translate(exc, url) from exc
+            err = translate(exc, url)
+            if isinstance(err, DatabaseLocked) and engine.dialect.name == "postgresql":
+                err = DatabaseLocked(f"{err}{lock_holders(engine)}")
+            raise err from exc
+
+
+def lock_holders(engine: Engine) -> str:
+    """Who holds the writers' advisory lock, from ``pg_locks``: "; the writers' lock is held by
+    backend PID (...)" for each holder, or "" when none is found (or the lookup itself fails: the
+    words it would add are not worth a second error)."""
+    sql = text(
+        "SELECT a.pid, a.usename, a.application_name, a.state, a.xact_start "
+        "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.database = "
+        "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND l.classid = :hi AND l.objid = :lo AND l.objsubid = 1 ORDER BY a.pid")
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sql, {"hi": WRITE_LOCK_KEY >> 32,
+                                      "lo": WRITE_LOCK_KEY & 0xFFFF_FFFF}).all()
+    except SQLAlchemyError:
+        return ""
+    return "".join(
+        f"; the writers' lock is held by backend {pid} (role {user or '?'}, application "
+        f"{app or '-'}, {state or 'unknown state'} since "
+        f"{start.isoformat(timespec='seconds') if start else '?'}): end it with "
+        f"`SELECT pg_terminate_backend({pid})` if it should not be running"
+        for pid, user, app, state, start in rows)

@@ -125,9 +125,22 @@ def _refuse_overwrites(paths: Sequence[Path], texts: Sequence[str]) -> None:
 
 
 def render_sets(engine: Engine, names: Sequence[str] | None = None) -> str:
-    """The named sets (every set when None or empty) as one YAML stream, ``---`` between sets."""
+    """The one named set (or the registry's only set when ``names`` is empty) as YAML text.
+
+    Several sets are refused: a stream of documents is not an input ``registry import`` reads
+    (one set per file), so printing one would promise a round trip that does not exist.
+    """
+    if names and len(set(names)) > 1:
+        raise RegistryError(f"-o - prints one set, and {len(set(names))} were named; name one "
+                            "SET, or write them all to a folder with -o DIR (import reads one "
+                            "set per file)")
     sets = store.load_sets(engine, list(names) if names else None)
-    return "---\n".join(render_set(ps) for ps in sets)
+    if len(sets) > 1:
+        shown = ", ".join(ps.name for ps in sets[:3]) + (", ..." if len(sets) > 3 else "")
+        raise RegistryError(f"-o - prints one set, and the registry holds {len(sets)} ({shown}); "
+                            "name one SET, or write them all to a folder with -o DIR (import "
+                            "reads one set per file)")
+    return "".join(render_set(ps) for ps in sets)
 
 
 def _profile(p: Profile, shared: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from registry_db.errors import DatabaseError, DatabaseUnavailable, SchemaOutOfDate
+from registry_db.errors import DatabaseError, DatabaseUnavailable, SchemaOutOfDate, UsageError
 from registry_db.store.engine import WRITE_LOCK_KEY, make_engine, translated
 
 # HEAD_REVISION, the newest migration (a test proves it equals Alembic's head), is a constant so
@@ -91,7 +91,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """Migrate the database up to ``revision``."""
     from alembic import command
 
-    with engine.connect() as conn:
+    with _known_targets(revision), engine.connect() as conn:
         command.upgrade(alembic_config(connection=conn), revision)
 
 
@@ -99,7 +99,7 @@ def downgrade(engine: Engine, revision: str) -> None:
     """Migrate the database down to ``revision`` (``base`` removes the schema)."""
     from alembic import command
 
-    with engine.connect() as conn:
+    with _known_targets(revision), engine.connect() as conn:
         command.downgrade(alembic_config(connection=conn), revision)
 
 
@@ -133,11 +133,29 @@ def migration_sql(url: str, revision: str = "head", down_from: str | None = None
     buf = io.StringIO()
     cfg = alembic_config(url=url, stdout=buf)
     cfg.output_buffer = buf
-    if down_from:
-        command.downgrade(cfg, f"{down_from}:{revision}", sql=True)
-    else:
-        command.upgrade(cfg, revision, sql=True)
+    with _known_targets(revision):
+        if down_from:
+            command.downgrade(cfg, f"{down_from}:{revision}", sql=True)
+        else:
+            command.upgrade(cfg, revision, sql=True)
     return buf.getvalue()
+
+
+@contextlib.contextmanager
+def _known_targets(revision: str) -> Iterator[None]:
+    """Alembic's refusal of a target (unknown, or the wrong way) as a usage error that names
+    the revisions there are."""
+    from alembic.util import CommandError
+
+    if not revision.strip():
+        raise UsageError("the revision is empty; the known revisions are base, "
+                         f"{', '.join(_known_revisions())} (head: {HEAD_REVISION})")
+    try:
+        yield
+    except CommandError as exc:
+        known = ", ".join(_known_revisions())
+        raise UsageError(f"cannot migrate to {revision!r}: {exc}; the known revisions are "
+                         f"base, {known} (head: {HEAD_REVISION})") from None
 
 
 def script_head() -> str:

@@ -45,7 +45,7 @@ def dialect_of(url: str) -> str:
 
     try:
         return make_url(url).get_backend_name()
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         return url.split(":", 1)[0].split("+", 1)[0]
 
 
@@ -56,7 +56,7 @@ def redact(url: str) -> str:
 
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         # Not a URL SQLAlchemy can parse: show only the scheme, never what might be a password.
         return url.split("://", 1)[0] + "://***" if "://" in url else url
 

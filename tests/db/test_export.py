@@ -154,13 +154,15 @@ def test_unsafe_set_names_never_leave_the_folder(engine, tmp_path, name):
     assert load_yaml(export.render_sets(engine, [name]), "-")["name"] == name
 
 
-def test_render_sets_is_one_stream(engine, tmp_path):
+def test_render_sets_refuses_several_sets(engine, tmp_path):
+    # A stream of several documents is not something `registry import` reads back.
     write_set(tmp_path, "one", model="a")
     write_set(tmp_path, "two", model="b")
     importer.import_paths(engine, [tmp_path])
-    stream = export.render_sets(engine)
-    assert stream.count("kind: AcceptanceProfileSet") == 2
-    assert stream.count("---\n") == 1
+    for names in (None, ["one", "two"]):
+        with pytest.raises(RegistryError, match="-o - prints one set"):
+            export.render_sets(engine, names)
+    assert export.render_sets(engine, ["two"]).count("kind: AcceptanceProfileSet") == 1
 
 
 def test_file_name_rules():

@@ -259,14 +259,10 @@ def test_ctrl_c_stops_a_runaway_sqlite_query(backend, seeded):
             except OSError:
                 pass
             time.sleep(0.05)
-        for _ in range(100):  # a few presses, as a user would, until it stops
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(0.2)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        else:
+        proc.send_signal(signal.SIGINT)  # one press
+        try:
+            proc.wait(60)  # a bound, not a measurement: unstopped, it runs for ten minutes
+        except subprocess.TimeoutExpired:
             pytest.fail("the query did not stop on Ctrl-C")
         out, err = proc.communicate()
     finally:

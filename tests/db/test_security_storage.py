@@ -168,3 +168,20 @@ def test_unreadable_folder_is_a_finding(command, tmp_path, db_url):
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert f"{folder}:" in result.stderr and "cannot read the folder" in result.stderr
+
+
+# --- export to stdout ----------------------------------------------------------------------------
+
+def test_export_to_stdout_of_several_sets_is_refused_and_one_set_round_trips(seeded, tmp_path):
+    other = tmp_path / "other.yaml"
+    other.write_text(SEED_FILE.read_text().replace("name: inferencex-golden-al", "name: other"))
+    assert cli("-d", seeded, "import", str(other)).exit_code == 0
+    for args in (["-o", "-"], ["inferencex-golden-al", "other", "-o", "-"]):
+        result = cli("-d", seeded, "export", *args)
+        assert result.exit_code == 1 and result.stdout == ""
+        assert "-o - prints one set" in result.stderr and "-o DIR" in result.stderr
+    one = cli("-d", seeded, "export", "other", "-o", "-")
+    assert one.exit_code == 0
+    (tmp_path / "back.yaml").write_text(one.stdout)
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    assert cli("-d", fresh, "import", str(tmp_path / "back.yaml")).exit_code == 0

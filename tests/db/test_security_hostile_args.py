@@ -1,0 +1,145 @@
+"""No traceback, whatever the arguments: every command, walked from the lazy COMMANDS table (so a
+new command is covered the day it is added), with hostile values for each of its arguments and
+options. In process through click's runner (an exception other than SystemExit escaping is a
+traceback the user would see), plus a few real subprocesses for what only argv can carry.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from registry_db.cli.group import COMMANDS, main
+from registry_db.store import write as importer
+from tests.conftest import ROOT, SEED
+
+
+def walk() -> list[tuple[tuple[str, ...], click.Command]]:
+    """Every command and subcommand the ``registry`` group offers."""
+    out = []
+    ctx = click.Context(main)
+    for name in sorted(COMMANDS):
+        cmd = main.get_command(ctx, name)
+        assert cmd is not None, name
+        if isinstance(cmd, click.Group):
+            out.extend(((name, sub), cmd.commands[sub]) for sub in sorted(cmd.commands))
+        else:
+            out.append(((name,), cmd))
+    return out
+
+
+COMMAND_PATHS = walk()
+
+#: Values a careless or hostile user passes. Nothing here may write outside the test's folder.
+HOSTILE = ["", "-", "\udcff", "caf\udce9", "x\x00y", "x" * 5000, "-1", "0", "nan", "inf",
+           "1e999", "99999999999999999999", "%s%n%x", "'; DROP TABLE profile_sets; --",
+           "{\"model\": [[[[", "\u2028\u0085", "../../../etc/passwd", "/dev/null", ".hidden",
+           "seed", "x.yaml"]
+
+
+def _calls(cmd: click.Command) -> list[list[str]]:
+    calls: list[list[str]] = [[], ["--help"]]
+    for param in cmd.params:
+        if isinstance(param, click.Argument):
+            calls.extend([value] for value in HOSTILE)
+        elif isinstance(param, click.Option):
+            flag = max(param.opts, key=len)
+            if param.is_flag:
+                calls.append([flag])
+            else:
+                calls.extend([flag, value] for value in HOSTILE)
+    return calls
+
+
+@pytest.fixture
+def registry_db(tmp_path):
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    from registry_db import store
+
+    engine = store.open_registry(url)
+    importer.import_paths(engine, [SEED])
+    engine.dispose()
+    return url
+
+
+@pytest.mark.parametrize("path", [p for p, _ in COMMAND_PATHS], ids=" ".join)
+def test_no_hostile_argument_gives_a_traceback(path, registry_db, tmp_path, monkeypatch):
+    (cmd,) = [c for p, c in COMMAND_PATHS if p == path]
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "seed").symlink_to(SEED)
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("REGISTRY_LOCK_TIMEOUT", "1")
+    failures = []
+    for call in _calls(cmd):
+        args = ["-d", registry_db, *path, *call]
+        result = CliRunner().invoke(main, args, input="")
+        escaped = result.exception is not None and not isinstance(result.exception, SystemExit)
+        if escaped or "Traceback" in result.output + result.stderr:
+            failures.append((call, repr(result.exception), result.stderr[-300:]))
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("database", [
+    "mysql://user@host/db", "postgresql://x:notaport/db", "\udcff.db", "oracle+cx://a/b",
+    "sqlite:////nonexistent/folder/r.db", "postgresql://nobody@127.0.0.1:1/registry",
+])
+def test_no_hostile_database_url_gives_a_traceback(database):
+    for command in (["list"], ["query", "SELECT 1"], ["import", str(SEED)], ["db", "current"],
+                    ["resolve", "--model", "m", "--method", "x", "--k", "1"]):
+        result = CliRunner().invoke(main, ["-d", database, *command])
+        assert isinstance(result.exception, SystemExit), (command, result.exception)
+        assert result.exit_code in (2, 3), (command, result.stderr)
+        assert "Traceback" not in result.output + result.stderr
+        assert len(result.stderr.strip().splitlines()) <= 4, result.stderr  # usage: 4
+
+
+def test_an_unsupported_dialect_is_named():
+    result = CliRunner().invoke(main, ["-d", "mysql://user@host/db", "list"])
+    assert result.exit_code == 2
+    assert "SQLite" in result.stderr and "PostgreSQL" in result.stderr and "'mysql'" in result.stderr
+
+
+@pytest.mark.parametrize("step", [["upgrade", "0009"], ["downgrade", "0042"],
+                                  ["upgrade", "--sql", "nope"]])
+def test_an_unknown_revision_names_the_known_ones(step, registry_db):
+    result = CliRunner().invoke(main, ["-d", registry_db, "db", *step])
+    assert result.exit_code == 2, result.stderr
+    assert "the known revisions are base, 0001, 0002" in result.stderr
+
+
+# --- real processes: what only argv and a missing package can carry ----------------------------
+
+def _run(argv: list[bytes | str], code: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+    cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "registry_db"]
+    return subprocess.run(cmd + argv, capture_output=True, cwd=ROOT, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("argv", [
+    [b"resolve", b"--model", b"\xff", b"--method", b"x", b"--k", b"1"],
+    [b"resolve", b"--model", b"m", b"--method", b"x", b"--k", b"1", b"--set", b"\xfe\xff"],
+    [b"show", b"\xff"],
+    [b"query", b"SELECT '\xff'"],
+    [b"export", b"\xff", b"-o", b"-"],
+], ids=["resolve-model", "resolve-set", "show", "query", "export"])
+def test_bytes_that_are_not_utf8_are_a_usage_error(argv, registry_db):
+    result = _run([b"-d", registry_db.encode(), *argv])
+    assert result.returncode == 2, result.stderr
+    assert b"Traceback" not in result.stderr
+    assert b"is not UTF-8 text" in result.stderr
+
+
+def test_postgresql_without_its_driver_names_the_extra():
+    code = ("import sys; sys.modules['psycopg'] = None\n"
+            "from registry_db.cli.group import main\n"
+            "main(sys.argv[1:], prog_name='registry')")
+    result = _run(["-d", "postgresql://nobody@127.0.0.1:1/registry", "list"], code=code)
+    assert result.returncode == 3, result.stderr
+    assert b"Traceback" not in result.stderr
+    assert b"pip install 'registry_db[postgres]'" in result.stderr
