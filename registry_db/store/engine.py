@@ -17,8 +17,9 @@ import os
 import sqlite3
 import sys
 import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 from urllib.parse import quote
-from typing import Any, Callable, Iterator, TypeVar
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine
@@ -34,7 +35,6 @@ from registry_db.errors import (
     UsageError,
 )
 from registry_db.store.urls import dialect_of, redact, sqlite_path
-
 
 #: How long a writer waits for another (seconds); REGISTRY_LOCK_TIMEOUT overrides it.
 DEFAULT_LOCK_TIMEOUT = 60.0

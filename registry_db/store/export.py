@@ -2,12 +2,13 @@
 
 A set becomes the spec's document: keys in the spec's order, absent fields left out, numbers as
 Python's shortest round-tripping ``repr`` (4.07, never 4.0699999). A provenance that several
-profiles of a set cite is one dict referenced several times, so :func:`registry_db.yaml.dump.dump_yaml`
-writes it once with an anchor (named after its source document, e.g. ``&dsv41flash_dspark``)
-and then as aliases, as in the spec's example.
+profiles of a set cite is one dict referenced several times, so
+:func:`registry_db.yaml.dump.dump_yaml` writes it once with an anchor (named after its source
+document, e.g. ``&dsv41flash_dspark``) and then as aliases, as in the spec's example.
 
 Each set goes to ``<name>.yaml`` in the output folder, written to a temporary file and renamed,
-so an interrupted export never leaves half a file. A set whose name is not a safe file name
+so an interrupted export never leaves half a file; the file gets the mode ``open()`` would give
+it (a replaced file keeps its own). A set whose name is not a safe file name
 (empty, hidden, holding ``/``, ``\\`` or NUL, or too long) is refused before anything is
 written; ``-o -`` prints such a set instead.
 """
@@ -19,12 +20,12 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from registry_db.store import read as store
 from registry_db.errors import RegistryError
 from registry_db.model import (
     KIND,
@@ -36,6 +37,7 @@ from registry_db.model import (
     Provenance,
     set_name_problem,
 )
+from registry_db.store import read as store
 from registry_db.yaml.dump import dump_yaml
 
 _ANCHOR_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")

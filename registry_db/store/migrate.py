@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine

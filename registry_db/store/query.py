@@ -180,7 +180,8 @@ def _pg_stream(conn: Connection, url: str, sql: str, params: dict[str, Any]) -> 
     compiled = text(sql).compile(dialect=conn.dialect)
     statement = compiled.string
     values = compiled.construct_params(params)
-    cur = conn.connection.dbapi_connection.cursor()
+    dbapi: Any = conn.connection.dbapi_connection
+    cur = dbapi.cursor()
     rows: Iterator[Any] = cur.stream(statement, values)
     try:
         first = next(rows, None)
@@ -198,7 +199,7 @@ def _pg_stream(conn: Connection, url: str, sql: str, params: dict[str, Any]) -> 
             cur.close()
             raise _classify(exc, url, conn) from exc
         rows = iter(cur.fetchall() if cur.description else ())
-    columns = tuple(d.name for d in cur.description or ())
+    columns = tuple(d[0] for d in cur.description or ())
 
     def generate() -> Iterator[tuple[Any, ...]]:
         try:
@@ -237,7 +238,7 @@ def _sqlite_guard(conn: Connection, timeout: float | None) -> Iterator[_Guard]:
     """Stop a runaway SQLite query: a progress handler checks the deadline and a flag that
     SIGINT sets (inside sqlite3_step Python never sees Ctrl-C, so a recursive CTE would run on)."""
     guard = _Guard(timeout)
-    raw = conn.connection.driver_connection
+    raw: Any = conn.connection.driver_connection
     raw.set_progress_handler(guard.check, 10_000)
     previous = None
     if threading.current_thread() is threading.main_thread():

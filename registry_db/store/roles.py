@@ -158,8 +158,8 @@ def _run_formatted(conn: Connection, template: str, args: tuple[str, ...]) -> No
         else:
             params[f"a{i}"] = arg
             slots.append(f"CAST(:a{i} AS TEXT)")
-    statement = conn.execute(text(f"SELECT format(CAST(:t AS TEXT), {', '.join(slots)})"),
-                             params).scalar()
+    statement = str(conn.execute(text(f"SELECT format(CAST(:t AS TEXT), {', '.join(slots)})"),
+                                 params).scalar())
     conn.exec_driver_sql(statement)
 
 

@@ -17,7 +17,6 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from registry_db import store
-from registry_db.store import roles
 from registry_db.store import write as importer
 from tests.conftest import SEED
 from tests.helpers import run_cli
@@ -218,9 +217,10 @@ MANY = ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n 
 # many rows is byte for byte what it was); JSON and CSV are the same bytes at any length.
 @pytest.mark.parametrize("fmt, n", [("table", 900), ("json", 2500), ("csv", 2500)])
 def test_streamed_output_equals_the_whole_result_rendered_at_once(query_args, seeded, fmt, n):
-    from registry_db.cli.output import emit_rows
-    from click.testing import CliRunner
     import click
+    from click.testing import CliRunner
+
+    from registry_db.cli.output import emit_rows
 
     flags = {"table": [], "json": ["--json"], "csv": ["--csv"]}[fmt]
     result = run_cli(*query_args, *flags, MANY.format(n=n))

@@ -18,7 +18,6 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import text
 
 from registry_db import store
 from registry_db.cli.group import main
