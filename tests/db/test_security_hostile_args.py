@@ -7,6 +7,7 @@ traceback the user would see), plus a few real subprocesses for what only argv c
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -72,7 +73,8 @@ def test_no_hostile_argument_gives_a_traceback(path, registry_db, tmp_path, monk
     (cmd,) = [c for p, c in COMMAND_PATHS if p == path]
     work = tmp_path / "work"
     work.mkdir()
-    (work / "seed").symlink_to(SEED)
+    # A copy, never a link: `export -o seed` must not rewrite the checkout's seed.
+    shutil.copytree(SEED, work / "seed")
     monkeypatch.chdir(work)
     monkeypatch.setenv("REGISTRY_LOCK_TIMEOUT", "1")
     failures = []
@@ -83,6 +85,14 @@ def test_no_hostile_argument_gives_a_traceback(path, registry_db, tmp_path, monk
         if escaped or "Traceback" in result.output + result.stderr:
             failures.append((call, repr(result.exception), result.stderr[-300:]))
     assert not failures, failures
+    assert_seed_untouched()
+
+
+def assert_seed_untouched() -> None:
+    """The sweep's commands ran in a scratch folder: the checkout's seed is as git has it."""
+    result = subprocess.run(["git", "status", "--porcelain", "--", str(SEED)], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode != 0 or result.stdout == "", result.stdout
 
 
 @pytest.mark.parametrize("database", [
