@@ -39,7 +39,7 @@ COMMAND_PATHS = walk()
 #: Values a careless or hostile user passes. Nothing here may write outside the test's folder.
 HOSTILE = ["", "-", "\udcff", "caf\udce9", "x\x00y", "x" * 5000, "-1", "0", "nan", "inf",
            "1e999", "99999999999999999999", "%s%n%x", "'; DROP TABLE profile_sets; --",
-           "{\"model\": [[[[", "\u2028\u0085", "../../../etc/passwd", "/dev/null", ".hidden",
+           "{\"model\": [[[[", "\u2028\u0085", "../up/../x", "/dev/null", ".hidden",
            "seed", "x.yaml"]
 
 
