@@ -133,10 +133,18 @@ def stream_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *,
                 raise QueryError("copy", "refused: COPY is not a query `registry query` runs; "
                                  "SELECT the rows instead (--csv prints them as CSV)")
             if engine.dialect.name == "postgresql":
-                yield _pg_stream(conn, url, sql, params)
+                stream = _pg_stream(conn, url, sql, params)
+                try:
+                    yield stream
+                finally:
+                    _close(stream)
             else:
                 with _sqlite_guard(conn, timeout) as guard:
-                    yield _sqlite_stream(conn, url, sql, params, guard)
+                    stream = _sqlite_stream(conn, url, sql, params, guard)
+                    try:
+                        yield stream
+                    finally:
+                        _close(stream)
         except KeyboardInterrupt:
             raise QueryInterrupted("interrupted: the query was stopped") from None
         finally:
@@ -144,6 +152,13 @@ def stream_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *,
             conn.close()
     finally:
         engine.dispose()
+
+
+def _close(stream: QueryStream) -> None:
+    """End a stream the caller left before its last row (a generator's ``close``)."""
+    close = getattr(stream.rows, "close", None)
+    if close is not None:
+        close()
 
 
 def _pg_prepare(conn: Connection, url: str, trust_sql: bool, timeout: float | None,
@@ -210,6 +225,11 @@ def _pg_stream(conn: Connection, url: str, sql: str, params: dict[str, Any]) -> 
         except Exception as exc:  # noqa: BLE001 - driver errors, classified below
             raise _classify(exc, url, conn) from exc
         finally:
+            # Left before its end, psycopg's stream cancels the statement and drains what
+            # already arrived; otherwise the rollback would wait for an endless result.
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()
             cur.close()
 
     return QueryStream(columns, generate())

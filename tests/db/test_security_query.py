@@ -272,3 +272,21 @@ def test_ctrl_c_stops_a_runaway_sqlite_query(backend, seeded):
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and "interrupted" in err
+
+
+ENDLESS = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r"
+
+
+def test_rows_stream_before_the_statement_ends(query_args, seeded):
+    """An endless result yields its first rows at once: were rows loaded whole, the statement
+    would run until its timeout and raise instead."""
+    import itertools
+
+    from registry_db.store.query import stream_query
+
+    url = query_args[query_args.index("--query-url") + 1] if "--query-url" in query_args \
+        else seeded
+    with stream_query(url, ENDLESS, timeout=60) as stream:
+        first = list(itertools.islice(stream.rows, 5))
+    assert stream.columns == ("n",)
+    assert first == [(1,), (2,), (3,), (4,), (5,)]
