@@ -207,6 +207,8 @@ def translated(url: str | None = None) -> Iterator[None]:
         raise
     except (SQLAlchemyError, OSError) as exc:
         raise translate(exc, url) from exc
+    except OverflowError as exc:  # sqlite3 binds integers of at most 64 bits
+        raise RegistryError(f"a value is out of the database's range: {exc}") from None
     except Exception as exc:
         if not is_driver_error(exc):
             raise

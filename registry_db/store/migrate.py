@@ -109,7 +109,7 @@ def stamp(engine: Engine, revision: str) -> None:
     (``alembic stamp``: for a schema that was created or changed by hand)."""
     from alembic import command
 
-    with engine.connect() as conn:
+    with _known_targets(revision), engine.connect() as conn:
         command.stamp(alembic_config(connection=conn), revision)
 
 
