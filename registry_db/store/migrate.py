@@ -17,7 +17,12 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from registry_db.errors import DatabaseError, DatabaseUnavailable, SchemaOutOfDate, UsageError
+from registry_db.errors import (
+    DatabaseError,
+    DatabaseUnavailable,
+    RegistryError,
+    SchemaOutOfDate,
+)
 from registry_db.store.engine import WRITE_LOCK_KEY, make_engine, translated
 
 # HEAD_REVISION, the newest migration (a test proves it equals Alembic's head), is a constant so
@@ -144,18 +149,18 @@ def migration_sql(url: str, revision: str = "head", down_from: str | None = None
 
 @contextlib.contextmanager
 def _known_targets(revision: str) -> Iterator[None]:
-    """Alembic's refusal of a target (unknown, or the wrong way) as a usage error that names
-    the revisions there are."""
+    """Alembic's refusal of a target (unknown, or the wrong way) as a refusal (exit 1, as
+    ``db stamp`` has it) that names the revisions there are."""
     from alembic.util import CommandError
 
     if not revision.strip():
-        raise UsageError("the revision is empty; the known revisions are base, "
+        raise RegistryError("the revision is empty; the known revisions are base, "
                          f"{', '.join(_known_revisions())} (head: {HEAD_REVISION})")
     try:
         yield
     except CommandError as exc:
         known = ", ".join(_known_revisions())
-        raise UsageError(f"cannot migrate to {revision!r}: {exc}; the known revisions are "
+        raise RegistryError(f"cannot migrate to {revision!r}: {exc}; the known revisions are "
                          f"base, {known} (head: {HEAD_REVISION})") from None
 
 

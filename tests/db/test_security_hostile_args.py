@@ -120,7 +120,7 @@ def test_an_unsupported_dialect_is_named():
                                   ["upgrade", "--sql", "nope"]])
 def test_an_unknown_revision_names_the_known_ones(step, registry_db):
     result = CliRunner().invoke(main, ["-d", registry_db, "db", *step])
-    assert result.exit_code == 2, result.stderr
+    assert result.exit_code == 1, result.stderr
     assert "the known revisions are base, 0001, 0002" in result.stderr
 
 
