@@ -16,6 +16,7 @@ import click
 
 from registry_db.cli.output import complete_set_names, emit_json, handle_errors, json_option
 from registry_db.model import THINKING_MODES
+from registry_db.resolve.engines import ENGINES
 from registry_db.resolve.layers import FLAGS, INPUTS
 
 #: Answers are written in blocks of this many lines.
@@ -86,10 +87,18 @@ def _run_options(fn: Any) -> Any:
 @_run_options
 @click.option("--batch", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE.jsonl",
               help="Resolve one JSON request per line ('-': stdin); one JSON answer per line.")
+@click.option("--deployment", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Deployment YAML: its pools; resolve once per pool that speculates, at the "
+                   "pool's method and K.")
+@click.option("--emit", type=click.Choice(list(ENGINES)), metavar="ENGINE",
+              help=f"Print what the engine takes instead of the answer: {', '.join(ENGINES)}.")
+@click.option("--shell", is_flag=True,
+              help="With --emit: export lines and POSIX quoting, ready for a shell.")
 @json_option
 @click.pass_context
 @handle_errors
-def resolve(ctx: click.Context, batch: str | None, as_json: bool, **run: Any) -> None:
+def resolve(ctx: click.Context, batch: str | None, as_json: bool, emit: str | None,
+            shell: bool, deployment: str | None, **run: Any) -> None:
     """Resolve the acceptance a run uses: AL, rate, K per-position rates, and where they came
     from. Layers, lowest to highest: registry, workload, scenario, cli; the highest that states
     acceptance wins. A refusal exits 1 and names its reason.
@@ -101,14 +110,27 @@ def resolve(ctx: click.Context, batch: str | None, as_json: bool, **run: Any) ->
         registry resolve --model glm-5.3 --method mtp --k 3 --thinking on \\
             --category chat --fallback-category coding --json
         registry resolve --batch runs.jsonl > answers.jsonl
+        eval "$(registry resolve --model deepseek-v4.1-flash --method dspark --k 5 \\
+            --thinking off --category coding --emit sglang --shell)"
+        registry resolve --model deepseek-v4.1-flash --deployment deploy.yaml \\
+            --thinking off --category coding
     """
+    if shell and emit is None:
+        raise click.UsageError("--shell goes with --emit ENGINE")
     if batch is not None:
+        if emit is not None:
+            raise click.UsageError("--emit answers one run; drop --batch or --emit")
+        if deployment is not None:
+            raise click.UsageError("--deployment answers one run; drop --batch or --deployment")
         given = [flag.decl for flag in FLAGS if run[flag.name] not in (None, ())]
         if given:
             raise click.UsageError(f"--batch reads every run from its file; drop {given[0]}")
         sys.exit(_run_batch(ctx.obj, batch))
+    if deployment is not None:
+        _check_deployment_flags(run)
     for row in INPUTS:
-        if row.required and run[row.name] is None:
+        if row.required and run[row.name] is None and (
+                deployment is None or row.name not in ("method", "k")):
             raise click.UsageError(f"--{row.name} is required (or give --batch FILE)")
     for file_flag in FLAGS:
         for term in (flag for row in INPUTS if row.name in file_flag.states
@@ -116,10 +138,76 @@ def resolve(ctx: click.Context, batch: str | None, as_json: bool, **run: Any) ->
             if run[file_flag.name] is not None and run[term.name] is not None:
                 raise click.UsageError(f"{file_flag.decl} states the {term.decl[2:]} "
                                        f"already; drop {term.decl} or the file")
-    _run_one(ctx.obj, run, as_json)
+    if deployment is not None:
+        _run_deployment(ctx.obj, run, deployment, as_json, emit, shell)
+        return
+    _run_one(ctx.obj, run, as_json, emit, shell)
 
 
-def _run_one(settings: Any, run: dict[str, Any], as_json: bool) -> None:
+def _check_deployment_flags(run: dict[str, Any]) -> None:
+    """With --deployment the pools state method and K; --k only says at which K the command
+    line's value was stated."""
+    if run["method"] is not None:
+        raise click.UsageError("--deployment states each pool's method and K; drop --method")
+    stated = any(run[n] is not None for n in ("acceptance_length", "acceptance_rate",
+                                                "per_position_rates"))
+    if stated and run["k"] is None:
+        raise click.UsageError("the command line's value is stated at a K: give --k")
+    if not stated and run["k"] is not None:
+        raise click.UsageError("--deployment states each pool's K; drop --k (it only says "
+                               "at which K a command line value was stated)")
+
+
+def _run_deployment(settings: Any, run: dict[str, Any], path: str, as_json: bool,
+                    emit: str | None, shell: bool) -> None:
+    """Resolve once per speculating pool of the deployment file; print the answers by pool."""
+    from registry_db.errors import ResolutionRefused
+    from registry_db.inputs.deployment import load_deployment
+    from registry_db.resolve.plan import resolve_deployment
+
+    deployment = load_deployment(path)
+    # The pools replace the run's method and K; these stand in until they do.
+    run = {**run, "method": run["method"] or "-", "k": run["k"] or 1}
+    try:
+        request, warnings = _request(run)
+        for finding in warnings:
+            click.echo(finding.render(), err=True)
+        with settings.registry() as engine:
+            answer = resolve_deployment(engine, request, deployment)
+    except ResolutionRefused as refusal:
+        if as_json:
+            emit_json(refusal.to_json())
+        else:
+            click.echo(f"refused ({refusal.reason}): {refusal.message}", err=True)
+        sys.exit(1)
+    if not as_json:
+        for warning in answer.warnings:
+            click.echo(f"warning: {warning}", err=True)
+    if emit is not None:
+        from registry_db.resolve.engines import engine_settings
+
+        if as_json:
+            emit_json({"pools": {name: {**engine_settings(r, emit).to_json(),
+                                        "resolution": r.to_json()} for name, r in answer.pools},
+                       "warnings": list(answer.warnings)})
+            return
+        for name, r in answer.pools:
+            for note in r.warnings:
+                click.echo(f"note: pool {name}: {note}", err=True)
+            click.echo(f"# pool {name}")
+            click.echo("\n".join(engine_settings(r, emit).lines(shell)))
+        return
+    if as_json:
+        emit_json(answer.to_json())
+    elif not answer.speculating:
+        click.echo("not speculating: no pool of the deployment speculates")
+    else:
+        click.echo("\n\n".join(f"{'pool':<8} {name}\n{format_resolution(r)}"
+                                for name, r in answer.pools))
+
+
+def _run_one(settings: Any, run: dict[str, Any], as_json: bool, emit: str | None = None,
+             shell: bool = False) -> None:
     from registry_db.errors import ResolutionRefused
     from registry_db.resolve.plan import resolve as resolve_run
 
@@ -134,7 +222,9 @@ def _run_one(settings: Any, run: dict[str, Any], as_json: bool) -> None:
         else:
             click.echo(f"refused ({refusal.reason}): {refusal.message}", err=True)
         sys.exit(1)
-    if as_json:
+    if emit is not None:
+        _emit(answer, emit, as_json, shell)
+    elif as_json:
         emit_json(answer.to_json())
     else:
         click.echo(format_resolution(answer))
@@ -163,6 +253,20 @@ def _on_registry(settings: Any, call: Any, arg: Any) -> Any:
             conn.close()
     with settings.registry() as engine:
         return call(engine, arg)
+
+
+def _emit(answer: Any, engine: str, as_json: bool, shell: bool) -> None:
+    """What ``engine`` takes, on stdout; the answer's notes on stderr, where a shell's ``eval``
+    of stdout does not see them."""
+    from registry_db.resolve.engines import engine_settings
+
+    settings = engine_settings(answer, engine)
+    if as_json:
+        emit_json({**settings.to_json(), "resolution": answer.to_json()})
+        return
+    for note in answer.warnings:
+        click.echo(f"note: {note}", err=True)
+    click.echo("\n".join(settings.lines(shell)))
 
 
 def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:

@@ -10,7 +10,8 @@ from typing import Any
 
 _LAZY = {
     "resolve": "plan", "resolve_many": "plan", "Resolution": "plan", "Fallback": "plan",
-    "HardwareMismatch": "plan", "min_variance_rates": "rates",
+    "HardwareMismatch": "plan", "min_variance_rates": "rates", "resolve_deployment": "plan",
+    "DeploymentAnswer": "plan", "engine_settings": "engines",
 }
 __all__ = ["Request", *_LAZY]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -41,6 +41,8 @@ from registry_db.resolve.layers import LAYERS, LayerRow
 from registry_db.resolve.lookup import (
     Candidate,
     Key,
+    Lookup,
+    Winner,
     cursor,
     lookup_many,
     lookup_one,
@@ -50,7 +52,11 @@ from registry_db.resolve.lookup import (
 from registry_db.resolve.rates import complete, min_variance_rates, rate_from_al
 
 
-__all__ = ["Fallback", "HardwareMismatch", "Request", "Resolution", "resolve", "resolve_many"]
+if TYPE_CHECKING:  # pragma: no cover
+    from registry_db.inputs.deployment import Deployment
+
+__all__ = ["DeploymentAnswer", "Fallback", "HardwareMismatch", "Request", "Resolution",
+           "resolve", "resolve_deployment", "resolve_many"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +129,8 @@ def resolve(bind: Bind, request: Request) -> Resolution:
             known = frozenset(set_names(c))
         plan = planned = _plan(request, known, checks)
         if isinstance(plan, _Plan):
-            model, method, k, thinking, category = plan.keys[0]
-            index = lookup_one(c, model, method, k, thinking, category, plan.fallback)
-            plan = _Answers(index).finish(plan)
+            won = lookup_one(c, plan.lookup)
+            plan = _Answers({} if won is None else {plan.lookup: won}).finish(plan)
     if isinstance(plan, Refusal):
         raise ResolutionRefused(_say_what_exists(bind, [planned], [plan])[0])
     return plan
@@ -164,11 +169,69 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
         with _translated(bind), cursor(bind, snapshot=True) as c:
             known = frozenset(set_names(c))
             plans = [_plan(r, known, checks) for r in requests]
-            keys = [key for p in plans if type(p) is _Plan for key in p.keys]
-            index = lookup_many(c, keys)
+            index = lookup_many(c, [p.lookup for p in plans if type(p) is _Plan])
         answers = _Answers(index)
         return _say_what_exists(bind, plans, [answers.finish(p) if isinstance(p, _Plan) else p
                                               for p in plans])
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentAnswer:
+    """A run with a deployment: one resolution per pool that speculates, by pool name, in the
+    deployment's order. No pool speculating is an answer too (``speculating`` false)."""
+
+    pools: tuple[tuple[str, Resolution], ...]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def speculating(self) -> bool:
+        return bool(self.pools)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"speculating", "pools": {NAME: resolution}, "warnings"}``."""
+        return {"speculating": self.speculating,
+                "pools": {name: r.to_json() for name, r in self.pools},
+                "warnings": list(self.warnings)}
+
+
+def resolve_deployment(bind: Bind, request: Request, deployment: Deployment) -> DeploymentAnswer:
+    """Resolve ``request`` once for each pool of ``deployment`` that speculates.
+
+    Each pool's ``engine.speculative`` method and K replace the request's. Every stated value
+    is checked first (``invalid_value``); then each must name the K of every speculating pool
+    (spec: Checks), else ``k_mismatch`` names the pool. A refusal for one pool refuses the run,
+    naming the pool. When no pool speculates the answer says so, with a warning for each layer
+    that stated a value (it is not used).
+    """
+    checks = Checks()
+    stated = []
+    for row in LAYERS[1:]:
+        found = checks.stated(request, row.layer)
+        if type(found) is Refusal:
+            raise ResolutionRefused(found)
+        value = None if found is None else row.value(found)
+        if value is not None:
+            stated.append((row.layer, value))
+    speculating = deployment.speculating
+    if not speculating:
+        return DeploymentAnswer((), tuple(
+            f"no pool of the deployment speculates; the {layer} layer's stated acceptance is "
+            "not used" for layer, _ in stated))
+    for pool in speculating:
+        for layer, value in stated:
+            if value.num_spec_tokens != pool.num_spec_tokens:
+                raise ResolutionRefused(R.K_MISMATCH, (
+                    f"pool {pool.name!r} speculates K = {pool.num_spec_tokens}, but the {layer} "
+                    f"layer's value was stated for K = {value.num_spec_tokens}; a value is "
+                    "refused rather than rescaled"))
+    answers = resolve_many(bind, [replace(request, method=pool.method, k=pool.num_spec_tokens)
+                                  for pool in speculating])
+    pools = []
+    for pool, answer in zip(speculating, answers):
+        if type(answer) is Refusal:
+            raise ResolutionRefused(answer.reason, f"pool {pool.name!r}: {answer.message}")
+        pools.append((pool.name, answer))
+    return DeploymentAnswer(tuple(pools))
 
 
 # --- planning: everything that needs no profile --------------------------------------------------
@@ -181,6 +244,8 @@ class _Plan(NamedTuple):
     scope: frozenset[str] | None  # None: every set
     keys: tuple[Key, ...]  # the workload's category first (when it has one), then the fallback's
     fallback: str | None
+    #: What the lookup statement is given: the prefix, category, fallback, sets in scope.
+    lookup: Lookup
     notes: tuple[str, ...] = ()
 
 
@@ -206,7 +271,9 @@ def _plan(req: Request, known: frozenset[str], checks: Checks
         if req.category is None:
             return _no_category(Layer.REGISTRY)
         return _Plan(req, Layer.REGISTRY, None if sets is None else frozenset(sets),
-                     ((req.model, req.method, req.k, req.thinking, req.category),), None)
+                     ((req.model, req.method, req.k, req.thinking, req.category),), None,
+                     Lookup(req.model, req.method, req.k, req.thinking, req.category, None,
+                            None if sets is None else _scope(sets)))
     return _plan_layers(req, known, checks)
 
 
@@ -259,7 +326,23 @@ def _plan_layers(req: Request, known: frozenset[str], checks: Checks
         return _no_category(layer)
     prefix = (req.model, req.method, req.k, req.thinking)
     keys = tuple(prefix + (c,) for c in (req.category, fallback) if c is not None)
-    return _Plan(req, layer, scope, keys, fallback, notes)
+    return _Plan(req, layer, scope, keys, fallback,
+                 Lookup(*prefix, req.category, fallback, None if scope is None else _scope(scope)),
+                 notes)
+
+
+def _scope(names: Iterable[str]) -> tuple[str, ...]:
+    """Set names as a lookup's scope: distinct and sorted, so equal scopes share a lookup."""
+    names = tuple(names)  # a library caller may pass a list (checked: of strings)
+    found = _SCOPES.get(names)
+    if found is None:
+        if len(_SCOPES) >= 1024:  # a batch names few distinct scopes; bound the memo anyway
+            _SCOPES.clear()
+        found = _SCOPES[names] = tuple(sorted(set(names)))
+    return found
+
+
+_SCOPES: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 def _no_thinking(layer: str) -> Refusal:
@@ -293,39 +376,35 @@ def _inline_answer(value: InlineValue, k: int, layer: str, notes: tuple[str, ...
 class _Answers:
     """Turns plans into answers from one lookup's candidates, sharing what answers share."""
 
-    def __init__(self, index: dict[Key, list[Candidate]]):
+    def __init__(self, index: dict[Lookup, Winner]):
         self.index = index
         self._derived: dict[tuple[float, int], tuple[float, ...]] = {}
 
     def finish(self, plan: _Plan) -> Resolution | Refusal:
-        """The answer to ``plan``: the one profile in scope, the fallback's, or a refusal."""
-        scope, keys, category = plan.scope, plan.keys, plan.request.category
-        if category is not None:
-            found = self.index.get(keys[0])
-            if found and scope is not None:
-                found = [c for c in found if c.profile_set in scope]
-            if found:
-                if len(found) == 1:
-                    return self.answer(plan, found[0], keys[0], None)
-                return _conflict(keys[0], found)
-        fallback = plan.fallback
-        if fallback is None:
-            return Refusal(R.NO_MATCH, (
-                f"no profile {profile_label(*keys[0])} in {_scope_text(plan)}, and no "
-                "fallback_category was requested"))
-        key = keys[-1]
-        found = self.index.get(key)
-        if found and scope is not None:
-            found = [c for c in found if c.profile_set in scope]
-        if found:
-            if len(found) == 1:
-                return self.answer(plan, found[0], key, Fallback(category, fallback))
-            return _conflict(key, found)
-        missing = "the workload states no category" if category is None else (
-            f"the workload's category {category!r} has no profile")
-        return Refusal(R.FALLBACK_NO_MATCH, (
-            f"{missing} in {_scope_text(plan)}, and the fallback has no profile either: no "
-            f"{profile_label(*key)}"))
+        """The answer to ``plan`` from its lookup's winner (or from there being none).
+
+        The lookup statement has already chosen the category (the workload's or the fallback)
+        and counted the sets in scope that hold it: this builds the answer, or the refusal
+        that says why there is none.
+        """
+        lookup = plan.lookup
+        won = self.index.get(lookup)
+        if won is None:
+            if lookup.fallback is None:
+                return Refusal(R.NO_MATCH, (
+                    f"no profile {profile_label(*plan.keys[0])} in {_scope_text(plan)}, and no "
+                    "fallback_category was requested"))
+            missing = "the workload states no category" if lookup.category is None else (
+                f"the workload's category {lookup.category!r} has no profile")
+            return Refusal(R.FALLBACK_NO_MATCH, (
+                f"{missing} in {_scope_text(plan)}, and the fallback has no profile either: no "
+                f"{profile_label(*plan.keys[-1])}"))
+        key = plan.keys[0][:4] + (won.category,)
+        if won.set_count > 1:
+            return _conflict(key, list(won.candidates), won.set_count)
+        return self.answer(plan, won.candidates[0], key,
+                           None if won.category == lookup.category
+                           else Fallback(lookup.category, won.category))
 
     def answer(self, plan: _Plan, cand: Candidate, key: Key,
                fallback: Fallback | None) -> Resolution:
@@ -401,8 +480,8 @@ def _scope_text(plan: _Plan) -> str:
     return "the registry sets " + ", ".join(repr(s) for s in sorted(plan.scope))
 
 
-def _conflict(key: Key, found: list[Candidate]) -> Refusal:
+def _conflict(key: Key, found: list[Candidate], count: int) -> Refusal:
     names = ", ".join(c.profile_set for c in found)
     return Refusal(R.CONFLICT, (
-        f"{len(found)} registry sets hold {profile_label(*key)}: {names}; name one with --set "
+        f"{count} registry sets hold {profile_label(*key)}: {names}; name one with --set "
         "(or a scenario's acceptance.profiles)"))

@@ -12,9 +12,10 @@ from sqlalchemy import text
 from registry_db.store import write as importer
 from registry_db.errors import ResolutionRefused
 from registry_db.gcpause import PAUSE_FROM as GC_PAUSE_FROM
+from registry_db.resolve.lookup import (LOOKUP_ONE, PG_ARRAYS, PG_LOOKUP_MANY, SQLITE_KEYS_DDL,
+                                        SQLITE_KEYS_INSERT, SQLITE_LOOKUP_MANY, Lookup,
+                                        one_parameters, one_statement)
 from registry_db.resolve.plan import Request, resolve, resolve_many
-from registry_db.resolve.lookup import (LOOKUP_ONE, PG_LOOKUP_MANY, SQLITE_KEYS_DDL,
-                                      SQLITE_KEYS_INSERT, SQLITE_LOOKUP_MANY)
 from registry_db.model import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
 
 MODELS = [f"model-{i}" for i in range(30)]
@@ -230,9 +231,11 @@ def _key_index(conn) -> str:
 
 
 def test_one_run_lookup_uses_the_profile_key_index(big):
-    params = ("model-1", "eagle", 3, "off", "chat", "coding")
     with big.connect() as conn:
-        plan = _plan_text(conn, LOOKUP_ONE[conn.dialect.name], params)
+        statement, order = one_statement(conn.dialect.name, 0)
+        assert statement == LOOKUP_ONE[conn.dialect.name]
+        params = one_parameters(Lookup("model-1", "eagle", 3, "off", "chat", "coding"), order)
+        plan = _plan_text(conn, statement, params)
         index = _key_index(conn)
     assert index in plan, plan
     if big.dialect.name == "sqlite":
@@ -245,7 +248,10 @@ def test_one_run_lookup_uses_the_profile_key_index(big):
 def test_batch_lookup_probes_the_index_for_a_few_keys(big):
     """SQLite probes the index per key of the TEMP table; PostgreSQL does for a few unnested
     keys (for many it may merge-join the sorted keys with the table: set-based either way)."""
-    keys = [(i, "model-1", "eagle", 3, "off", c) for i, c in enumerate(CATEGORIES)]
+    # One lookup row per category, every other one scoped to a set: (lookup, preference, key,
+    # set name or '' for every set).
+    keys = [(i, i % 2, "model-1", "eagle", 3, "off", c, "north" if i % 2 else "")
+            for i, c in enumerate(CATEGORIES)]
     with big.connect() as conn:
         index = _key_index(conn)
         cur = conn.connection.dbapi_connection.cursor()
@@ -258,8 +264,7 @@ def test_batch_lookup_probes_the_index_for_a_few_keys(big):
                    "num_spec_tokens=? AND thinking=? AND category=?)" in plan, plan
             return
         columns = [list(c) for c in zip(*keys)]
-        cur.execute("EXPLAIN " + PG_LOOKUP_MANY, dict(zip(
-            ("ids", "models", "methods", "ks", "thinkings", "categories"), columns)))
+        cur.execute("EXPLAIN " + PG_LOOKUP_MANY, dict(zip(PG_ARRAYS, columns)))
         plan = "\n".join(r[0] for r in cur.fetchall())
     assert index in plan and "Seq Scan on profiles" not in plan, plan
 

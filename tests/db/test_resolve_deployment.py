@@ -1,0 +1,165 @@
+"""A run with a deployment, on both backends: one resolution per speculating pool (by pool
+name), k_mismatch naming the pool, "not speculating" with a warning, and `--deployment`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from registry_db.errors import ResolutionRefused
+from registry_db.inputs.deployment import Deployment, Pool
+from registry_db.model import InlineValue, Pin
+from registry_db.resolve.plan import Request, resolve, resolve_deployment
+from registry_db.store import write as importer
+from tests.db.test_resolve import SETS, make_set, prof
+from tests.db.test_resolve_cli import run
+
+#: Two pools that speculate differently, one that does not.
+MIXED = Deployment((Pool("prefill"), Pool("decode", "eagle", 3), Pool("draft2", "eagle", 2)))
+QUIET = Deployment((Pool("prefill"), Pool("decode")))
+
+
+@pytest.fixture
+def reg(engine):
+    importer.import_sets(engine, [*SETS, make_set("delta", prof("solo", "coding", 1.9, k=2))])
+    return engine
+
+
+def request(**kw) -> Request:
+    # method and K are the pools'; the request's own stand in and are replaced.
+    return Request("solo", "-", 1, "off", "coding", sets=("alpha", "delta"), **kw)
+
+
+def test_one_resolution_per_speculating_pool_by_name(reg):
+    answer = resolve_deployment(reg, request(), MIXED)
+    assert [name for name, _ in answer.pools] == ["decode", "draft2"]
+    decode, draft2 = (r for _, r in answer.pools)
+    # Each pool's answer is what the run alone at that pool's method and K resolves to.
+    assert decode == resolve(reg, Request("solo", "eagle", 3, "off", "coding",
+                                          sets=("alpha", "delta")))
+    assert (decode.num_spec_tokens, decode.acceptance_length) == (3, 2.5)
+    assert (draft2.num_spec_tokens, draft2.acceptance_length) == (2, 1.9)
+    body = answer.to_json()
+    assert body["speculating"] is True and body["warnings"] == []
+    assert list(body["pools"]) == ["decode", "draft2"]
+    assert body["pools"]["decode"] == decode.to_json()
+
+
+def test_a_stated_value_must_name_the_k_of_each_speculating_pool(reg):
+    single = Deployment((Pool("decode", "eagle", 3),))
+    answer = resolve_deployment(reg, request(cli=InlineValue(3, acceptance_length=2.2)), single)
+    assert answer.pools[0][1].layer == "cli" and answer.pools[0][1].acceptance_length == 2.2
+    # K 3 matches decode but not draft2: the refusal names the pool whose K it misses.
+    with pytest.raises(ResolutionRefused) as info:
+        resolve_deployment(reg, request(cli=InlineValue(3, acceptance_length=2.2)), MIXED)
+    assert info.value.reason == "k_mismatch"
+    assert info.value.message.startswith(
+        "pool 'draft2' speculates K = 2, but the cli layer's value was stated for K = 3")
+    # At every layer, winning or not.
+    for kw, layer in ((dict(workload=InlineValue(2, acceptance_length=1.5)), "workload"),
+                      (dict(pin=Pin(value=InlineValue(2, acceptance_length=1.5))), "scenario")):
+        with pytest.raises(ResolutionRefused) as info:
+            resolve_deployment(reg, request(**kw), MIXED)
+        assert info.value.reason == "k_mismatch"
+        assert f"pool 'decode' speculates K = 3, but the {layer} layer's" in info.value.message
+
+
+def test_an_invalid_value_is_invalid_before_its_k_is_compared(reg):
+    with pytest.raises(ResolutionRefused) as info:
+        resolve_deployment(reg, request(cli=InlineValue(3, acceptance_length=9.0)), MIXED)
+    assert info.value.reason == "invalid_value"
+
+
+def test_no_pool_speculating_answers_not_speculating(reg):
+    answer = resolve_deployment(reg, request(), QUIET)
+    assert answer.to_json() == {"speculating": False, "pools": {}, "warnings": []}
+    stated = resolve_deployment(reg, request(workload=InlineValue(3, acceptance_length=2.0),
+                                             cli=InlineValue(2, acceptance_rate=0.5)), QUIET)
+    assert not stated.speculating
+    assert stated.warnings == (
+        "no pool of the deployment speculates; the workload layer's stated acceptance is not "
+        "used",
+        "no pool of the deployment speculates; the cli layer's stated acceptance is not used")
+
+
+def test_a_pools_refusal_names_the_pool(reg):
+    with pytest.raises(ResolutionRefused) as info:
+        resolve_deployment(reg, request(), Deployment((Pool("decode", "eagle", 3),
+                                                       Pool("wide", "eagle", 4))))
+    assert info.value.reason == "no_match"
+    assert info.value.message.startswith("pool 'wide': no profile solo/eagle/k4/")
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+@pytest.fixture
+def url(reg, db_url):
+    return db_url
+
+
+SOLO = ["--model", "solo", "--thinking", "off", "--category", "coding", "--set", "alpha",
+        "--set", "delta"]
+MIXED_YAML = ("pools:\n  - name: prefill\n"
+              "  - name: decode\n    engine: {speculative: {method: eagle, num_spec_tokens: 3}}\n"
+              "  - name: draft2\n    engine: {speculative: {method: eagle, num_spec_tokens: 2}}\n")
+
+
+def deployment_file(tmp_path, text: str) -> str:
+    path = tmp_path / "deploy.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_cli_deployment_json_lists_the_pools(url, tmp_path):
+    result = run(url, *SOLO, "--deployment", deployment_file(tmp_path, MIXED_YAML), "--json")
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["speculating"] is True and list(body["pools"]) == ["decode", "draft2"]
+    assert body["pools"]["draft2"]["acceptance_length"] == 1.9
+
+
+def test_cli_deployment_text_and_emit(url, tmp_path):
+    path = deployment_file(tmp_path, MIXED_YAML)
+    text = run(url, *SOLO, "--deployment", path).stdout
+    assert text.startswith("pool     decode\nAL       2.5\n") and "\n\npool     draft2\nAL" in text
+    emitted = run(url, *SOLO, "--deployment", path, "--emit", "trtllm").stdout
+    assert emitted == ("# pool decode\nTLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=1.5\n"
+                       "# pool draft2\nTLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=0.9\n")
+
+
+def test_cli_k_mismatch_names_the_pool(url, tmp_path):
+    result = run(url, *SOLO, "--deployment", deployment_file(tmp_path, MIXED_YAML),
+                 "--acceptance-length", "2.2", "--k", "3")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("refused (k_mismatch): pool 'draft2' speculates K = 2")
+
+
+def test_cli_not_speculating_warns_about_a_stated_value(url, tmp_path):
+    path = deployment_file(tmp_path, "name: cpu\n")
+    result = run(url, *SOLO, "--deployment", path, "--acceptance-length", "2.2", "--k", "3")
+    assert result.exit_code == 0
+    assert result.stdout == "not speculating: no pool of the deployment speculates\n"
+    assert result.stderr == ("warning: no pool of the deployment speculates; the cli layer's "
+                             "stated acceptance is not used\n")
+    quiet = run(url, *SOLO, "--deployment", path)
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def test_cli_invalid_deployment_file_exits_1_with_findings(url, tmp_path):
+    path = deployment_file(tmp_path, "pools:\n  - name: a\n    engine: {speculative: {}}\n")
+    result = run(url, *SOLO, "--deployment", path)
+    assert result.exit_code == 1
+    assert f"{path}:3:27: pools[0].engine.speculative.method: method is required" in (
+        result.stderr)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--method", "eagle"], "drop --method"),
+    (["--k", "3"], "drop --k"),
+    (["--acceptance-length", "2"], "give --k"),
+])
+def test_cli_deployment_usage_errors(url, tmp_path, args, needle):
+    result = run(url, *SOLO, "--deployment", deployment_file(tmp_path, MIXED_YAML), *args)
+    assert result.exit_code == 2 and needle in result.stderr
+

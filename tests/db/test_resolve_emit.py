@@ -1,0 +1,99 @@
+"""``registry resolve --emit ENGINE [--shell]`` on both backends: what the engine takes instead
+of the answer, its --json wrapping, its shell form, refusals and usage errors."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from registry_db.store import write as importer
+from tests.conftest import SEED
+from tests.db.test_resolve_cli import DSV, GLM, run, seed_answer
+
+
+@pytest.fixture
+def url(db_url, engine):
+    """A database holding the seed."""
+    importer.import_paths(engine, [SEED])
+    return db_url
+
+
+OFF = [*DSV, "--thinking", "off", "--category", "coding"]   # the seed's AL 4.07, rates derived
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("vllm", '{"num_speculative_tokens": 5, "rejection_sample_method": "synthetic", '
+             '"synthetic_acceptance_length": 4.07}\n'),
+    ("sglang", "SGLANG_SIMULATE_ACC_LEN=4.07\nSGLANG_SIMULATE_ACC_METHOD=match-expected\n"
+               "SGLANG_SIMULATE_ACC_TOKEN_MODE=real-draft-token\n"),
+    ("trtllm", "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=3.07\n"),
+    ("atom", "--spec-decode-acceptance-length 4.07\n"),
+    ("tilert", "TILERT_SIMULATE_ACC_LEN=4.07\nTILERT_SIMULATE_ACC_METHOD=match-expected\n"),
+])
+def test_emit_prints_what_the_engine_takes(url, name, expected):
+    result = run(url, *OFF, "--emit", name)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == expected and result.stderr == ""
+
+
+def test_emit_stated_rates_give_vllm_the_rates(url):
+    result = run(url, *GLM, "--per-position-rates", "0.9,0.6,0.28", "--emit", "vllm")
+    assert json.loads(result.stdout) == {
+        "num_speculative_tokens": 3, "rejection_sample_method": "synthetic",
+        "synthetic_acceptance_rates": [0.9, 0.6, 0.28]}
+    # The length a run states is decimal text: 2.78 - 1 is 1.78 for TensorRT-LLM.
+    assert run(url, *GLM, "--acceptance-length", "2.78", "--emit", "trtllm").stdout == (
+        "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=1.78\n")
+
+
+@pytest.mark.parametrize("name, key, value", [
+    ("sglang", "env", {"SGLANG_SIMULATE_ACC_LEN": "4.07",
+                       "SGLANG_SIMULATE_ACC_METHOD": "match-expected",
+                       "SGLANG_SIMULATE_ACC_TOKEN_MODE": "real-draft-token"}),
+    ("vllm", "speculative_config", {"num_speculative_tokens": 5,
+                                    "rejection_sample_method": "synthetic",
+                                    "synthetic_acceptance_length": 4.07}),
+    ("atom", "args", ["--spec-decode-acceptance-length", "4.07"]),
+])
+def test_emit_with_json_wraps_it_beside_the_resolution(url, name, key, value):
+    result = run(url, *OFF, "--emit", name, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {"engine": name, key: value,
+                                         "resolution": seed_answer()}
+
+
+def test_emit_shell_exports_and_quotes(url):
+    result = run(url, *OFF, "--emit", "tilert", "--shell")
+    assert result.stdout == ("export TILERT_SIMULATE_ACC_LEN=4.07\n"
+                             "export TILERT_SIMULATE_ACC_METHOD=match-expected\n")
+    vllm = run(url, *OFF, "--emit", "vllm", "--shell").stdout
+    assert vllm.startswith("'{") and json.loads(shlex.split(vllm)[0])[
+        "synthetic_acceptance_length"] == 4.07
+
+
+def test_emit_notes_go_to_stderr(url):
+    result = run(url, *OFF, "--hardware", "h200", "--emit", "trtllm", "--shell")
+    assert result.stdout == "export TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=3.07\n"
+    assert result.stderr == ("note: the profile was measured on b300 and the run is on h200; "
+                             "acceptance is reused across hardware\n")
+
+
+def test_a_refusal_with_emit_stays_exit_1_with_its_reason(url):
+    result = run(url, *GLM, "--category", "chat", "--emit", "sglang")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("refused (no_match): ")
+    as_json = run(url, *GLM, "--category", "chat", "--emit", "sglang", "--json")
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.stdout)["refused"]["reason"] == "no_match"
+
+
+@pytest.mark.parametrize("args, needle", [
+    ([*OFF, "--shell"], "--shell goes with --emit ENGINE"),
+    (["--batch", "-", "--emit", "vllm"], "--emit answers one run"),
+    ([*OFF, "--emit", "hf"], "'hf' is not one of 'vllm', 'sglang', 'trtllm', 'atom', 'tilert'"),
+])
+def test_emit_usage_errors_exit_2(url, args, needle):
+    result = run(url, *args)
+    assert result.exit_code == 2 and needle in result.stderr, result.stderr
