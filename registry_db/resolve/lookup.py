@@ -334,7 +334,7 @@ _PREFIX_ORDER = operator.itemgetter(0, 1, 2, 3)
 
 def _lookup_rows(lookups: Sequence[Lookup]) -> list[tuple]:
     """The lookups as rows of the many-runs statement, numbered by their position."""
-    rows = []
+    rows: list[tuple] = []
     add = rows.append
     for i, (model, method, k, thinking, category, fallback, scope) in enumerate(lookups):
         names = scope or ("",)

@@ -224,11 +224,12 @@ def resolve_deployment(bind: Bind, request: Request, deployment: Deployment) -> 
                     f"pool {pool.name!r} speculates K = {pool.num_spec_tokens}, but the {layer} "
                     f"layer's value was stated for K = {value.num_spec_tokens}; a value is "
                     "refused rather than rescaled"))
-    answers = resolve_many(bind, [replace(request, method=pool.method, k=pool.num_spec_tokens)
-                                  for pool in speculating])
-    pools = []
+    answers = resolve_many(bind, [replace(request, method=str(pool.method),
+                                          k=int(pool.num_spec_tokens or 0))
+                                  for pool in speculating])  # a speculating pool has both
+    pools: list[tuple[str, Resolution]] = []
     for pool, answer in zip(speculating, answers):
-        if type(answer) is Refusal:
+        if isinstance(answer, Refusal):
             raise ResolutionRefused(answer.reason, f"pool {pool.name!r}: {answer.message}")
         pools.append((pool.name, answer))
     return DeploymentAnswer(tuple(pools))

@@ -13,8 +13,14 @@ from sqlalchemy import text
 
 from registry_db.errors import ResolutionRefused
 from registry_db.model import Pin
-from registry_db.resolve.lookup import (Lookup, cursor, lookup_many, lookup_one, one_parameters,
-                                        one_statement)
+from registry_db.resolve.lookup import (
+    Lookup,
+    cursor,
+    lookup_many,
+    lookup_one,
+    one_parameters,
+    one_statement,
+)
 from registry_db.resolve.plan import Request, resolve
 from registry_db.store import write as importer
 from tests.conftest import ROOT
