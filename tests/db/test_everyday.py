@@ -508,3 +508,28 @@ def test_overlap_between_two_stored_sets_is_not_this_imports_warning(db_url, tmp
     assert result.exit_code == 0
     lines = [ln for ln in result.stderr.splitlines() if "profile key(s)" in ln]
     assert len(lines) == 2 and all("'three'" in ln for ln in lines)
+
+
+def test_every_parameter_that_names_a_set_completes_set_names():
+    """A SET argument (show, export, and the history issue's diff, history, delete) and every
+    --set / --profiles option complete from the registry: attach
+    ``shell_complete=registry_db.cli.output.complete_set_names``."""
+    import click
+
+    from registry_db.cli.output import complete_set_names
+
+    def walk(cmd: click.Command, path: str):
+        yield path, cmd
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(None):  # type: ignore[arg-type]
+                yield from walk(cmd.get_command(None, name), f"{path} {name}")  # type: ignore
+
+    missing = []
+    for path, cmd in walk(main, "registry"):
+        for p in cmd.params:
+            names_set = ((isinstance(p, click.Argument) and "SET" in (p.metavar or ""))
+                         or (isinstance(p, click.Option)
+                             and {"--set", "--profiles"} & set(p.opts)))
+            if names_set and p._custom_shell_complete is not complete_set_names:
+                missing.append(f"{path} {p.name}")
+    assert missing == []
