@@ -303,6 +303,10 @@ def test_db_stamp_and_repeated_downgrade(empty_url):
     assert "Traceback" not in unknown.output
     up_unknown = db("upgrade", "nope")
     assert up_unknown.exit_code == 1 and "Traceback" not in up_unknown.output
+    # The stamp only recorded the head: stamping 0001 back and upgrading builds what it lacks
+    # (and leaves a whole schema for the next test on this server).
+    assert "stamped" in db("stamp", "0001").stderr
+    assert f"upgraded 0001 -> {store.HEAD_REVISION}" in db("upgrade").stderr
 
 
 def test_db_downgrade_and_stamp_never_create_a_file(tmp_path):
