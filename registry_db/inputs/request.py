@@ -46,6 +46,7 @@ from registry_db.inputs.schema import (
 )
 from registry_db.model import THINKING_MODES, WORKLOAD_KEYS, InlineValue, Pin, Refusal
 from registry_db.model import RefusalReason as R
+from registry_db.resolve import layers
 
 
 @dataclass(frozen=True)
@@ -74,52 +75,52 @@ class Request:
     id: Any = field(default=None, compare=False)
 
 
-def _inputs() -> Any:
-    # The table lives with the resolver's layers; imported late, as it imports this package.
-    from registry_db.resolve import layers
-
-    return layers
-
-
 def check_terms(req: Any) -> Refusal | None:
     """The run's own terms by each row's rule: ``invalid_request`` naming every problem."""
-    problems = [problem for row in _inputs().TERMS
-                if (problem := row.check(getattr(req, row.name))) is not None]
+    problems = [problem for name, check in layers.TERM_CHECKS
+                if (problem := check(getattr(req, name))) is not None]
     return Refusal(R.INVALID_REQUEST, "; ".join(problems)) if problems else None
 
 
+_contains = set.__contains__
+
+
 class Checks:
-    """Checks a batch's requests, remembering what was checked: the terms once per distinct
-    combination, each stated value and pin once per distinct value."""
+    """Checks a batch's requests, remembering what was checked: each term's value, and each
+    stated value and pin, once per distinct value."""
 
     def __init__(self) -> None:
-        layers = _inputs()
         self._seen: dict[Any, Any] = {}
         self._terms_of = attrgetter(*(row.name for row in layers.TERMS))
-        self._good_terms: set[tuple] = set()
-        self._stated = layers.STATED
+        self._good: tuple[set, ...] = tuple(set() for _ in layers.TERMS)
+        # 1, 1.0 and True are equal, and only the first is an integer term: those terms are
+        # looked up only when they hold an int (or nothing).
+        self._ints = tuple(i for i, row in enumerate(layers.TERMS) if row.json == "integer")
 
     def terms(self, req: Any) -> Refusal | None:
-        """:func:`check_terms`, remembered for terms already found good (a batch repeats a few)."""
-        terms = self._terms_of(req)
-        # Only an int K is remembered: 1, 1.0 and True are equal, and only one of them is a K.
-        if type(req.k) is int:
+        """:func:`check_terms`; a value each term's rule found good before is not checked
+        again (a batch repeats a few models, methods, Ks and categories)."""
+        values = self._terms_of(req)
+        if all(type(values[i]) is int or values[i] is None for i in self._ints):
             try:
-                if terms in self._good_terms:
+                if all(map(_contains, self._good, values)):
                     return None
             except TypeError:  # an unhashable term (a list of sets): checked every time
-                return check_terms(req)
-            refusal = check_terms(req)
-            if refusal is None:
-                self._good_terms.add(terms)
-            return refusal
-        return check_terms(req)
+                pass
+        refusal = check_terms(req)
+        if refusal is None:
+            for good, value in zip(self._good, values):
+                try:
+                    good.add(value)
+                except TypeError:
+                    pass
+        return refusal
 
     def stated(self, req: Any, layer: str) -> Any:
         """What ``layer`` states in ``req``, checked by its schema (None when it states nothing);
         a :class:`Refusal` (``invalid_value``) when it breaks the spec's rules."""
-        row = self._stated[layer]
-        return self.check(getattr(req, row.name), row.schema, row.key, layer)
+        name, key, schema = layers.STATED_BY[layer]
+        return self.check(getattr(req, name), schema, key, layer)
 
     def check(self, obj: Any, schema: Map, path: str, layer: str) -> Any:
         """``obj`` (a mapping or the schema's dataclass) checked by ``schema`` at ``path``."""
@@ -318,7 +319,6 @@ def request_from_json(obj: Any, checks: Checks | None = None) -> Request | Refus
     ``invalid_request`` when a key is missing, unknown or mistyped, ``invalid_value`` when a
     stated value or pin breaks the spec's rules (each checked once per distinct value when
     ``checks`` is shared across calls). The keys are the rows' batch keys."""
-    layers = _inputs()
     # The common line is checked in one pass; anything else takes the long way, which says
     # exactly what is wrong.
     json_types, any_keys = layers.JSON_TYPES, layers.ANY_KEYS
@@ -327,22 +327,24 @@ def request_from_json(obj: Any, checks: Checks | None = None) -> Request | Refus
                     for key, value in obj.items())
             and all(check(value) for key, check in layers.ITEM_CHECKS
                     if (value := obj.get(key)) is not None)):
-        refusal = _malformed(obj, layers)
+        refusal = _malformed(obj)
         if refusal is not None:
             return refusal
-    get = obj.get
-    values = {row.name: row.from_json(get(row.key)) for row in layers.INPUTS}
-    for row in layers.STATED.values():
-        if values[row.name] is not None:
+    values = list(map(obj.get, layers.KEYS))
+    for i, convert in layers.FROM_JSON:
+        if values[i] is not None:
+            values[i] = convert(values[i])
+    for i, key, schema, layer in layers.STATED_AT:
+        if values[i] is not None:
             checks = Checks() if checks is None else checks
-            found = checks.check(values[row.name], row.schema, row.key, row.layer)
+            found = checks.check(values[i], schema, key, layer)
             if type(found) is Refusal:
                 return found
-            values[row.name] = found
-    return Request(**values)
+            values[i] = found
+    return Request(*values)
 
 
-def _malformed(obj: Any, layers: Any) -> Refusal | None:
+def _malformed(obj: Any) -> Refusal | None:
     """``invalid_request`` naming every key of ``obj`` that is missing, unknown or mistyped,
     or saying that ``obj`` is not an object at all."""
     if not isinstance(obj, dict):

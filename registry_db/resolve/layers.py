@@ -106,7 +106,8 @@ class Input:
     schema: Map | None = None
     flags: tuple[Flag, ...] = ()
     from_flags: Callable[[dict[str, Any]], Any] = lambda run: None
-    from_json: Callable[[Any], Any] = lambda value: value
+    #: How a batch line's value becomes the field's (None: as it is).
+    from_json: Callable[[Any], Any] | None = None
 
     def json_ok(self, value: Any) -> bool:
         """Whether a decoded batch value has this input's JSON type."""
@@ -195,7 +196,7 @@ INPUTS: tuple[Input, ...] = (
           flags=(Flag("--set", "A set that counts as the registry (repeat; default: every "
                       "set).", metavar="NAME", dest="sets", multiple=True, names_a_set=True),),
           from_flags=lambda run: tuple(run["sets"]) or None,
-          from_json=lambda value: None if value is None else tuple(value)),
+          from_json=tuple),
     # The caller's name for a batch line, echoed in its answer so that answers can be joined by
     # id as well as by position; the resolver never reads it.
     Input("id", "id", "any JSON value"),
@@ -231,8 +232,22 @@ LAYERS: tuple[LayerRow, ...] = (
 
 #: The inputs that are the run's terms (checked by their rule).
 TERMS: tuple[Input, ...] = tuple(row for row in INPUTS if row.check is not None)
+#: Each term's rule, by its Request field.
+TERM_CHECKS: tuple[tuple[str, Callable[[Any], str | None]], ...] = tuple(
+    (row.name, row.check) for row in INPUTS if row.check is not None)
 #: The inputs that state a layer's acceptance, by layer, lowest first.
 STATED: dict[str, Input] = {row.layer: row for row in INPUTS if row.layer is not None}
+#: What each layer's input is called in a request and a batch line, and its schema.
+STATED_BY: dict[str, tuple[str, str, Map]] = {
+    row.layer: (row.name, row.key, row.schema) for row in INPUTS
+    if row.layer is not None and row.schema is not None}
+#: A batch line's keys in the rows' order, and (by position) which are converted or stated.
+KEYS: tuple[str, ...] = tuple(row.key for row in INPUTS)
+FROM_JSON: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
+    (i, row.from_json) for i, row in enumerate(INPUTS) if row.from_json is not None)
+STATED_AT: tuple[tuple[int, str, Map, Layer], ...] = tuple(
+    (i, row.key, row.schema, row.layer) for i, row in enumerate(INPUTS)
+    if row.layer is not None and row.schema is not None)
 #: A batch line's keys: each one's Python type after ``json.loads``, and the required ones.
 JSON_TYPES: dict[str, type] = {row.key: _JSON_PY[row.json] for row in INPUTS}
 #: Batch keys whose value may be any JSON value (no type to check).
