@@ -30,7 +30,7 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
-from operator import attrgetter
+from operator import attrgetter, call
 from typing import Any
 
 from registry_db.errors import Finding, InvalidInput
@@ -77,12 +77,19 @@ class Request:
 
 def check_terms(req: Any) -> Refusal | None:
     """The run's own terms by each row's rule: ``invalid_request`` naming every problem."""
-    problems = [problem for name, check in layers.TERM_CHECKS
-                if (problem := check(getattr(req, name))) is not None]
-    return Refusal(R.INVALID_REQUEST, "; ".join(problems)) if problems else None
+    found = list(map(call, _CHECKS, _TERMS_OF(req)))
+    if found.count(None) == len(found):
+        return None
+    return Refusal(R.INVALID_REQUEST, "; ".join(p for p in found if p is not None))
 
 
 _contains = set.__contains__
+#: The request's terms in one call, their rules in the same order, and which terms are
+#: integers: 1, 1.0 and True are equal, and only the first is an integer, so those terms are
+#: looked up among the good values only when they hold an int.
+_TERMS_OF = attrgetter(*(name for name, _ in layers.TERM_CHECKS))
+_CHECKS = tuple(check for _, check in layers.TERM_CHECKS)
+_INTS = tuple(i for i, row in enumerate(layers.TERMS) if row.json == "integer")
 
 
 class Checks:
@@ -91,27 +98,33 @@ class Checks:
 
     def __init__(self) -> None:
         self._seen: dict[Any, Any] = {}
-        self._terms_of = attrgetter(*(row.name for row in layers.TERMS))
-        self._good: tuple[set, ...] = tuple(set() for _ in layers.TERMS)
-        # 1, 1.0 and True are equal, and only the first is an integer term: those terms are
-        # looked up only when they hold an int (or nothing).
-        self._ints = tuple(i for i, row in enumerate(layers.TERMS) if row.json == "integer")
+        self._good: tuple[set, ...] = ()  # per term, the values its rule found good
+        self._first = True  # one request alone gains nothing from remembering
 
     def terms(self, req: Any) -> Refusal | None:
         """:func:`check_terms`; a value each term's rule found good before is not checked
         again (a batch repeats a few models, methods, Ks and categories)."""
-        values = self._terms_of(req)
-        if all(type(values[i]) is int or values[i] is None for i in self._ints):
-            try:
-                if all(map(_contains, self._good, values)):
-                    return None
-            except TypeError:  # an unhashable term (a list of sets): checked every time
-                pass
-        refusal = check_terms(req)
-        if refusal is None:
-            for good, value in zip(self._good, values):
+        values = _TERMS_OF(req)
+        good = self._good
+        if good:
+            for i in _INTS:
+                if type(values[i]) is not int and values[i] is not None:
+                    break
+            else:
                 try:
-                    good.add(value)
+                    if all(map(_contains, good, values)):
+                        return None
+                except TypeError:  # an unhashable term (a list of sets): checked every time
+                    pass
+        refusal = check_terms(req)
+        if self._first:
+            self._first = False
+        elif refusal is None:
+            if not self._good:
+                self._good = tuple(set() for _ in values)
+            for term, value in zip(self._good, values):
+                try:
+                    term.add(value)
                 except TypeError:
                     pass
         return refusal

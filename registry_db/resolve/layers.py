@@ -22,40 +22,58 @@ from typing import Any
 
 from registry_db.inputs.inline import INLINE_VALUE, PIN
 from registry_db.inputs.schema import Map, is_int, k_problem, malformed_category, too_long
-from registry_db.model import CATEGORY_RE, THINKING_MODES, InlineValue, Layer, Pin
+from registry_db.model import (
+    CATEGORY_RE,
+    MAX_K,
+    MAX_LENGTH,
+    THINKING_MODES,
+    InlineValue,
+    Layer,
+    Pin,
+)
 
 # --- the rules of a run's terms (each message written once) --------------------------------------
 
-def _text(name: str, limit: str | None = None) -> Callable[[Any], str | None]:
-    """A required non-empty string, within the registry's limit for it."""
+def _text(name: str, limit: str, optional: bool = False) -> Callable[[Any], str | None]:
+    """A non-empty string within the registry's limit for it (None allowed when optional)."""
+    most = MAX_LENGTH[limit]
+
     def check(value: Any) -> str | None:
+        if isinstance(value, str) and value and len(value) <= most:
+            return None
+        if value is None and optional:
+            return None
         if not isinstance(value, str) or not value:
             return f"{name} must be a non-empty string, got {value!r}"
-        return None if limit is None else too_long(name, value, limit)
+        return too_long(name, value, limit)
     return check
 
 
-def _optional(check: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
-    return lambda value: None if value is None else check(value)
-
-
 def _k(value: Any) -> str | None:
+    if type(value) is int and 1 <= value <= MAX_K:
+        return None
     if not is_int(value) or value < 1:
         return f"k must be an integer of at least 1, got {value!r}"
     return k_problem("k", value)
 
 
 def _thinking(value: Any) -> str | None:
-    return None if value in THINKING_MODES else f"thinking must be 'on' or 'off', got {value!r}"
+    if value is None or value in THINKING_MODES:
+        return None
+    return f"thinking must be 'on' or 'off', got {value!r}"
 
 
 def _category(value: Any) -> str | None:
+    if value is None:
+        return None
     if not isinstance(value, str) or not CATEGORY_RE.fullmatch(value):
         return malformed_category("category ", value, example=False)
     return too_long("category", value, "category")
 
 
 def _sets(value: Any) -> str | None:
+    if value is None:
+        return None
     if not isinstance(value, (list, tuple)) or not value or not all(
             isinstance(s, str) and s for s in value):
         return f"sets must be a non-empty list of set names, got {value!r}"
@@ -163,10 +181,10 @@ INPUTS: tuple[Input, ...] = (
     Input("k", "k", "integer", required=True, check=_k,
           flags=(Flag("--k", "K, the speculative tokens per step.", kind="k"),),
           from_flags=lambda run: run["k"]),
-    Input("thinking", "thinking", "string", check=_optional(_thinking),
+    Input("thinking", "thinking", "string", check=_thinking,
           flags=(Flag("--thinking", "The workload's thinking mode.", kind="thinking"),),
           from_flags=lambda run: run["thinking"]),
-    Input("category", "category", "string", check=_optional(_category),
+    Input("category", "category", "string", check=_category,
           flags=(Flag("--category", "The workload's category, e.g. coding.", kind="category"),),
           from_flags=lambda run: run["category"]),
     Input("workload", "acceptance", "object", layer=Layer.WORKLOAD, schema=INLINE_VALUE,
@@ -189,10 +207,10 @@ INPUTS: tuple[Input, ...] = (
                  Flag("--per-position-rates", "The command line's K per-position rates.",
                       kind="rates", metavar="R1,R2,...")),
           from_flags=_cli_flags),
-    Input("hardware", "hardware", "string", check=_optional(_text("hardware", "hardware")),
+    Input("hardware", "hardware", "string", check=_text("hardware", "hardware", optional=True),
           flags=(Flag("--hardware", "The run's chip, e.g. b300.", metavar="CHIP"),),
           from_flags=lambda run: run["hardware"]),
-    Input("sets", "sets", "list of strings", check=_optional(_sets),
+    Input("sets", "sets", "list of strings", check=_sets,
           flags=(Flag("--set", "A set that counts as the registry (repeat; default: every "
                       "set).", metavar="NAME", dest="sets", multiple=True, names_a_set=True),),
           from_flags=lambda run: tuple(run["sets"]) or None,

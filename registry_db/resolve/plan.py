@@ -253,6 +253,7 @@ class _Plan(NamedTuple):
 #: What each layer above the registry states, read from a request in one call.
 _STATED_BY = attrgetter(*(row.input for row in LAYERS if row.input is not None))
 _NOTHING_STATED = (None,) * (len(LAYERS) - 1)
+_REGISTRY = Layer.REGISTRY  # read once: a member lookup on the enum class costs every run
 
 
 def _plan(req: Request, known: frozenset[str], checks: Checks
@@ -268,10 +269,10 @@ def _plan(req: Request, known: frozenset[str], checks: Checks
                 if name not in known:
                     return _unknown_set("--set", name, known, "")
         if req.thinking is None:
-            return _no_thinking(Layer.REGISTRY)
+            return _no_thinking(_REGISTRY)
         if req.category is None:
-            return _no_category(Layer.REGISTRY)
-        return _Plan(req, Layer.REGISTRY, None if sets is None else frozenset(sets),
+            return _no_category(_REGISTRY)
+        return _Plan(req, _REGISTRY, None if sets is None else frozenset(sets),
                      ((req.model, req.method, req.k, req.thinking, req.category),), None,
                      Lookup(req.model, req.method, req.k, req.thinking, req.category, None,
                             None if sets is None else _scope(sets)))
