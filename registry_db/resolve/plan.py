@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -50,7 +50,6 @@ from registry_db.resolve.lookup import (
     stored_among,
 )
 from registry_db.resolve.rates import complete, min_variance_rates, rate_from_al
-
 
 if TYPE_CHECKING:  # pragma: no cover
     from registry_db.inputs.deployment import Deployment
