@@ -73,6 +73,8 @@ class ImportStatus(StrEnum):
     ADDED = "added"
     UPDATED = "updated"
     UNCHANGED = "unchanged"
+    #: Only with ``--prune``: a stored set the import's files do not declare, deleted.
+    DELETED = "deleted"
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,9 @@ COMMANDS: dict[str, str] = {
     "ingest": "registry_db.cli.ingest:ingest",
     "coverage": "registry_db.cli.coverage:coverage",
     "plot": "registry_db.cli.plot:plot",
+    "history": "registry_db.cli.history:history",
+    "diff": "registry_db.cli.history:diff",
+    "delete": "registry_db.cli.history:delete",
 }
 
 

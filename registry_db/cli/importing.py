@@ -23,16 +23,20 @@ PROGRESS_MIN_SETS = 20
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--dry-run", is_flag=True,
-              help="Validate and report what would be added, updated or unchanged; "
-                   "write nothing.")
+              help="Validate and report what would be added, updated, unchanged or deleted, "
+                   "with each updated set's per-profile changes; write nothing.")
+@click.option("--prune", is_flag=True,
+              help="Also delete every stored set that the given files do not declare.")
+@click.option("-m", "--message", metavar="MESSAGE",
+              help="Why, kept with every revision this import writes.")
 @click.option("-q", "--quiet", is_flag=True,
               help="Print no warnings (overlapping keys, names that differ from file names, "
                    "skipped subfolders); errors are still printed.")
 @json_option
 @click.pass_obj
 @handle_errors
-def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, quiet: bool,
-            as_json: bool) -> None:
+def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
+            message: str | None, quiet: bool, as_json: bool) -> None:
     """Validate profile-set files, then write them all in one transaction.
 
     PATH is a file or a folder (its *.yaml and *.yml files, sorted, hidden ones skipped).
@@ -40,12 +44,15 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, quiet: bool,
     already in the database is replaced by its file's content; a file whose content has not
     changed is reported `unchanged` and not rewritten. A set that now comes from another file
     than at its last import is reported `(moved from OLD)`. Sets that share profile keys get
-    one warning per pair of sets. Waits for other writers up to REGISTRY_LOCK_TIMEOUT seconds
+    one warning per pair of sets. Every set added or updated becomes a new revision
+    (`registry history`); --prune deletes the stored sets the files do not declare, each
+    deletion a revision too. Waits for other writers up to REGISTRY_LOCK_TIMEOUT seconds
     (exit 3 after that).
 
     \b
     Example:
         registry import seed/acceptance/
+        registry import --prune -m "re-ran K=6..8 on the new image" acceptance/
         registry import --dry-run acceptance/new-set.yaml
         registry import --quiet acceptance/
         registry -d postgresql://localhost/registry import --json acceptance/
@@ -60,7 +67,8 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, quiet: bool,
             report = importer.preview_sets(sets)
         else:
             with settings.registry(create=True) as engine:
-                report = importer.import_sets(engine, sets, dry_run=dry_run, progress=progress)
+                report = importer.import_sets(engine, sets, dry_run=dry_run, progress=progress,
+                                              prune=prune, message=message)
     warnings = [] if quiet else warnings + list(report.warnings)
     if warnings:
         report_findings(warnings, as_json=False)
@@ -85,7 +93,16 @@ def _print_report(report: Any) -> None:
         moved = f"  (moved from {s.moved_from})" if s.moved_from else ""
         click.echo(f"{s.status:<{width_status}}  {s.name:<{width_name}}  {count}  "
                    f"{s.file or ''}{moved}".rstrip())
-    summary = ", ".join(f"{report.count(st)} {st}" for st in ImportStatus)
+    if report.changes:
+        from registry_db.cli.history import render_changes
+
+        for name, changes in report.changes:
+            click.echo(f"\n{name}:")
+            click.echo(render_changes(changes))
+    # "deleted" only when --prune deleted something: the summary stays as it was otherwise.
+    statuses = [st for st in ImportStatus
+                if st != ImportStatus.DELETED or report.count(ImportStatus.DELETED)]
+    summary = ", ".join(f"{report.count(st)} {st}" for st in statuses)
     tail = " (dry run: nothing written)" if report.dry_run else ""
     click.echo(f"{len(report.sets)} set(s): {summary}{tail}", err=True)
 

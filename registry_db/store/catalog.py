@@ -143,6 +143,45 @@ VIEWS: dict[str, Relation] = {r.name: r for r in (
                  C("set_count", "How many sets hold the cell: 0 missing, 1 resolvable, 2 or more "
                    "a conflict.", "sets"),
              )),
+    Relation("set_revisions", "view",
+             "One row per revision of every set, deleted sets included: each import that "
+             "added or changed a set, and each deletion.", (
+                 C("profile_set", "The set's name."),
+                 C("revision", "1, 2, … per set, with no gaps."),
+                 C("action", "`added`, `updated` or `deleted`."),
+                 C("imported_at", "When the revision was written.", "UTC timestamp"),
+                 C("source_file", "The file it was imported from (for a deletion: the file "
+                   "the set last came from)."),
+                 C("content_hash", "SHA-256 of the revision's content; NULL for a deletion."),
+                 C("profile_count", "Its profiles (0 for a deletion).", "profiles"),
+                 C("caveat_count", "Its caveats.", "caveats"),
+                 C("message", "The `-m MESSAGE` given to `registry import` or `registry delete`."),
+                 C("is_latest", "1 for the set's newest revision, else 0."),
+             )),
+    Relation("profile_history", "view",
+             "One row per profile of every revision of every set, with the time range it was "
+             "current: from its revision's `valid_from` until the set's next revision "
+             "(`superseded_by`, `valid_until`; NULL while it is the latest).", (
+                 C("profile_set", "The set's name."),
+                 C("revision", "The set revision that held this row."),
+                 C("action", "That revision's action: `added` or `updated`."),
+                 *_KEY,
+                 C("profile", "The spec's label `model/method/k<K>/thinking-<mode>/category`."),
+                 _AL,
+                 C("acceptance_rate", "(AL − 1) / K.", "probability"),
+                 C("method", "How the value was obtained."),
+                 C("provenance_id", "The shared provenance (`provenances.id`)."),
+                 C("source", "`provenance.source`."),
+                 C("hardware", "`provenance.hardware`."),
+                 C("engine_image", "`provenance.engine_image`."),
+                 C("rationale", "The reasoning behind a value that was not measured."),
+                 C("copied_from", "For `copied`: the profile it was copied from, as a label."),
+                 C("valid_from", "When this revision was written.", "UTC timestamp"),
+                 C("valid_until", "When the set's next revision (an update or its deletion) "
+                   "replaced it; NULL while current.", "UTC timestamp"),
+                 C("superseded_by", "The next revision's number; NULL while current."),
+                 C("is_current", "1 when the row is in the current registry, else 0."),
+             )),
     Relation("set_overview", "view", "One row per set.", (
         C("profile_set", "The set's name."),
         C("source_file", "The file it was imported from."),
@@ -161,6 +200,8 @@ TABLES: dict[str, Relation] = {r.name: r for r in (
         C("content_hash", "SHA-256 of the set's meaning; an import with the same hash is "
           "`unchanged`."),
         C("imported_at", "When this content was written.", "UTC timestamp"),
+        C("revision", "The set's current revision (`revisions.revision`); resolutions report "
+          "it."),
     )),
     Relation("set_caveats", "table", "A set's caveats, in file order.", (
         C("set_id", "The set (`profile_sets.id`); deleted with it."),
@@ -209,8 +250,40 @@ TABLES: dict[str, Relation] = {r.name: r for r in (
                  C("position", "i, from 1 to K."),
                  C("rate", "p_i: P(the first i drafts are all accepted).", "probability"),
              )),
+    Relation("revisions", "table", "One row per revision of a set: an import that added or "
+             "changed it, or its deletion. Unique per (`set_name`, `revision`).", (
+                 C("id", "Surrogate key."),
+                 C("set_name", "The set's name; revisions outlive the set's `profile_sets` row."),
+                 C("revision", "1, 2, … per set, with no gaps."),
+                 C("action", "`added`, `updated` or `deleted`."),
+                 C("imported_at", "When the revision was written.", "UTC timestamp"),
+                 C("source_file", "The file it was imported from."),
+                 C("content_hash", "SHA-256 of the content; NULL for a deletion."),
+                 C("profile_count", "Its profiles (0 for a deletion).", "profiles"),
+                 C("message", "The `-m MESSAGE` of the import or deletion."),
+             )),
+    Relation("revision_caveats", "table", "A revision's caveats, in file order.", (
+        C("revision_id", "The revision (`revisions.id`)."),
+        C("position", "0-based order in the file."),
+        C("text", "The caveat; not empty."),
+    )),
+    Relation("revision_profiles", "table", "A full copy of each revision's profiles.", (
+        C("id", "Surrogate key."),
+        C("revision_id", "The revision (`revisions.id`)."),
+        C("position", "0-based order in the file."),
+        *_KEY, _AL,
+        C("method", "How the value was obtained (`methods.name`)."),
+        C("provenance_id", "Where it was measured (`provenances.id`)."),
+        C("rationale", "The reasoning behind a value that was not measured."),
+        C("copied_from", "For `copied`: the source profile's label."),
+    )),
+    Relation("revision_rates", "table", "Per-position rates of a revision's profile.", (
+        C("profile_id", "The profile (`revision_profiles.id`)."),
+        C("position", "i, from 1 to K."),
+        C("rate", "p_i: P(the first i drafts are all accepted).", "probability"),
+    )),
     Relation("alembic_version", "table", "Alembic's bookkeeping: the schema revision.", (
-        C("version_num", "The revision the database is at, e.g. `0002`."),
+        C("version_num", "The revision the database is at, e.g. `0004`."),
     )),
 )}
 

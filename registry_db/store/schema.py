@@ -9,6 +9,10 @@ The spec's rules that SQL can hold are CHECK constraints here: thinking in (on, 
 1 ≤ AL ≤ K + 1, each rate in [0, 1], the method's requirements that live in one row, and the
 provenance counts and sampling ranges. What needs more than one row (a measured profile's
 provenance has hardware; K rates per profile; rates that sum to AL − 1) is the validator's.
+
+``profile_sets`` … ``profile_rates`` are the current registry (what resolution reads); the
+``revision*`` tables keep every revision of every set beside it (see
+:mod:`registry_db.store.history`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text as sql_text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -64,6 +69,8 @@ class ProfileSetRow(Base):
     """SHA-256 of the set's meaning; an import with the same hash is ``unchanged``."""
     imported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     """When this content was written (UTC)."""
+    revision: Mapped[int] = mapped_column(Integer, nullable=False, server_default=sql_text("1"))
+    """The set's revision that this content is (``revisions.revision``); resolutions report it."""
 
 
 class SetCaveatRow(Base):
@@ -217,6 +224,100 @@ class ProfileRateRow(Base):
     rate: Mapped[float] = mapped_column(Double, nullable=False)
 
 
+class RevisionRow(Base):
+    """One revision of one set: an import that added or changed it, or its deletion."""
+
+    __tablename__ = "revisions"
+    __table_args__ = (
+        UniqueConstraint("set_name", "revision", name="set_revision"),
+        CheckConstraint("set_name <> ''", name="set_name_not_empty"),
+        CheckConstraint("revision >= 1", name="revision"),
+        CheckConstraint("action IN ('added', 'updated', 'deleted')", name="action"),
+        CheckConstraint("profile_count >= 0", name="profile_count"),
+        CheckConstraint("(action = 'deleted') = (content_hash IS NULL)", name="deleted_has_no_hash"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    set_name: Mapped[str] = mapped_column(String(), nullable=False)
+    """The set's name; revisions outlive the set's row in ``profile_sets``."""
+    revision: Mapped[int] = mapped_column(Integer, nullable=False)
+    """1, 2, ... per set, with no gaps."""
+    action: Mapped[str] = mapped_column(String(16), nullable=False)
+    """``added``, ``updated`` or ``deleted``."""
+    imported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    """When the revision was written (UTC)."""
+    source_file: Mapped[str | None] = mapped_column(Text)
+    content_hash: Mapped[str | None] = mapped_column(String(64))
+    """The content's hash; NULL for a deletion."""
+    profile_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    message: Mapped[str | None] = mapped_column(Text)
+    """The importer's ``-m MESSAGE``."""
+
+
+class RevisionCaveatRow(Base):
+    """A caveat of a set revision, in file order."""
+
+    __tablename__ = "revision_caveats"
+    __table_args__ = (
+        PrimaryKeyConstraint("revision_id", "position"),
+        CheckConstraint("text <> ''", name="text_not_empty"),
+        CheckConstraint("position >= 0", name="position"),
+    )
+
+    revision_id: Mapped[int] = mapped_column(
+        ForeignKey("revisions.id", ondelete="CASCADE"), nullable=False)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    text: Mapped[str] = mapped_column(Text, nullable=False)
+
+
+class RevisionProfileRow(Base):
+    """A profile as one set revision held it (a full copy per revision)."""
+
+    __tablename__ = "revision_profiles"
+    __table_args__ = (
+        # Key columns first, revision last: the as-of lookup searches this index by key.
+        UniqueConstraint("model", "speculative_method", "num_spec_tokens", "thinking",
+                         "category", "revision_id", name="key"),
+        UniqueConstraint("revision_id", "position", name="revision_position"),
+        CheckConstraint("thinking IN ('on', 'off')", name="thinking"),
+        CheckConstraint("num_spec_tokens >= 1", name="k"),
+        CheckConstraint("acceptance_length >= 1 AND acceptance_length <= num_spec_tokens + 1",
+                        name="al_range"),
+        Index(None, "provenance_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    revision_id: Mapped[int] = mapped_column(
+        ForeignKey("revisions.id", ondelete="CASCADE"), nullable=False)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    model: Mapped[str] = mapped_column(String(), nullable=False)
+    speculative_method: Mapped[str] = mapped_column(String(), nullable=False)
+    num_spec_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+    thinking: Mapped[str] = mapped_column(String(), nullable=False)
+    category: Mapped[str] = mapped_column(String(), nullable=False)
+    acceptance_length: Mapped[float] = mapped_column(Double, nullable=False)
+    method: Mapped[str] = mapped_column(ForeignKey("methods.name"), nullable=False)
+    provenance_id: Mapped[int | None] = mapped_column(ForeignKey("provenances.id"))
+    rationale: Mapped[str | None] = mapped_column(Text)
+    copied_from: Mapped[str | None] = mapped_column(Text)
+
+
+class RevisionRateRow(Base):
+    """A per-position rate of a revision's profile."""
+
+    __tablename__ = "revision_rates"
+    __table_args__ = (
+        PrimaryKeyConstraint("profile_id", "position"),
+        CheckConstraint("position >= 1", name="position"),
+        CheckConstraint("rate >= 0 AND rate <= 1", name="rate_range"),
+    )
+
+    profile_id: Mapped[int] = mapped_column(
+        ForeignKey("revision_profiles.id", ondelete="CASCADE"), nullable=False)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    rate: Mapped[float] = mapped_column(Double, nullable=False)
+
+
 profile_sets = ProfileSetRow.__table__
 set_caveats = SetCaveatRow.__table__
 methods = MethodRow.__table__
@@ -224,3 +325,7 @@ provenances = ProvenanceRow.__table__
 provenance_settings = ProvenanceSettingRow.__table__
 profiles = ProfileRow.__table__
 profile_rates = ProfileRateRow.__table__
+revisions = RevisionRow.__table__
+revision_caveats = RevisionCaveatRow.__table__
+revision_profiles = RevisionProfileRow.__table__
+revision_rates = RevisionRateRow.__table__

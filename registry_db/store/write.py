@@ -5,8 +5,10 @@
 write transaction (:func:`registry_db.store.run_write`). Inside that transaction, after the writers'
 lock, each set is classified ``added``, ``updated`` (its old rows are replaced) or ``unchanged``
 (same content hash: not rewritten), so concurrent importers agree with some serial order.
-Provenances are deduplicated by content hash across profiles and sets; ones no profile cites any
-more are deleted. Rows go in with Core ``executemany`` (``COPY`` on PostgreSQL), never one
+Each added or updated set is also recorded as a new revision of itself
+(:mod:`registry_db.store.history`), in the same transaction; ``prune`` deletes the stored sets the
+import does not declare, as ``deleted`` revisions. Provenances are deduplicated by content hash
+across profiles and sets, and kept while any revision cites them. Rows go in with Core ``executemany`` (``COPY`` on PostgreSQL), never one
 statement per row, and ids are read back per set, so a large import costs a few statements a file.
 """
 
@@ -20,10 +22,11 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from sqlalchemy import Boolean, DateTime, bindparam, delete, exists, insert, select, update
+from sqlalchemy import Boolean, DateTime, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
+from registry_db.store import history, read
 from registry_db.store.engine import run_write
 from registry_db.errors import InvalidInput
 from registry_db.gcpause import gc_paused
@@ -79,6 +82,8 @@ class ImportReport:
     sets: tuple[SetResult, ...]
     warnings: tuple[Finding, ...] = ()
     dry_run: bool = False
+    #: For a dry run: each set that would be updated, with its per-profile changes.
+    changes: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     def count(self, status: str) -> int:
         """How many sets got ``status``."""
@@ -108,32 +113,39 @@ def load_paths(paths: Sequence[str | Path], progress: Progress | None = None,
 
 
 def import_paths(engine: Engine, paths: Sequence[str | Path], *, dry_run: bool = False,
-                 progress: Progress | None = None) -> ImportReport:
+                 progress: Progress | None = None, prune: bool = False,
+                 message: str | None = None) -> ImportReport:
     """Validate every file under ``paths``, then import all of them in one transaction.
 
     Raises :class:`~registry_db.errors.InvalidInput` before the database is touched when any
     file has an error. Warnings (the validator's and the importer's) come back on the report.
     """
     sets, warnings = load_paths(paths)
-    report = import_sets(engine, sets, dry_run=dry_run, progress=progress)
-    return ImportReport(report.sets, tuple(warnings) + report.warnings, report.dry_run)
+    report = import_sets(engine, sets, dry_run=dry_run, progress=progress, prune=prune,
+                         message=message)
+    return ImportReport(report.sets, tuple(warnings) + report.warnings, report.dry_run,
+                        report.changes)
 
 
 def import_sets(engine: Engine, sets: Sequence[ProfileSet], *, dry_run: bool = False,
-                progress: Progress | None = None) -> ImportReport:
+                progress: Progress | None = None, prune: bool = False,
+                message: str | None = None) -> ImportReport:
     """Write ``sets`` (already valid) in one transaction; ``dry_run`` only reports.
 
     A set whose name is in the database is replaced by the given content, unless its content
-    hash is the same (``unchanged``, not rewritten). Two sets with one name raise
+    hash is the same (``unchanged``, not rewritten). Every added or updated set gets a new
+    revision carrying ``message``; with ``prune``, every stored set that ``sets`` do not name
+    is deleted (status ``deleted``, a revision too). Two sets with one name raise
     :class:`~registry_db.errors.InvalidInput`. A profile key held by two sets (given ones, or a
-    given one and one already stored) is allowed and reported as a warning.
+    given one and one already stored) is allowed and reported as a warning. A dry run also
+    reports each updated set's per-profile changes.
     """
     with gc_paused():  # registry_db.gcpause: hashes and rows are many small objects, no cycles
-        return _import_sets(engine, list(sets), dry_run, progress)
+        return _import_sets(engine, list(sets), dry_run, progress, prune, message)
 
 
 def _import_sets(engine: Engine, sets: list[ProfileSet], dry_run: bool,
-                 progress: Progress | None) -> ImportReport:
+                 progress: Progress | None, prune: bool, message: str | None) -> ImportReport:
     _refuse_duplicate_names(sets)
     hashes = [s.content_hash() for s in sets]
 
@@ -147,15 +159,33 @@ def _import_sets(engine: Engine, sets: list[ProfileSet], dry_run: bool,
                       if old[1] == h else ImportStatus.UPDATED)
             results.append(SetResult(s.name, s.file, status, len(s.profiles),
                                      moved.get(s.name)))
-        warnings = _overlap_warnings(conn, sets)
-        if not dry_run:
-            changed = [(s, h) for s, h, r in zip(sets, hashes, results)
+        pruned = _undeclared(conn, sets) if prune else []
+        # Prune first, so that the overlap warnings do not name sets about to go.
+        now = datetime.now(timezone.utc)
+        if pruned and not dry_run:
+            gone = history.delete_in(conn, pruned, message, now)
+            results += [SetResult(d.name, d.file, ImportStatus.DELETED, d.profiles)
+                        for d in gone]
+        elif pruned:
+            summaries = {s.name: s for s in read.list_sets(conn) if s.name in set(pruned)}
+            results += [SetResult(n, summaries[n].file, ImportStatus.DELETED,
+                                  summaries[n].profiles) for n in pruned]
+        warnings = _overlap_warnings(conn, sets, ignore=pruned)
+        changes: list[tuple[str, tuple]] = []
+        if dry_run:
+            updated = [s for s, r in zip(sets, results) if r.status == ImportStatus.UPDATED]
+            if updated:
+                olds = {o.name: o for o in read.load_sets(conn, [s.name for s in updated])}
+                changes = [(s.name, tuple(history.diff_sets(olds[s.name], s)))
+                           for s in updated]
+        else:
+            changed = [(s, h, r.status) for s, h, r in zip(sets, hashes, results)
                        if r.status != ImportStatus.UNCHANGED]
-            _write(conn, changed, stored, progress)
+            _write(conn, changed, stored, progress, message, now)
             _rehome_unchanged(conn, [r for r in results
                                      if r.status == ImportStatus.UNCHANGED
                                      and r.moved_from is not None])
-        return ImportReport(tuple(results), tuple(warnings), dry_run)
+        return ImportReport(tuple(results), tuple(warnings), dry_run, tuple(changes))
 
     if dry_run:
         with engine.connect() as conn, conn.begin():
@@ -192,7 +222,16 @@ def _refuse_duplicate_names(sets: Sequence[ProfileSet]) -> None:
         raise InvalidInput(findings)
 
 
-def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet]) -> list[Finding]:
+def _undeclared(conn: Connection, sets: Sequence[ProfileSet]) -> list[str]:
+    """The stored sets that none of ``sets`` declares, by name (what ``--prune`` deletes)."""
+    declared = {s.name for s in sets}
+    return [n for n in conn.execute(select(profile_sets.c.name)
+                                    .order_by(profile_sets.c.name)).scalars()
+            if n not in declared]
+
+
+def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
+                      ignore: Sequence[str] = ()) -> list[Finding]:
     """One warning per pair of sets that share profile keys: how many, and the first few.
 
     A pair is two incoming sets, or an incoming one and a stored one that this import does not
@@ -204,6 +243,7 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet]) -> li
         for prof in s.profiles:
             holders[prof.key].append(s.name)
     incoming = {s.name: s for s in sets}
+    gone = set(ignore)  # sets this import deletes (--prune)
     models = sorted({k[0] for k in holders}) if conn is not None else []
     p, ps = profiles.c, profile_sets.c
     for chunk in _chunks(models):
@@ -217,7 +257,7 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet]) -> li
         assert conn is not None
         for name, *cols in conn.execute(query):
             key = tuple(cols)
-            if name not in incoming and key in holders:
+            if name not in incoming and name not in gone and key in holders:
                 holders[key].append(name)
     shared: dict[tuple[str, str], list[str]] = defaultdict(list)
     for key, names in holders.items():
@@ -282,12 +322,14 @@ def _stored_sets(conn: Connection, names: Sequence[str]) -> dict[str, tuple[int,
     return out
 
 
-def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str]],
-           stored: dict[str, tuple[int, str]], progress: Progress | None) -> None:
+def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str, str]],
+           stored: dict[str, tuple[int, str]], progress: Progress | None,
+           message: str | None, now: datetime) -> None:
     if not changed:
         return
-    now = datetime.now(timezone.utc)
-    replaced = [stored[s.name][0] for s, _ in changed if s.name in stored]
+    # Numbered under the writers' lock, so concurrent importers never share a number.
+    numbers = history.next_revisions(conn, [s.name for s, _, _ in changed])
+    replaced = [stored[s.name][0] for s, _, _ in changed if s.name in stored]
     for chunk in _chunks(replaced):
         # profile_rates go with their profiles (ON DELETE CASCADE).
         conn.execute(delete(profiles).where(profiles.c.set_id.in_(chunk)))
@@ -296,27 +338,28 @@ def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str]],
         conn.execute(
             update(profile_sets).where(profile_sets.c.id == bindparam("set_id"))
             .values(content_hash=bindparam("h"), source_file=bindparam("f"),
-                    imported_at=bindparam("t")),
-            [{"set_id": stored[s.name][0], "h": h, "f": s.file, "t": now}
-             for s, h in changed if s.name in stored])
-    added = [{"name": s.name, "source_file": s.file, "content_hash": h, "imported_at": now}
-             for s, h in changed if s.name not in stored]
+                    imported_at=bindparam("t"), revision=bindparam("r")),
+            [{"set_id": stored[s.name][0], "h": h, "f": s.file, "t": now, "r": numbers[s.name]}
+             for s, h, _ in changed if s.name in stored])
+    added = [{"name": s.name, "source_file": s.file, "content_hash": h, "imported_at": now,
+              "revision": numbers[s.name]}
+             for s, h, _ in changed if s.name not in stored]
     if added:
         # Plain executemany, then read the ids back: RETURNING in parameter order would make
         # SQLite run one statement per row.
         _insert_many(conn, profile_sets, added)
-    set_ids = {n: i for n, (i, _) in _stored_sets(conn, [s.name for s, _ in changed]).items()}
+    set_ids = {n: i for n, (i, _) in _stored_sets(conn, [s.name for s, _, _ in changed]).items()}
 
-    prov_ids = _provenance_ids(conn, [s for s, _ in changed])
+    prov_ids = _provenance_ids(conn, [s for s, _, _ in changed])
     total = len(changed)
-    for done, (s, _) in enumerate(changed, 1):
+    for done, (s, _, _) in enumerate(changed, 1):
         _write_set(conn, s, set_ids[s.name], prov_ids)
         if progress:
             progress("write", done, total)
-    if replaced:
-        # Replaced profiles may have been the last to cite a provenance.
-        conn.execute(delete(provenances).where(~exists().where(
-            profiles.c.provenance_id == provenances.c.id)))
+    # Replaced provenances stay: the earlier revisions cite them.
+    history.record_current(conn, [(s.name, numbers[s.name], str(status), s.file, h,
+                                   len(s.profiles))
+                                  for s, h, status in changed], message, now)
 
 
 def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int, int]) -> None:

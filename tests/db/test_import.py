@@ -69,7 +69,8 @@ def test_reimport_is_unchanged_and_not_rewritten(engine):
 
 def test_editing_one_al_updates_exactly_that_row(engine, tmp_path):
     importer.import_paths(engine, [SEED])
-    skip = ("profile_sets.imported_at", "profile_sets.content_hash", "profile_sets.source_file")
+    skip = ("profile_sets.imported_at", "profile_sets.content_hash", "profile_sets.source_file",
+            "profile_sets.revision")
     before = dump(engine, skip=skip)
     edited = tmp_path / SEED_FILE.name
     edited.write_text(SEED_FILE.read_text().replace("acceptance_length: 3.51",
@@ -93,7 +94,7 @@ def test_editing_one_al_updates_exactly_that_row(engine, tmp_path):
     assert after["profile_sets"] == before["profile_sets"]
 
 
-def test_removing_a_profile_removes_it_and_its_orphaned_provenance(engine, tmp_path):
+def test_removing_a_profile_removes_it_and_keeps_its_provenance_for_history(engine, tmp_path):
     importer.import_paths(engine, [SEED])
     text_ = SEED_FILE.read_text()
     trimmed = tmp_path / SEED_FILE.name
@@ -105,7 +106,10 @@ def test_removing_a_profile_removes_it_and_its_orphaned_provenance(engine, tmp_p
     assert profile_count(engine, "inferencex-golden-al") == 2
     assert orphan_provenances(engine) == 0
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT COUNT(*) FROM provenances")).scalar() == 1
+        # The removed profile's provenance is still cited by revision 1.
+        assert conn.execute(text("SELECT COUNT(*) FROM provenances")).scalar() == 2
+        assert conn.execute(text(
+            "SELECT COUNT(DISTINCT p.provenance_id) FROM profiles p")).scalar() == 1
 
 
 def test_replacing_a_set_keeps_caveat_order_and_rates(engine):

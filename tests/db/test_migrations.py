@@ -107,10 +107,14 @@ def test_data_survives_downgrade_of_later_revision(engine):
     import_paths(engine, [SEED])
 
     def dump() -> dict[str, list]:
+        # The current registry's tables as 0001 made them (0004's history comes and goes).
         out = {}
         with engine.connect() as conn:
             for table in metadata.sorted_tables:
-                cols = [c.name for c in table.columns]
+                if table.name.startswith("revision"):
+                    continue
+                cols = [c.name for c in table.columns if (table.name, c.name) != (
+                    "profile_sets", "revision")]
                 order = ", ".join(cols)
                 out[table.name] = [tuple(r) for r in conn.execute(
                     text(f"SELECT {order} FROM {table.name} ORDER BY {order}"))]

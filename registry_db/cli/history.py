@@ -1,0 +1,120 @@
+"""``registry history``, ``diff`` and ``delete``: the revisions every import and deletion leaves.
+
+Thin over :mod:`registry_db.store.history`: parse, call, render. ``history`` lists revisions
+newest first; ``diff`` prints one line per changed field (``old → new``); ``delete`` removes sets
+from the current registry in one transaction, each deletion a revision of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from registry_db.cli.output import emit_json, emit_rows, handle_errors, json_option, output_options
+
+#: The columns of ``registry history``, in the contract's order.
+HISTORY_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles",
+                   "content_hash", "message")
+
+
+@click.command("history")
+@click.argument("set_name", metavar="[SET]", required=False)
+@output_options
+@click.pass_obj
+@handle_errors
+def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool) -> None:
+    """List the revisions of one set (or of every set), newest first.
+
+    Every import that adds or changes a set, and every deletion, is a revision: its number
+    (1, 2, … per set), action (added, updated, deleted), time (UTC), file, profile count,
+    content hash and message. The table shortens the hash; --json and --csv give it whole.
+
+    \b
+    Example:
+        registry history
+        registry history inferencex-golden-al --json
+    """
+    from registry_db.store import history as store
+
+    with settings.registry() as engine:
+        found = store.history(engine, set_name)
+    if as_json:
+        emit_json({"revisions": [r.to_json() for r in found]})
+        return
+    rows = [(r.set, r.revision, r.action, r.imported_at.isoformat(), r.file, r.profiles,
+             r.content_hash if as_csv or r.content_hash is None else r.content_hash[:12],
+             r.message) for r in found]
+    emit_rows(HISTORY_COLUMNS, rows, as_csv=as_csv)
+
+
+@click.command("diff")
+@click.argument("set_name", metavar="SET")
+@click.option("--from", "from_", type=click.IntRange(min=0), metavar="REV",
+              help="The older revision (default: the one before --to; 0: nothing).")
+@click.option("--to", type=click.IntRange(min=1), metavar="REV",
+              help="The newer revision (default: the latest).")
+@json_option
+@click.pass_obj
+@handle_errors
+def diff(settings: Any, set_name: str, from_: int | None, to: int | None,
+         as_json: bool) -> None:
+    """Show what changed in a set between two revisions, profile by profile.
+
+    One line per change: `changed PROFILE FIELD: old → new`, `added PROFILE ...` or
+    `removed PROFILE ...`; fields are acceptance_length, per_position_rates, method,
+    provenance.* (source, hardware, sampling.*, settings.*), rationale and copied_from.
+    A change of the set's caveats is shown as `(set)`.
+
+    \b
+    Example:
+        registry diff inferencex-golden-al
+        registry diff inferencex-golden-al --from 1 --to 3 --json
+    """
+    from registry_db.store import history as store
+
+    with settings.registry() as engine:
+        found = store.diff(engine, set_name, from_, to)
+    if as_json:
+        emit_json(found.to_json())
+        return
+    click.echo(render_changes(found.changes))
+    start = "nothing" if found.from_ is None else f"revision {found.from_}"
+    click.echo(f"{found.set}: {start} → revision {found.to}: {len(found.changes)} change(s)",
+               err=True)
+
+
+def render_changes(changes: Any) -> str:
+    """The text form of changes: one line per changed field ("no changes" when none)."""
+    lines = [line for c in changes for line in c.lines()]
+    return "\n".join(lines) if lines else "(no changes)"
+
+
+@click.command("delete")
+@click.argument("names", nargs=-1, required=True, metavar="SET...")
+@click.option("-m", "--message", metavar="MESSAGE", help="Why, kept with the revisions.")
+@json_option
+@click.pass_obj
+@handle_errors
+def delete(settings: Any, names: tuple[str, ...], message: str | None, as_json: bool) -> None:
+    """Delete sets from the current registry, all in one transaction.
+
+    Each deletion is a revision (`registry history` shows it) and the earlier revisions
+    stay. A later import of the same name is a new revision of the same set. An unknown name deletes nothing (exit 1) and
+    names the nearest stored sets.
+
+    \b
+    Example:
+        registry delete old-golden-curves -m "superseded by inferencex-golden-al"
+    """
+    from registry_db.store import history as store
+
+    with settings.registry() as engine:
+        gone = store.delete_sets(engine, names, message)
+    if as_json:
+        emit_json({"sets": [{"name": d.name, "file": d.file, "status": "deleted",
+                             "profiles": d.profiles, "revision": d.revision} for d in gone]})
+        return
+    for d in gone:
+        click.echo(f"deleted  {d.name}  (revision {d.revision}, had {d.profiles} "
+                   f"profile{'s' if d.profiles != 1 else ''})")

@@ -1,0 +1,385 @@
+"""Every revision of every set: recording them, deleting sets, listing, diffing, reading back.
+
+The current registry (``profile_sets`` … ``profile_rates``) is what resolution reads; beside it
+the ``revisions`` table holds one row per import that added or changed a set and per deletion,
+numbered 1, 2, … per set, and ``revision_caveats``, ``revision_profiles`` and ``revision_rates``
+hold a full copy of each revision's content (profiles cite the shared ``provenances``, which
+are therefore never deleted). Revisions are written inside the importer's (or the deleter's) one
+write transaction, after the writers' lock, so numbers have no gap or duplicate under concurrent
+writers and a killed writer leaves no half revision. The copy is made set-based from the rows
+just written (``INSERT … SELECT``), a few statements per import whatever its size.
+
+Reading: :func:`history` lists revisions newest first, :func:`load_revision` rebuilds one as a
+:class:`~registry_db.model.ProfileSet`, :func:`diff` and :func:`diff_sets` name what changed
+per profile, field by field.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterator, Sequence
+
+from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy.engine import Connection, Engine
+
+from registry_db.errors import NotFound
+from registry_db.model import Profile, ProfileSet
+from registry_db.store.engine import run_write
+from registry_db.store.read import _connect, _provenances, _utc, unknown_set_message
+from registry_db.store.schema import (
+    profile_sets,
+    profiles,
+    revision_caveats,
+    revision_profiles,
+    revision_rates,
+    revisions,
+)
+
+Bind = Engine | Connection
+
+#: Values per ``IN (...)`` list, as in the importer.
+_CHUNK = 1000
+
+ACTIONS: tuple[str, ...] = ("added", "updated", "deleted")
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One revision of one set, as ``registry history`` shows it."""
+
+    set: str
+    revision: int
+    action: str
+    imported_at: datetime
+    file: str | None
+    profiles: int
+    content_hash: str | None
+    message: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's revision object."""
+        return {"set": self.set, "revision": self.revision, "action": self.action,
+                "imported_at": self.imported_at.isoformat(), "file": self.file,
+                "profiles": self.profiles, "content_hash": self.content_hash,
+                "message": self.message}
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """A set that a deletion removed from the current registry."""
+
+    name: str
+    file: str | None
+    profiles: int
+    revision: int
+
+
+@dataclass(frozen=True)
+class Change:
+    """One profile that differs between two revisions (``profile`` None: the set's caveats).
+
+    ``fields`` maps each changed field to its ``(old, new)`` values.
+    """
+
+    profile: str | None
+    change: str  # added | removed | changed
+    fields: dict[str, tuple[Any, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's change object."""
+        return {"profile": self.profile, "change": self.change,
+                "fields": {k: {"from": a, "to": b} for k, (a, b) in self.fields.items()}}
+
+    def lines(self) -> list[str]:
+        """The text form: one line per changed field, ``old → new``."""
+        label = self.profile if self.profile is not None else "(set)"
+        if not self.fields:
+            return [f"{self.change:<8} {label}"]
+        return [f"{self.change:<8} {label}  {name}: {_show(a)} → {_show(b)}"
+                for name, (a, b) in self.fields.items()]
+
+
+@dataclass(frozen=True)
+class Diff:
+    """What changed in one set between two revisions (``from_`` None: from nothing)."""
+
+    set: str
+    from_: int | None
+    to: int
+    changes: tuple[Change, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's diff object."""
+        return {"set": self.set, "from": self.from_, "to": self.to,
+                "changes": [c.to_json() for c in self.changes]}
+
+
+def _show(value: Any) -> str:
+    return "–" if value is None else str(value)
+
+
+# --- writing (inside the caller's write transaction) --------------------------------------------
+
+def next_revisions(conn: Connection, names: Sequence[str]) -> dict[str, int]:
+    """``name -> the number its next revision takes`` (1 for a set never seen)."""
+    out = dict.fromkeys(names, 1)
+    v = revisions.c
+    for chunk in _chunks(sorted(set(names))):
+        for name, last in conn.execute(select(v.set_name, func.max(v.revision))
+                                       .where(v.set_name.in_(chunk)).group_by(v.set_name)):
+            out[name] = last + 1
+    return out
+
+
+def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str | None, str, int]],
+                   message: str | None, now: datetime) -> None:
+    """Record a revision of each set in ``entries`` — ``(name, revision, action, file, hash,
+    profiles)`` — copying its content from the current tables, where the importer has just
+    written it with ``profile_sets.revision`` = that revision."""
+    if not entries:
+        return
+    _insert_revisions(conn, [{
+        "set_name": name, "revision": rev, "action": action, "imported_at": now,
+        "source_file": file, "content_hash": h, "profile_count": n, "message": message,
+    } for name, rev, action, file, h, n in entries])
+    for chunk in _chunks(sorted(name for name, *_ in entries)):
+        marks = ", ".join(f":n{i}" for i in range(len(chunk)))
+        params = {f"n{i}": name for i, name in enumerate(chunk)}
+        # The revision just recorded is the one profile_sets.revision names.
+        current = "JOIN revisions v ON v.set_name = s.name AND v.revision = s.revision"
+        where = f"WHERE s.name IN ({marks})"
+        conn.execute(text(
+            "INSERT INTO revision_caveats (revision_id, position, text) "
+            "SELECT v.id, c.position, c.text FROM set_caveats c "
+            f"JOIN profile_sets s ON s.id = c.set_id {current} {where}"), params)
+        conn.execute(text(
+            "INSERT INTO revision_profiles (revision_id, position, model, speculative_method, "
+            "num_spec_tokens, thinking, category, acceptance_length, method, provenance_id, "
+            "rationale, copied_from) "
+            "SELECT v.id, p.position, p.model, p.speculative_method, p.num_spec_tokens, "
+            "p.thinking, p.category, p.acceptance_length, p.method, p.provenance_id, "
+            "p.rationale, p.copied_from "
+            f"FROM profiles p JOIN profile_sets s ON s.id = p.set_id {current} {where}"), params)
+        conn.execute(text(
+            "INSERT INTO revision_rates (profile_id, position, rate) "
+            "SELECT rp.id, r.position, r.rate FROM profile_rates r "
+            "JOIN profiles p ON p.id = r.profile_id "
+            f"JOIN profile_sets s ON s.id = p.set_id {current} "
+            "JOIN revision_profiles rp ON rp.revision_id = v.id AND rp.position = p.position "
+            f"{where}"), params)
+
+
+def _insert_revisions(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    conn.execute(insert(revisions), rows)
+
+
+def delete_in(conn: Connection, names: Sequence[str], message: str | None,
+              now: datetime) -> list[Deleted]:
+    """Delete the stored sets ``names`` inside the caller's write transaction, recording a
+    ``deleted`` revision of each. Every name must be stored (checked first: nothing is deleted
+    when one is not)."""
+    names = list(dict.fromkeys(names))
+    ps = profile_sets.c
+    found: dict[str, tuple[int, str | None]] = {}
+    for chunk in _chunks(sorted(names)):
+        found.update((n, (i, f)) for n, i, f in conn.execute(
+            select(ps.name, ps.id, ps.source_file).where(ps.name.in_(chunk))))
+    missing = [n for n in names if n not in found]
+    if missing:
+        known = list(conn.execute(select(ps.name).order_by(ps.name)).scalars())
+        raise NotFound("; ".join(unknown_set_message(n, known) for n in missing)
+                       + "; nothing was deleted")
+    counts: dict[int, int] = {}
+    ids = [found[n][0] for n in names]
+    for chunk in _chunks(ids):
+        counts.update(conn.execute(select(profiles.c.set_id, func.count())
+                                   .where(profiles.c.set_id.in_(chunk))
+                                   .group_by(profiles.c.set_id)).all())
+    numbers = next_revisions(conn, names)
+    if names:
+        _insert_revisions(conn, [{
+            "set_name": n, "revision": numbers[n], "action": "deleted", "imported_at": now,
+            "source_file": found[n][1], "content_hash": None, "profile_count": 0,
+            "message": message} for n in names])
+    for chunk in _chunks(ids):
+        # Caveats, profiles and rates go with the set (ON DELETE CASCADE); provenances stay,
+        # cited by the history.
+        conn.execute(delete(profile_sets).where(ps.id.in_(chunk)))
+    return [Deleted(n, found[n][1], counts.get(found[n][0], 0), numbers[n]) for n in names]
+
+
+def delete_sets(engine: Engine, names: Sequence[str], message: str | None = None,
+                ) -> list[Deleted]:
+    """Delete the stored sets ``names`` from the current registry, in ONE write transaction.
+
+    Each deletion is a revision (``deleted``); the sets' earlier revisions stay. An unknown
+    name raises :class:`~registry_db.errors.NotFound` naming the nearest stored names, and
+    nothing is deleted.
+    """
+    if not names:
+        return []
+    now = datetime.now(timezone.utc)
+    return run_write(engine, lambda conn: delete_in(conn, names, message, now))
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+def history(bind: Bind, name: str | None = None) -> list[Revision]:
+    """The revisions of set ``name`` (every set's when None), newest first.
+
+    An unknown name (one with no revision at all) raises :class:`NotFound` with the nearest
+    names that have a history.
+    """
+    v = revisions.c
+    query = select(v.set_name, v.revision, v.action, v.imported_at, v.source_file,
+                   v.profile_count, v.content_hash, v.message)
+    if name is not None:
+        query = query.where(v.set_name == name)
+    query = query.order_by(v.imported_at.desc(), v.set_name, v.revision.desc())
+    with _connect(bind) as conn:
+        rows = conn.execute(query).all()
+        if name is not None and not rows:
+            raise NotFound(unknown_set_message(name, _history_names(conn)))
+    return [Revision(s, r, a, _utc(t), f, n, h, m) for s, r, a, t, f, n, h, m in rows]
+
+
+def _history_names(conn: Connection) -> list[str]:
+    return list(conn.execute(select(revisions.c.set_name).distinct()
+                             .order_by(revisions.c.set_name)).scalars())
+
+
+def load_revision(bind: Bind, name: str, number: int) -> ProfileSet | None:
+    """Revision ``number`` of set ``name`` as it was imported (None for a deletion).
+
+    Raises :class:`NotFound` when the set has no such revision.
+    """
+    v = revisions.c
+    with _connect(bind) as conn:
+        row = conn.execute(select(v.id, v.action, v.source_file)
+                           .where(v.set_name == name, v.revision == number)).first()
+        if row is None:
+            raise NotFound(_no_revision(conn, name, number))
+        rid, action, file = row
+        if action == "deleted":
+            return None
+        return _build(conn, rid, name, file)
+
+
+def _no_revision(conn: Connection, name: str, number: int) -> str:
+    last = conn.execute(select(func.max(revisions.c.revision))
+                        .where(revisions.c.set_name == name)).scalar()
+    if last is None:
+        return unknown_set_message(name, _history_names(conn))
+    return f"set {name!r} has no revision {number}; its revisions are 1 to {last}"
+
+
+def _build(conn: Connection, rid: int, name: str, file: str | None) -> ProfileSet:
+    caveats = tuple(conn.execute(select(revision_caveats.c.text)
+                                 .where(revision_caveats.c.revision_id == rid)
+                                 .order_by(revision_caveats.c.position)).scalars())
+    p = revision_profiles.c
+    rows = conn.execute(select(p.id, p.model, p.speculative_method, p.num_spec_tokens,
+                               p.thinking, p.category, p.acceptance_length, p.method,
+                               p.provenance_id, p.rationale, p.copied_from)
+                        .where(p.revision_id == rid).order_by(p.position)).all()
+    rates: dict[int, list[float]] = defaultdict(list)
+    in_revision = select(p.id).where(p.revision_id == rid)
+    for pid, rate in conn.execute(select(revision_rates.c.profile_id, revision_rates.c.rate)
+                                  .where(revision_rates.c.profile_id.in_(in_revision))
+                                  .order_by(revision_rates.c.profile_id,
+                                            revision_rates.c.position)):
+        rates[pid].append(rate)
+    provs = _provenances(conn, select(p.provenance_id).where(p.revision_id == rid))
+    return ProfileSet(name=name, caveats=caveats, file=file, profiles=tuple(Profile(
+        model=model, speculative_method=smethod, num_spec_tokens=k, thinking=thinking,
+        category=category, acceptance_length=al, method=method,
+        per_position_rates=tuple(rates[pid]) if pid in rates else None,
+        provenance=None if prov is None else provs[prov], rationale=rationale,
+        copied_from=copied)
+        for pid, model, smethod, k, thinking, category, al, method, prov, rationale, copied
+        in rows))
+
+
+def diff(bind: Bind, name: str, from_: int | None = None, to: int | None = None) -> Diff:
+    """What changed in set ``name`` from revision ``from_`` to ``to``.
+
+    By default ``to`` is the latest revision and ``from_`` the one before it (none when ``to``
+    is the first: every profile is then ``added``). A deletion is a revision with no profiles.
+    """
+    with _connect(bind) as conn:
+        last = conn.execute(select(func.max(revisions.c.revision))
+                            .where(revisions.c.set_name == name)).scalar()
+        if last is None:
+            raise NotFound(unknown_set_message(name, _history_names(conn)))
+        to = last if to is None else to
+        if from_ is None:
+            from_ = to - 1 if to > 1 else None
+        old = None if from_ is None or from_ == 0 else load_revision(conn, name, from_)
+        new = load_revision(conn, name, to)
+    return Diff(name, from_, to, tuple(diff_sets(old, new)))
+
+
+def diff_sets(old: ProfileSet | None, new: ProfileSet | None) -> list[Change]:
+    """The changes from ``old`` to ``new`` (None: no set), profiles in label order after any
+    change of the caveats."""
+    changes = []
+    old_caveats = list(old.caveats) if old is not None else []
+    new_caveats = list(new.caveats) if new is not None else []
+    if old_caveats != new_caveats and old is not None and new is not None:
+        changes.append(Change(None, "changed", {"caveats": (old_caveats, new_caveats)}))
+    before = {p.key: p for p in (old.profiles if old is not None else ())}
+    after = {p.key: p for p in (new.profiles if new is not None else ())}
+    for key in sorted(before.keys() | after.keys()):
+        a, b = before.get(key), after.get(key)
+        label = (a or b).label
+        if a is None:
+            changes.append(Change(label, "added", {
+                "acceptance_length": (None, float(b.acceptance_length))}))
+        elif b is None:
+            changes.append(Change(label, "removed", {
+                "acceptance_length": (float(a.acceptance_length), None)}))
+        else:
+            fields = _fields(a, b)
+            if fields:
+                changes.append(Change(label, "changed", fields))
+    return changes
+
+
+def _fields(a: Profile, b: Profile) -> dict[str, tuple[Any, Any]]:
+    flat_a, flat_b = _flatten(a), _flatten(b)
+    return {name: (flat_a.get(name), flat_b.get(name))
+            for name in dict.fromkeys([*flat_a, *flat_b])
+            if flat_a.get(name) != flat_b.get(name)}
+
+
+def _flatten(p: Profile) -> dict[str, Any]:
+    """A profile's comparable fields by the spec's names (provenance's as dotted paths)."""
+    out: dict[str, Any] = {
+        "acceptance_length": float(p.acceptance_length),
+        "per_position_rates": None if p.per_position_rates is None
+        else [float(r) for r in p.per_position_rates],
+        "method": p.method, "rationale": p.rationale, "copied_from": p.copied_from,
+    }
+    pv = p.provenance
+    if pv is not None:
+        for name in ("source", "run", "benchmark", "prompts", "hardware", "engine_image", "tp"):
+            out[f"provenance.{name}"] = getattr(pv, name)
+        if pv.sampling is not None:
+            for name in ("temperature", "top_p", "top_k", "max_tokens"):
+                value = getattr(pv.sampling, name)
+                out[f"provenance.sampling.{name}"] = float(value) if isinstance(
+                    value, float) else value
+        for name, value in pv.settings:
+            out[f"provenance.settings.{name}"] = value
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+__all__ = ["ACTIONS", "Change", "Deleted", "Diff", "Revision", "delete_in", "delete_sets",
+           "diff", "diff_sets", "history", "load_revision", "next_revisions", "record_current"]
