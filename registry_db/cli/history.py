@@ -37,7 +37,7 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool) ->
     """
     from registry_db.store import history as store
 
-    with settings.registry() as engine:
+    with settings.registry(readonly=True) as engine:
         found = store.history(engine, set_name)
     if as_json:
         emit_json({"revisions": [r.to_json() for r in found]})
@@ -73,7 +73,7 @@ def diff(settings: Any, set_name: str, from_: int | None, to: int | None,
     """
     from registry_db.store import history as store
 
-    with settings.registry() as engine:
+    with settings.registry(readonly=True) as engine:
         found = store.diff(engine, set_name, from_, to)
     if as_json:
         emit_json(found.to_json())

@@ -276,3 +276,4 @@ def test_the_analysts_views_over_a_history(db_url, tmp_path):
                    "WHERE valid_from <= :t AND (valid_until IS NULL OR valid_until > :t)",
                    {"t": t2})
     assert {tuple(r) for r in at.rows} == {(2, 2.75)}
+
