@@ -11,7 +11,14 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, emit_rows, handle_errors, json_option, output_options
+from registry_db.cli.output import (
+    complete_set_names,
+    emit_json,
+    emit_rows,
+    handle_errors,
+    json_option,
+    output_options,
+)
 
 #: The columns of ``registry history``, in the contract's order.
 HISTORY_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles",
@@ -19,7 +26,7 @@ HISTORY_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles
 
 
 @click.command("history")
-@click.argument("set_name", metavar="[SET]", required=False)
+@click.argument("set_name", metavar="[SET]", required=False, shell_complete=complete_set_names)
 @output_options
 @click.pass_obj
 @handle_errors
@@ -49,7 +56,7 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool) ->
 
 
 @click.command("diff")
-@click.argument("set_name", metavar="SET")
+@click.argument("set_name", metavar="SET", shell_complete=complete_set_names)
 @click.option("--from", "from_", type=click.IntRange(min=0), metavar="REV",
               help="The older revision (default: the one before --to; 0: nothing).")
 @click.option("--to", type=click.IntRange(min=1), metavar="REV",
@@ -91,7 +98,8 @@ def render_changes(changes: Any) -> str:
 
 
 @click.command("delete")
-@click.argument("names", nargs=-1, required=True, metavar="SET...")
+@click.argument("names", nargs=-1, required=True, metavar="SET...",
+                shell_complete=complete_set_names)
 @click.option("-m", "--message", metavar="MESSAGE", help="Why, kept with the revisions.")
 @json_option
 @click.pass_obj
