@@ -35,10 +35,11 @@ import marshal
 import sqlite3
 import sys
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 # Nothing heavy at the top: a baseline process must not pay for imports it does not use (the
 # batch baselines load neither PyYAML nor SQLAlchemy; URLs come normalized from the runner).
@@ -103,7 +104,7 @@ def _prov_key(pv: dict) -> tuple:
 def build_rows(paths: Sequence[Path]) -> dict[str, list[tuple]]:
     """Parse ``paths`` with the C loader and lay out every table's rows, ids assigned here."""
     yaml, loader = _loader()
-    now = datetime.now(timezone.utc).isoformat(sep=" ")
+    now = datetime.now(UTC).isoformat(sep=" ")
     rows: dict[str, list[tuple]] = {t: [] for t in (
         "profile_sets", "set_caveats", "provenances", "provenance_settings", "profiles",
         "profile_rates")}
@@ -139,8 +140,9 @@ def build_rows(paths: Sequence[Path]) -> dict[str, list[tuple]]:
                 p["num_spec_tokens"], p["thinking"], p["category"],
                 float(p["acceptance_length"]), p["method"], prov_id, p.get("rationale"),
                 p.get("copied_from")))
+            rates = p.get("per_position_rates") or ()
             rows["profile_rates"].extend(
-                (profile_id, i, float(r)) for i, r in enumerate(p.get("per_position_rates") or (), 1))
+                (profile_id, i, float(r)) for i, r in enumerate(rates, 1))
     return rows
 
 

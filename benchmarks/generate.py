@@ -28,9 +28,9 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 CATEGORIES = ("coding", "math", "chat", "summarization", "rag", "agentic", "translation",
               "qa", "creative", "extraction", "reasoning", "tool-use")

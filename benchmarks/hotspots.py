@@ -8,8 +8,9 @@
 ``import`` profiles ``import_paths`` into a fresh database; ``batch`` profiles ``resolve_many``
 and ``one`` a loop of ``resolve`` calls, both against a registry loaded by the raw baseline
 (the rows are the same); ``cli-batch`` profiles the whole ``registry resolve --batch FILE``
-command in process (JSON lines in and out included, stdout sent to /dev/null). Prints the top functions by cumulative time and writes the full
-statistics next to the work files (``.pstats``; open with ``python -m pstats`` or snakeviz).
+command in process (JSON lines in and out included, stdout sent to /dev/null). Prints the top
+functions by cumulative time and writes the full statistics next to the work files
+(``.pstats``; open with ``python -m pstats`` or snakeviz).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import cProfile
 import pstats
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

@@ -23,9 +23,10 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -102,8 +103,8 @@ def run_backend(name: str, cfg: dict, args: argparse.Namespace, db_dir: Path) ->
                 s_imp, s_url = measure.bench_import(backend, s_folder, reps,
                                                     baseline=size <= args.max_baseline,
                                                     inproc=False)
-            lat = _attempt("latency", lambda: measure.bench_latency(
-                s_url, list(generate.hit_requests(s_layout, cfg["latency_requests"]))))
+            lat = _attempt("latency", lambda url=s_url, layout=s_layout: measure.bench_latency(
+                url, list(generate.hit_requests(layout, cfg["latency_requests"]))))
             rows.append(dict(benchmark="scaling", backend=name, size=size,
                              import_=s_imp, latency=lat))
             _progress(rows[-1])
@@ -265,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python benchmarks/run.py " + " ".join(map(shlex.quote, sys.argv[1:]
                                                             if argv is None else argv)),
         "sizes": args.sizes, "config": cfg,
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - started, 1),
         "git": git_revision(HERE.parent),
         "machine": machine(args.postgres_url if "postgresql" in backends else None),

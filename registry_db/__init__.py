@@ -12,13 +12,13 @@ from typing import Any
 
 from registry_db.errors import (
     DatabaseError,
+    Finding,
     InvalidInput,
     NotFound,
     RegistryError,
     ResolutionRefused,
     SchemaOutOfDate,
 )
-from registry_db.errors import Finding
 from registry_db.model import (
     InlineValue,
     Layer,

@@ -5,12 +5,12 @@ database checks (a full dump of every table, broken foreign keys, orphaned prove
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from click.testing import CliRunner, Result
-from sqlalchemy.engine import Engine
 from sqlalchemy import inspect, select, text
+from sqlalchemy.engine import Engine
 
 from registry_db import store
 from registry_db.cli.group import main

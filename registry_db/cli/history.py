@@ -108,8 +108,8 @@ def delete(settings: Any, names: tuple[str, ...], message: str | None, as_json: 
     """Delete sets from the current registry, all in one transaction.
 
     Each deletion is a revision (`registry history` shows it) and the earlier revisions
-    stay. A later import of the same name is a new revision of the same set. An unknown name deletes nothing (exit 1) and
-    names the nearest stored sets.
+    stay. A later import of the same name is a new revision of the same set. An unknown name
+    deletes nothing (exit 1) and names the nearest stored sets.
 
     \b
     Example:

@@ -22,9 +22,10 @@ def validate(paths: tuple[str, ...], as_json: bool) -> None:
     """Check profile-set files, or folders of *.yaml / *.yml files, against the spec.
 
     Folders are read one level deep, hidden files skipped; a folder without YAML files is an
-    error, and a *.yaml link that leads nowhere a warning. Every problem of every file is reported, one per line on stderr as
-    FILE:LINE:COL: PATH: MESSAGE. Exits 1 if any problem is an error; warnings alone
-    (such as a set named differently from its file) exit 0. Touches no database.
+    error, and a *.yaml link that leads nowhere a warning. Every problem of every file is
+    reported, one per line on stderr as FILE:LINE:COL: PATH: MESSAGE. Exits 1 if any problem
+    is an error; warnings alone (such as a set named differently from its file) exit 0.
+    Touches no database.
 
     \b
     Example:

@@ -282,8 +282,8 @@ def stored_among(c: Cursor, names: Sequence[str]) -> list[str]:
     """Which of ``names`` are stored sets (one query on the unique name index, whatever the
     number of sets in the database)."""
     marker = "?" if c.dialect == "sqlite" else "%s"
-    c.cur.execute(f"SELECT name FROM profile_sets WHERE name IN ({', '.join([marker] * len(names))})",
-                  tuple(names))
+    markers = ", ".join([marker] * len(names))
+    c.cur.execute(f"SELECT name FROM profile_sets WHERE name IN ({markers})", tuple(names))
     return [name for (name,) in c.cur.fetchall()]
 
 

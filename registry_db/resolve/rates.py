@@ -15,7 +15,7 @@ rates reproduces the engines that force a published AL.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def min_variance_rates(al: float, k: int) -> list[float]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any, Iterable, Protocol, cast
+from collections.abc import Iterable
+from typing import Any, Protocol, cast
 
 from registry_db.errors import Finding
 from registry_db.model import ProfileSet

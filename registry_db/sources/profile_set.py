@@ -8,8 +8,9 @@ one rule that spans files: two files may not declare one set.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from registry_db.errors import Finding, InvalidInput, sort_findings
 from registry_db.inputs.profile_set import YAML_SUFFIXES, check_profile_set
@@ -20,7 +21,8 @@ NAME = "profile-set"
 DESCRIPTION = "AcceptanceProfileSet YAML files, or folders of them"
 
 
-def read(paths: Iterable[str | os.PathLike], *, progress: Callable[[str, int, int], None] | None = None,
+def read(paths: Iterable[str | os.PathLike], *,
+         progress: Callable[[str, int, int], None] | None = None,
          **_: Any) -> tuple[list[ProfileSet], list[Finding]]:
     """The source protocol's entry point: :func:`check_paths`."""
     return check_paths(paths, progress)

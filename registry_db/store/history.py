@@ -17,9 +17,10 @@ per profile, field by field.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.engine import Connection, Engine
@@ -220,7 +221,7 @@ def delete_sets(engine: Engine, names: Sequence[str], message: str | None = None
     """
     if not names:
         return []
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return run_write(engine, lambda conn: delete_in(conn, names, message, now))
 
 

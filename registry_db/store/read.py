@@ -12,22 +12,14 @@ from __future__ import annotations
 import contextlib
 import difflib
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterator, Sequence
+from datetime import UTC, datetime
 
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import NotFound
-from registry_db.store.schema import (
-    profile_rates,
-    profile_sets,
-    profiles,
-    provenance_settings,
-    provenances,
-    set_caveats,
-)
 from registry_db.model import (
     PROFILE_KEY_FIELDS,
     Keyed,
@@ -36,6 +28,14 @@ from registry_db.model import (
     Provenance,
     Sampling,
     setting_value,
+)
+from registry_db.store.schema import (
+    profile_rates,
+    profile_sets,
+    profiles,
+    provenance_settings,
+    provenances,
+    set_caveats,
 )
 
 Bind = Engine | Connection
@@ -102,8 +102,8 @@ def _connect(bind: Bind) -> Iterator[Connection]:
 
 def _utc(value: datetime) -> datetime:
     # SQLite hands back naive datetimes; the importer wrote them in UTC.
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None \
-        else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None \
+        else value.astimezone(UTC)
 
 
 # --- listings ------------------------------------------------------------------------------------

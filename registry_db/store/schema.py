@@ -32,6 +32,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+)
+from sqlalchemy import (
     text as sql_text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -234,7 +236,8 @@ class RevisionRow(Base):
         CheckConstraint("revision >= 1", name="revision"),
         CheckConstraint("action IN ('added', 'updated', 'deleted')", name="action"),
         CheckConstraint("profile_count >= 0", name="profile_count"),
-        CheckConstraint("(action = 'deleted') = (content_hash IS NULL)", name="deleted_has_no_hash"),
+        CheckConstraint("(action = 'deleted') = (content_hash IS NULL)",
+                        name="deleted_has_no_hash"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

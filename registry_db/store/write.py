@@ -8,29 +8,38 @@ lock, each set is classified ``added``, ``updated`` (its old rows are replaced) 
 Each added or updated set is also recorded as a new revision of itself
 (:mod:`registry_db.store.history`), in the same transaction; ``prune`` deletes the stored sets the
 import does not declare, as ``deleted`` revisions. Provenances are deduplicated by content hash
-across profiles and sets, and kept while any revision cites them. Rows go in with Core ``executemany`` (``COPY`` on PostgreSQL), never one
-statement per row, and ids are read back per set, so a large import costs a few statements a file.
+across profiles and sets, and kept while any revision cites them. Rows go in with Core
+``executemany`` (``COPY`` on PostgreSQL), never one statement per row, and ids are read back
+per set, so a large import costs a few statements a file.
 """
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import Boolean, DateTime, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
+from registry_db.errors import Finding, InvalidInput
+from registry_db.gcpause import gc_paused
+from registry_db.model import (
+    ImportStatus,
+    ProfileSet,
+    Provenance,
+    profile_label,
+    setting_text,
+    setting_type,
+)
 from registry_db.store import history, read
 from registry_db.store.engine import run_write
-from registry_db.errors import InvalidInput
-from registry_db.gcpause import gc_paused
-from registry_db.errors import Finding
 from registry_db.store.schema import (
     profile_rates,
     profile_sets,
@@ -39,8 +48,6 @@ from registry_db.store.schema import (
     provenances,
     set_caveats,
 )
-from registry_db.model import (ImportStatus, ProfileSet, Provenance, profile_label, setting_text,
-                               setting_type)
 
 #: Shared keys named in an overlap warning; the rest are counted.
 OVERLAP_SHOWN = 3
@@ -161,7 +168,7 @@ def _import_sets(engine: Engine, sets: list[ProfileSet], dry_run: bool,
                                      moved.get(s.name)))
         pruned = _undeclared(conn, sets) if prune else []
         # Prune first, so that the overlap warnings do not name sets about to go.
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         if pruned and not dry_run:
             gone = history.delete_in(conn, pruned, message, now)
             results += [SetResult(d.name, d.file, ImportStatus.DELETED, d.profiles)

@@ -1,4 +1,4 @@
-"""The export side of YAML: writing values so that :mod:`registry_db.yaml.load` reads them back equal.
+"""The export side of YAML: writing values that :mod:`registry_db.yaml.load` reads back equal.
 
 Strings that any reader (ours with YAML 1.2 scalars, or a YAML 1.1 reader such as PyYAML's
 default) would take for something else are quoted; floats are written by ``repr`` (4.07, never
@@ -10,7 +10,8 @@ from __future__ import annotations
 import io
 import math
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 

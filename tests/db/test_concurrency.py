@@ -22,9 +22,7 @@ import pytest
 from sqlalchemy import text
 
 from registry_db import store
-
 from registry_db.store import write as importer
-
 from registry_db.store.urls import sqlite_path
 from tests.conftest import ROOT
 from tests.helpers import broken_foreign_keys, orphan_provenances, write_set
@@ -95,7 +93,8 @@ def writer_holds_lock(url: str) -> bool:
             return bool(conn.execute(text(
                 "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
                 "AND classid = :hi AND objid = :lo AND objsubid = 1"),
-                {"hi": store.WRITE_LOCK_KEY >> 32, "lo": store.WRITE_LOCK_KEY & 0xFFFFFFFF}).scalar())
+                {"hi": store.WRITE_LOCK_KEY >> 32,
+                 "lo": store.WRITE_LOCK_KEY & 0xFFFFFFFF}).scalar())
     finally:
         engine.dispose()
 
@@ -160,7 +159,7 @@ def test_four_processes_ten_imports_each(db_url, tmp_path):
         sets, _ = importer.load_paths([folder])
         for s in sets:
             versions.setdefault(s.name, {})[s.content_hash()] = (folder.name, len(s.profiles))
-    for w, path in enumerate(own):
+    for _w, path in enumerate(own):
         [s], _ = importer.load_paths([path])
         versions[s.name] = {s.content_hash(): ("own", 10)}
 

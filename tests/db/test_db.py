@@ -18,11 +18,9 @@ from registry_db import store
 from registry_db.cli.group import main
 from registry_db.errors import DatabaseLocked, DatabaseUnavailable, SchemaOutOfDate
 from registry_db.store.urls import DEFAULT_URL, normalize_url, redact, resolve_url
-
 from tests.conftest import ROOT
 
-
-# --- URLs ------------------------------------------------------------------------------------------
+# --- URLs -----------------------------------------------------------------------------------------
 
 def test_url_precedence():
     env = {"REGISTRY_DATABASE_URL": "sqlite:///from-env.db"}
@@ -49,7 +47,7 @@ def test_password_is_redacted():
     assert redact("sqlite:///x.db") == "sqlite:///x.db"
 
 
-# --- the schema check ------------------------------------------------------------------------------
+# --- the schema check -----------------------------------------------------------------------------
 
 def test_empty_database_is_created_at_head(empty_url):
     engine = store.open_registry(empty_url)
@@ -95,7 +93,7 @@ def test_script_head_matches_constant():
     assert store.script_head() == store.HEAD_REVISION
 
 
-# --- SQLite connection settings --------------------------------------------------------------------
+# --- SQLite connection settings -------------------------------------------------------------------
 
 def test_sqlite_pragmas(tmp_path):
     engine = store.open_registry(f"sqlite:///{tmp_path / 'r.db'}")
@@ -137,7 +135,7 @@ def test_sqlite_writer_waits_then_gives_up(tmp_path, monkeypatch):
     waiter.dispose()
 
 
-# --- dead servers ------------------------------------------------------------------------------------
+# --- dead servers ---------------------------------------------------------------------------------
 
 def test_unreachable_server_is_exit_3_one_line():
     url = "postgresql://postgres@127.0.0.1:1/none"
@@ -159,7 +157,7 @@ def test_password_never_printed():
     assert "hunter2" not in proc.stderr + proc.stdout
 
 
-# --- packaging ---------------------------------------------------------------------------------------
+# --- packaging ------------------------------------------------------------------------------------
 
 def test_help_for_every_command():
     """Every command has help, and every help text ends with an example."""

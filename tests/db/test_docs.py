@@ -17,12 +17,10 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 
-from registry_db.store import write as importer
-
-from registry_db.store import catalog as views
 from registry_db.cli.group import main
+from registry_db.store import catalog as views
+from registry_db.store import write as importer
 from registry_db.store.query import QueryError, parse_param, run_query
-
 from tests.conftest import ROOT, SEED
 from tests.helpers import reader_role
 

@@ -7,15 +7,12 @@ import dataclasses
 import pytest
 from sqlalchemy import text
 
-from registry_db.store import export as export
-
-from registry_db.store import write as importer
-
-from registry_db.store import read as store
-
-from registry_db.sources.profile_set import check_paths
 from registry_db.errors import NotFound, RegistryError
 from registry_db.model import Profile, ProfileSet, Provenance, Sampling
+from registry_db.sources.profile_set import check_paths
+from registry_db.store import export as export
+from registry_db.store import read as store
+from registry_db.store import write as importer
 from registry_db.yaml.load import load_yaml
 from tests.conftest import SEED
 from tests.helpers import SEED_FILE, broken_foreign_keys, dump, write_set
@@ -29,7 +26,8 @@ def empty_registry(engine) -> None:
     """Remove every set and provenance, restarting ids, as in a new database."""
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
-            conn.execute(text("TRUNCATE profile_sets, provenances, revisions RESTART IDENTITY CASCADE"))
+            conn.execute(text(
+                "TRUNCATE profile_sets, provenances, revisions RESTART IDENTITY CASCADE"))
         else:
             conn.execute(text("DELETE FROM profile_sets"))
             conn.execute(text("DELETE FROM revisions"))

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from registry_db import store
 from registry_db.errors import NotFound
@@ -236,7 +237,7 @@ def test_revisions_keep_every_revisions_content(engine, tmp_path):
 def test_revision_numbers_are_unique_per_set(engine):
     [seed], _ = importer.load_paths([SEED_FILE])
     importer.import_sets(engine, [seed])
-    with pytest.raises(Exception):
+    with pytest.raises(IntegrityError):
         with engine.begin() as conn:
             conn.execute(text(
                 "INSERT INTO revisions (set_name, revision, action, imported_at, content_hash, "

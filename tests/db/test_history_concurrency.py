@@ -30,7 +30,7 @@ def assert_history_whole(engine) -> None:
             "FROM revisions v ORDER BY v.set_name, v.revision")).all()
         current = dict(conn.execute(text("SELECT name, revision FROM profile_sets")).all())
     by_set: dict[str, list[int]] = {}
-    for name, number, action, count, held in rows:
+    for name, number, _action, count, held in rows:
         assert count == held, (name, number)
         by_set.setdefault(name, []).append(number)
     for name, numbers in by_set.items():

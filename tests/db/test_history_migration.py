@@ -6,7 +6,7 @@ and the downgrade keeps the current registry intact and drops the history."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import inspect, text
 
@@ -16,7 +16,7 @@ from tests.helpers import broken_foreign_keys, migrated_to, run_cli
 #: The schema revision before history.
 PREVIOUS = "0003"
 
-IMPORTED_AT = datetime(2026, 6, 1, 9, 30, tzinfo=timezone.utc)
+IMPORTED_AT = datetime(2026, 6, 1, 9, 30, tzinfo=UTC)
 
 #: Two sets as the importer of the previous head wrote them: ids, hash, time, one shared
 #: provenance with a setting, caveats, rates on one profile.

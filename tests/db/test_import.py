@@ -13,15 +13,19 @@ import shutil
 import pytest
 from sqlalchemy import select, text
 
-from registry_db.store import write as importer
-
-from registry_db.store import read as store
 from registry_db.errors import InvalidInput, NotFound, RegistryError
+from registry_db.store import read as store
+from registry_db.store import write as importer
 from registry_db.store.schema import profile_sets, profiles, provenances
 from tests.conftest import SEED
-from tests.helpers import (SEED_FILE, broken_foreign_keys, dump, orphan_provenances, set_yaml,
-                           write_set)
-
+from tests.helpers import (
+    SEED_FILE,
+    broken_foreign_keys,
+    dump,
+    orphan_provenances,
+    set_yaml,
+    write_set,
+)
 
 
 def profile_count(engine, set_name: str) -> int:

@@ -14,10 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from registry_db import store
-
 from registry_db.cli.group import main
 from tests.conftest import ROOT, SEED
-from tests.helpers import run_cli, SEED_FILE, dump, set_yaml, write_set
+from tests.helpers import SEED_FILE, dump, run_cli, set_yaml, write_set
 
 
 def run(url: str, *args: str, env: dict[str, str] | None = None):

@@ -12,6 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
+from sqlalchemy.exc import DBAPIError
 
 from registry_db import store
 from registry_db.store.schema import metadata
@@ -101,7 +102,6 @@ def test_up_down_consistency(empty_url):
 def test_data_survives_downgrade_of_later_revision(engine):
     """Rows inserted at the head survive a downgrade of the views revision and the way back."""
     from registry_db.store.write import import_paths
-
     from tests.conftest import SEED
 
     import_paths(engine, [SEED])
@@ -155,7 +155,7 @@ def test_failed_migration_rolls_back_ddl(empty_url, monkeypatch, tmp_path):
     engine = store.make_engine(empty_url)
     try:
         store.upgrade(engine, head)
-        with pytest.raises(Exception):
+        with pytest.raises(DBAPIError):
             store.upgrade(engine, broken)
         assert store.current_revision(engine) == head
         with engine.connect() as conn:

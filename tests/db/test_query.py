@@ -14,12 +14,11 @@ import os
 import pytest
 from sqlalchemy import inspect, text
 
-from tests.helpers import reader_role, run_cli
 from registry_db import store
-
+from registry_db.model import Profile, ProfileSet
 from registry_db.store import write as importer
 from registry_db.store.query import QueryError, parse_param, parse_value, placeholders, run_query
-from registry_db.model import Profile, ProfileSet
+from tests.helpers import reader_role, run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -343,8 +342,8 @@ def test_quotes_semicolons_and_comments_are_stored_and_queried_literally(engine,
 
     # The same names as SQL literals (quotes doubled, as SQL spells them) in the views.
     literal = NASTY_SET.replace("'", "''")
-    rows = run_query(q(db_url), f"SELECT profile_set, profile_count, caveat_count FROM set_overview "
-                             f"WHERE profile_set = '{literal}'").rows
+    rows = run_query(q(db_url), "SELECT profile_set, profile_count, caveat_count "
+                             f"FROM set_overview WHERE profile_set = '{literal}'").rows
     assert rows == ((NASTY_SET, 1, 1),)
     rows = run_query(q(db_url), "SELECT c.text FROM set_caveats c JOIN profile_sets s "
                              "ON s.id = c.set_id WHERE s.name = :n", {"n": NASTY_SET}).rows

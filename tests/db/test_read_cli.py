@@ -9,12 +9,11 @@ import json
 import pytest
 
 from registry_db import store
-
 from registry_db.store import write as importer
 from registry_db.yaml.load import load_yaml
 from tests.conftest import SEED
-from tests.helpers import SEED_FILE, write_set
 from tests.db.test_import_cli import run
+from tests.helpers import SEED_FILE, write_set
 
 
 @pytest.fixture

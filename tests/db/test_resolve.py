@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from registry_db.store import write as importer
 from registry_db.errors import ResolutionRefused
-from registry_db.resolve.rates import min_variance_rates
-from registry_db.resolve.plan import Fallback, HardwareMismatch, Request, resolve
 from registry_db.model import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
+from registry_db.resolve.plan import Fallback, HardwareMismatch, Request, resolve
+from registry_db.resolve.rates import min_variance_rates
+from registry_db.store import write as importer
 from tests.conftest import SEED
 
 SEED_URL = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"

@@ -9,14 +9,22 @@ import random
 import pytest
 from sqlalchemy import text
 
-from registry_db.store import write as importer
 from registry_db.errors import ResolutionRefused
 from registry_db.gcpause import PAUSE_FROM as GC_PAUSE_FROM
-from registry_db.resolve.lookup import (LOOKUP_ONE, PG_ARRAYS, PG_LOOKUP_MANY, SQLITE_KEYS_DDL,
-                                        SQLITE_KEYS_INSERT, SQLITE_LOOKUP_MANY, Lookup,
-                                        one_parameters, one_statement)
-from registry_db.resolve.plan import Request, resolve, resolve_many
 from registry_db.model import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
+from registry_db.resolve.lookup import (
+    LOOKUP_ONE,
+    PG_ARRAYS,
+    PG_LOOKUP_MANY,
+    SQLITE_KEYS_DDL,
+    SQLITE_KEYS_INSERT,
+    SQLITE_LOOKUP_MANY,
+    Lookup,
+    one_parameters,
+    one_statement,
+)
+from registry_db.resolve.plan import Request, resolve, resolve_many
+from registry_db.store import write as importer
 
 MODELS = [f"model-{i}" for i in range(30)]
 METHODS = ("eagle", "mtp")

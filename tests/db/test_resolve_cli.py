@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from registry_db.store import write as importer
 from registry_db.resolve.rates import min_variance_rates
-from tests.helpers import run_cli
+from registry_db.store import write as importer
 from tests.conftest import DATA, SEED
+from tests.helpers import run_cli
 
 FILES = DATA / "resolve"
 SOURCE = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"

@@ -6,7 +6,7 @@ the database (not the validator) to refuse it.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import insert, text
@@ -27,7 +27,7 @@ def base(engine):
     """A database with one set (id 1), one provenance (id 1) and one profile (id 1)."""
     with engine.begin() as conn:
         conn.execute(insert(profile_sets).values(
-            id=1, name="s", content_hash="x" * 64, imported_at=datetime.now(timezone.utc)))
+            id=1, name="s", content_hash="x" * 64, imported_at=datetime.now(UTC)))
         conn.execute(insert(provenances).values(id=1, content_hash="p" * 64, source="src"))
         conn.execute(insert(profiles).values(id=1, **PROFILE))
     return engine

@@ -11,7 +11,6 @@ import pytest
 
 from registry_db.store import write as importer
 from registry_db.store.query import run_query
-
 from tests.conftest import SEED
 
 _GOLDEN = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"

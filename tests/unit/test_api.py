@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import registry_db
-
 from tests.conftest import SEED
 
 
@@ -16,8 +15,9 @@ def test_every_exported_name_resolves():
 
 
 def _modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sys.modules))"],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    script = code + "\nimport sys; print(' '.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
     return set(out.split())
 
 
@@ -41,8 +41,8 @@ def test_resolve_does_not_load_alembic(tmp_path):
         f"try:\n    main(['-d', {url!r}, 'resolve', '--model', 'm', '--method', 'x', '--k', '3',"
         " '--thinking', 'on', '--category', 'coding', '--json'], prog_name='registry')\n"
         "except SystemExit:\n    pass\n")
-    for unused in ("alembic", "mako", "yaml", "registry_db.store.write", "registry_db.inputs.profile_set",
-                   "registry_db.store.schema"):
+    for unused in ("alembic", "mako", "yaml", "registry_db.store.write",
+                   "registry_db.inputs.profile_set", "registry_db.store.schema"):
         assert unused not in mods, unused
 
 

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from registry_db.yaml import load as yamlio
 from registry_db.errors import InvalidInput
-from registry_db.model import PROFILE_METHODS, Profile, ProfileSet, Provenance, Sampling
 from registry_db.inputs.profile_set import check_inline_value, check_pin, check_profile_set
+from registry_db.model import PROFILE_METHODS, Profile, ProfileSet, Provenance, Sampling
 from registry_db.sources.profile_set import check_paths, collect_files
+from registry_db.yaml import load as yamlio
 from registry_db.yaml.dump import dump_yaml
 from registry_db.yaml.load import load_yaml
 

@@ -11,8 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from registry_db.yaml import load as yamlio
 from registry_db.errors import InvalidInput
+from registry_db.yaml import load as yamlio
 from registry_db.yaml.dump import dump_yaml
 from registry_db.yaml.load import YMap, YSeq, key_pos, load_file, load_yaml, mark, pos
 
@@ -215,7 +215,7 @@ def test_unreadable_file_is_a_finding(tmp_path):
 # --- encoding ------------------------------------------------------------------------------------
 
 def test_invalid_utf8_names_the_bad_byte():
-    data = "a: 1\nbé: x\xff".encode("utf-8").replace(b"\xc3\xbf", b"\xff")
+    data = "a: 1\nbé: x\xff".encode().replace(b"\xc3\xbf", b"\xff")
     found = problems(data)
     assert found == [("not_utf8", 2, 6, "")]
 
