@@ -254,9 +254,13 @@ def cursor(bind: Engine | Connection | sqlite3.Connection, *,
     engine = bind.engine
     dialect = engine.dialect.name
     with translated(str(engine.url)):
-        own = None if isinstance(bind, Connection) else engine.raw_connection()
+        if isinstance(bind, Connection):
+            own, pooled = None, bind.connection
+        else:
+            own = pooled = engine.raw_connection()
         try:
-            dbapi = bind.connection.dbapi_connection if own is None else own.dbapi_connection
+            dbapi = pooled.dbapi_connection
+            assert dbapi is not None  # checked out: a live DB-API connection
             autocommit = own is not None and not snapshot and dialect == "postgresql"
             if autocommit:
                 dbapi.autocommit = True

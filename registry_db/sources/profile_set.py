@@ -149,6 +149,7 @@ def check_paths(paths: Iterable[str | os.PathLike],
         if progress is not None:  # here, not at the end: the body may `continue`
             progress("validate", done, len(files))
         file = str(path)
+        profile_set: ProfileSet | None
         fast = _fast(path, file) if FAST_PATH else None
         if fast is not None:
             doc, profile_set = fast

@@ -334,17 +334,16 @@ def diff_sets(old: ProfileSet | None, new: ProfileSet | None) -> list[Change]:
     after = {p.key: p for p in (new.profiles if new is not None else ())}
     for key in sorted(before.keys() | after.keys()):
         a, b = before.get(key), after.get(key)
-        label = (a or b).label
-        if a is None:
-            changes.append(Change(label, "added", {
+        if a is None and b is not None:
+            changes.append(Change(b.label, "added", {
                 "acceptance_length": (None, float(b.acceptance_length))}))
-        elif b is None:
-            changes.append(Change(label, "removed", {
+        elif b is None and a is not None:
+            changes.append(Change(a.label, "removed", {
                 "acceptance_length": (float(a.acceptance_length), None)}))
-        else:
+        elif a is not None and b is not None:
             fields = _fields(a, b)
             if fields:
-                changes.append(Change(label, "changed", fields))
+                changes.append(Change(a.label, "changed", fields))
     return changes
 
 

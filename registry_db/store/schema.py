@@ -30,12 +30,11 @@ from sqlalchemy import (
     MetaData,
     PrimaryKeyConstraint,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
-from sqlalchemy import (
-    text as sql_text,
-)
+from sqlalchemy import text as sql_text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -321,14 +320,21 @@ class RevisionRateRow(Base):
     rate: Mapped[float] = mapped_column(Double, nullable=False)
 
 
-profile_sets = ProfileSetRow.__table__
-set_caveats = SetCaveatRow.__table__
-methods = MethodRow.__table__
-provenances = ProvenanceRow.__table__
-provenance_settings = ProvenanceSettingRow.__table__
-profiles = ProfileRow.__table__
-profile_rates = ProfileRateRow.__table__
-revisions = RevisionRow.__table__
-revision_caveats = RevisionCaveatRow.__table__
-revision_profiles = RevisionProfileRow.__table__
-revision_rates = RevisionRateRow.__table__
+def _table(row: type[Base]) -> Table:
+    # Declarative classes type __table__ as a FromClause; insert/update/delete want the Table.
+    table = row.__table__
+    assert isinstance(table, Table)
+    return table
+
+
+profile_sets = _table(ProfileSetRow)
+set_caveats = _table(SetCaveatRow)
+methods = _table(MethodRow)
+provenances = _table(ProvenanceRow)
+provenance_settings = _table(ProvenanceSettingRow)
+profiles = _table(ProfileRow)
+profile_rates = _table(ProfileRateRow)
+revisions = _table(RevisionRow)
+revision_caveats = _table(RevisionCaveatRow)
+revision_profiles = _table(RevisionProfileRow)
+revision_rates = _table(RevisionRateRow)

@@ -459,7 +459,9 @@ def _insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> No
     columns = list(rows[0])
     names = ", ".join(f'"{c}"' for c in columns)
     dbapi_error = conn.dialect.loaded_dbapi.Error
-    cursor = conn.connection.driver_connection.cursor()
+    driver = conn.connection.driver_connection
+    assert driver is not None  # a live connection inside the write transaction
+    cursor = driver.cursor()
     sql = ""
     try:
         if postgresql:

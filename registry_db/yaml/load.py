@@ -98,18 +98,17 @@ def _convert(text: str, kind: str) -> Any:
 
 # --- loading -------------------------------------------------------------------------------------
 
-try:
-    from yaml.cyaml import CParser as _CParser
-except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    _CParser = None
+# PyYAML exports libyaml's parser only when it was built with it.
+_CParser: type | None = getattr(yaml, "CParser", None)
 
 
 class _PyParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
     """PyYAML's pure-Python event parser, for installs without libyaml."""
 
     def __init__(self, stream: str):
-        for base in _PyParser.__bases__:
-            base.__init__(self, *((stream,) if base is yaml.reader.Reader else ()))
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
 
 
 #: The parser classes tried in order; tests swap this to exercise the fallback.
@@ -183,13 +182,16 @@ def _syntax_finding(exc: yaml.YAMLError, text: str, file: str, libyaml: bool) ->
         return _finding(file, _char_pos(text, offset), "bad_character",
                         f"character U+{char:04X} is not allowed in YAML ({exc.reason}); "
                         "remove it, or write it as an escape in a double-quoted string")
-    where = exc.problem_mark or exc.context_mark
+    # Scanner and parser errors are MarkedYAMLErrors; read their fields so that any other
+    # YAMLError still gets a message rather than an AttributeError.
+    where = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem, context = getattr(exc, "problem", None), getattr(exc, "context", None)
     line_col = (where.line + 1, where.column + 1) if where else (1, 1)
-    if "nesting depth" in str(exc.problem):  # libyaml's own limit, met before ours
+    if "nesting depth" in str(problem):  # libyaml's own limit, met before ours
         return _finding(file, line_col, "too_deep", f"mappings and lists nest too deep here "
-                        f"({exc.problem}); a profile set needs five levels")
-    context = f" ({exc.context})" if exc.context else ""
-    return _finding(file, line_col, "yaml_syntax", f"YAML syntax error: {exc.problem}{context}")
+                        f"({problem}); a profile set needs five levels")
+    context = f" ({context})" if context else ""
+    return _finding(file, line_col, "yaml_syntax", f"YAML syntax error: {problem}{context}")
 
 
 def _decode(data: bytes, file: str) -> str:
