@@ -17,7 +17,7 @@ per profile, field by field.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import NotFound
 from registry_db.model import Profile, ProfileSet
+from registry_db.store.bulk import chunks
 from registry_db.store.engine import run_write
 from registry_db.store.read import _connect, _provenances, _utc, unknown_set_message
 from registry_db.store.schema import (
@@ -39,9 +40,6 @@ from registry_db.store.schema import (
 )
 
 Bind = Engine | Connection
-
-#: Values per ``IN (...)`` list, as in the importer.
-_CHUNK = 1000
 
 ACTIONS: tuple[str, ...] = ("added", "updated", "deleted")
 
@@ -127,7 +125,7 @@ def next_revisions(conn: Connection, names: Sequence[str]) -> dict[str, int]:
     """``name -> the number its next revision takes`` (1 for a set never seen)."""
     out = dict.fromkeys(names, 1)
     v = revisions.c
-    for chunk in _chunks(sorted(set(names))):
+    for chunk in chunks(sorted(set(names))):
         for name, last in conn.execute(select(v.set_name, func.max(v.revision))
                                        .where(v.set_name.in_(chunk)).group_by(v.set_name)):
             out[name] = last + 1
@@ -145,7 +143,7 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
         "set_name": name, "revision": rev, "action": action, "imported_at": now,
         "source_file": file, "content_hash": h, "profile_count": n, "message": message,
     } for name, rev, action, file, h, n in entries])
-    for chunk in _chunks(sorted(name for name, *_ in entries)):
+    for chunk in chunks(sorted(name for name, *_ in entries)):
         marks = ", ".join(f":n{i}" for i in range(len(chunk)))
         params = {f"n{i}": name for i, name in enumerate(chunk)}
         # The revision just recorded is the one profile_sets.revision names.
@@ -184,7 +182,7 @@ def delete_in(conn: Connection, names: Sequence[str], message: str | None,
     names = list(dict.fromkeys(names))
     ps = profile_sets.c
     found: dict[str, tuple[int, str | None]] = {}
-    for chunk in _chunks(sorted(names)):
+    for chunk in chunks(sorted(names)):
         found.update((n, (i, f)) for n, i, f in conn.execute(
             select(ps.name, ps.id, ps.source_file).where(ps.name.in_(chunk))))
     missing = [n for n in names if n not in found]
@@ -194,7 +192,7 @@ def delete_in(conn: Connection, names: Sequence[str], message: str | None,
                        + "; nothing was deleted")
     counts: dict[int, int] = {}
     ids = [found[n][0] for n in names]
-    for chunk in _chunks(ids):
+    for chunk in chunks(ids):
         counts.update(conn.execute(select(profiles.c.set_id, func.count())
                                    .where(profiles.c.set_id.in_(chunk))
                                    .group_by(profiles.c.set_id)).all())
@@ -204,7 +202,7 @@ def delete_in(conn: Connection, names: Sequence[str], message: str | None,
             "set_name": n, "revision": numbers[n], "action": "deleted", "imported_at": now,
             "source_file": found[n][1], "content_hash": None, "profile_count": 0,
             "message": message} for n in names])
-    for chunk in _chunks(ids):
+    for chunk in chunks(ids):
         # Caveats, profiles and rates go with the set (ON DELETE CASCADE); provenances stay,
         # cited by the history.
         conn.execute(delete(profile_sets).where(ps.id.in_(chunk)))
@@ -374,11 +372,6 @@ def _flatten(p: Profile) -> dict[str, Any]:
         for name, value in pv.settings:
             out[f"provenance.settings.{name}"] = value
     return {k: v for k, v in out.items() if v is not None}
-
-
-def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
 
 
 __all__ = ["ACTIONS", "Change", "Deleted", "Diff", "Revision", "delete_in", "delete_sets",

@@ -17,46 +17,35 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Boolean, DateTime, bindparam, delete, insert, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError
 
 from registry_db.errors import Finding, InvalidInput
 from registry_db.gcpause import gc_paused
 from registry_db.model import (
     ImportStatus,
     ProfileSet,
-    Provenance,
     profile_label,
-    setting_text,
-    setting_type,
 )
 from registry_db.store import history, read
+from registry_db.store.bulk import CHUNK, chunks, insert_many, provenance_ids
 from registry_db.store.engine import run_write
 from registry_db.store.schema import (
     profile_rates,
     profile_sets,
     profiles,
-    provenance_settings,
-    provenances,
     set_caveats,
 )
 
 #: Shared keys named in an overlap warning; the rest are counted.
 OVERLAP_SHOWN = 3
-
-#: Values per ``IN (...)`` list: far below SQLite's and PostgreSQL's bound-parameter limits.
-_CHUNK = 1000
-
-#: From this many rows on, PostgreSQL inserts use COPY and SQLite ones the driver's executemany.
-_COPY_MIN_ROWS = 50
 
 #: ``progress(phase, done, total)``, called after each set is written (phase ``write``).
 Progress = Callable[[str, int, int], None]
@@ -253,12 +242,12 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
     gone = set(ignore)  # sets this import deletes (--prune)
     models = sorted({k[0] for k in holders}) if conn is not None else []
     p, ps = profiles.c, profile_sets.c
-    for chunk in _chunks(models):
+    for chunk in chunks(models):
         query = (select(ps.name, p.model, p.speculative_method, p.num_spec_tokens, p.thinking,
                         p.category)
                  .join_from(profiles, profile_sets, p.set_id == ps.id)
                  .where(p.model.in_(chunk)))
-        if len(incoming) <= _CHUNK:
+        if len(incoming) <= CHUNK:
             # Re-importing a large registry should not read every row it is about to replace.
             query = query.where(ps.name.not_in(sorted(incoming)))
         assert conn is not None
@@ -289,7 +278,7 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
 def _moved_from(conn: Connection, sets: Sequence[ProfileSet]) -> dict[str, str]:
     """``name -> old file`` for the stored sets that now come from another file."""
     files: dict[str, str | None] = {}
-    for chunk in _chunks(sorted(s.name for s in sets)):
+    for chunk in chunks(sorted(s.name for s in sets)):
         files.update(conn.execute(select(profile_sets.c.name, profile_sets.c.source_file)
                                   .where(profile_sets.c.name.in_(chunk))).all())
     return {s.name: old for s in sets
@@ -321,7 +310,7 @@ def _rehome_unchanged(conn: Connection, moved: Sequence[SetResult]) -> None:
 def _stored_sets(conn: Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
     """``name -> (id, content_hash)`` for the names already in the database."""
     out: dict[str, tuple[int, str]] = {}
-    for chunk in _chunks(sorted(set(names))):
+    for chunk in chunks(sorted(set(names))):
         rows = conn.execute(select(profile_sets.c.name, profile_sets.c.id,
                                    profile_sets.c.content_hash)
                             .where(profile_sets.c.name.in_(chunk)))
@@ -337,7 +326,7 @@ def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str, str]],
     # Numbered under the writers' lock, so concurrent importers never share a number.
     numbers = history.next_revisions(conn, [s.name for s, _, _ in changed])
     replaced = [stored[s.name][0] for s, _, _ in changed if s.name in stored]
-    for chunk in _chunks(replaced):
+    for chunk in chunks(replaced):
         # profile_rates go with their profiles (ON DELETE CASCADE).
         conn.execute(delete(profiles).where(profiles.c.set_id.in_(chunk)))
         conn.execute(delete(set_caveats).where(set_caveats.c.set_id.in_(chunk)))
@@ -354,10 +343,10 @@ def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str, str]],
     if added:
         # Plain executemany, then read the ids back: RETURNING in parameter order would make
         # SQLite run one statement per row.
-        _insert_many(conn, profile_sets, added)
+        insert_many(conn, profile_sets, added)
     set_ids = {n: i for n, (i, _) in _stored_sets(conn, [s.name for s, _, _ in changed]).items()}
 
-    prov_ids = _provenance_ids(conn, [s for s, _, _ in changed])
+    prov_ids = provenance_ids(conn, [s for s, _, _ in changed])
     total = len(changed)
     for done, (s, _, _) in enumerate(changed, 1):
         _write_set(conn, s, set_ids[s.name], prov_ids)
@@ -371,9 +360,9 @@ def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str, str]],
 
 def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int, int]) -> None:
     if s.caveats:
-        _insert_many(conn, set_caveats, [
+        insert_many(conn, set_caveats, [
             {"set_id": set_id, "position": i, "text": c} for i, c in enumerate(s.caveats)])
-    _insert_many(conn, profiles, [{
+    insert_many(conn, profiles, [{
         "set_id": set_id, "position": i, "model": p.model,
         "speculative_method": p.speculative_method, "num_spec_tokens": p.num_spec_tokens,
         "thinking": p.thinking, "category": p.category,
@@ -385,106 +374,7 @@ def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int,
         return
     ids = dict(conn.execute(select(profiles.c.position, profiles.c.id)
                             .where(profiles.c.set_id == set_id)).all())
-    _insert_many(conn, profile_rates, [
+    insert_many(conn, profile_rates, [
         {"profile_id": ids[i], "position": k, "rate": float(r)}
         for i, p in enumerate(s.profiles) if p.per_position_rates
         for k, r in enumerate(p.per_position_rates, 1)])
-
-
-def _provenance_ids(conn: Connection, sets: Iterable[ProfileSet]) -> dict[int, int]:
-    """``id(provenance object) -> row id`` for every provenance the sets cite, inserting the
-    missing ones. Each distinct object is hashed once (aliases share one object)."""
-    by_object: dict[int, str] = {}
-    # Provenances written out in full in each profile are equal objects, not one: hashed once
-    # per distinct repr (which, unlike ==, tells 1 from 1.0 from True, as the hash does).
-    by_repr: dict[str, str] = {}
-    wanted: dict[str, Provenance] = {}
-    for s in sets:
-        for p in s.profiles:
-            pv = p.provenance
-            if pv is not None and id(pv) not in by_object:
-                text = repr(pv)
-                h = by_repr.get(text)
-                if h is None:
-                    h = by_repr[text] = pv.content_hash()
-                by_object[id(pv)] = h
-                wanted.setdefault(h, pv)
-    ids = _provenance_rows(conn, sorted(wanted))
-    missing = [h for h in wanted if h not in ids]
-    if missing:
-        _insert_many(conn, provenances, [_provenance_row(h, wanted[h]) for h in missing])
-        ids.update(_provenance_rows(conn, missing))
-        settings = [{"provenance_id": ids[h], "name": n, "value": setting_text(v),
-                     "value_type": setting_type(v)}
-                    for h in missing for n, v in wanted[h].settings]
-        if settings:
-            _insert_many(conn, provenance_settings, settings)
-    return {obj: ids[h] for obj, h in by_object.items()}
-
-
-def _provenance_rows(conn: Connection, hashes: Sequence[str]) -> dict[str, int]:
-    ids: dict[str, int] = {}
-    for chunk in _chunks(hashes):
-        ids.update(conn.execute(select(provenances.c.content_hash, provenances.c.id)
-                                .where(provenances.c.content_hash.in_(chunk))).all())
-    return ids
-
-
-def _provenance_row(content_hash: str, pv: Provenance) -> dict[str, Any]:
-    sampling = pv.sampling
-    return {
-        "content_hash": content_hash, "source": pv.source, "run": pv.run,
-        "benchmark": pv.benchmark, "prompts": pv.prompts, "hardware": pv.hardware,
-        "engine_image": pv.engine_image, "tp": pv.tp,
-        "temperature": None if sampling is None else float(sampling.temperature),
-        "top_p": None if sampling is None or sampling.top_p is None else float(sampling.top_p),
-        "top_k": None if sampling is None else sampling.top_k,
-        "max_tokens": None if sampling is None else sampling.max_tokens,
-    }
-
-
-def _insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
-    """Insert ``rows`` into ``table``, in the current transaction.
-
-    PostgreSQL gets ``COPY ... FROM STDIN`` for many rows (psycopg's executemany sends one
-    statement per row, ten times slower). SQLite gets the driver's own ``executemany`` of plain
-    tuples for tables whose columns need no conversion (text, numbers), skipping SQLAlchemy's
-    per-row parameter processing: ``import_sets`` of the benchmark's 100,000 profiles took 4.1 s
-    of CPU through Core and 3.7 s this way (medians of two alternating runs in one process).
-    """
-    postgresql = conn.dialect.name == "postgresql"
-    if len(rows) < _COPY_MIN_ROWS or not (postgresql or _plain_columns(table)):
-        conn.execute(insert(table), rows)
-        return
-    columns = list(rows[0])
-    names = ", ".join(f'"{c}"' for c in columns)
-    dbapi_error = conn.dialect.loaded_dbapi.Error
-    driver = conn.connection.driver_connection
-    assert driver is not None  # a live connection inside the write transaction
-    cursor = driver.cursor()
-    sql = ""
-    try:
-        if postgresql:
-            sql = f'COPY "{table.name}" ({names}) FROM STDIN'
-            with cursor.copy(sql) as copy:
-                for row in rows:
-                    copy.write_row([row[c] for c in columns])
-        else:
-            sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join("?" * len(columns))})'
-            cursor.executemany(sql, [tuple([row[c] for c in columns]) for row in rows])
-    except dbapi_error as exc:
-        # Wrapped like SQLAlchemy's own errors, so run_write retries or translates it.
-        raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
-    finally:
-        cursor.close()
-
-
-def _plain_columns(table: Any) -> bool:
-    """Whether every column of ``table`` takes its Python value as the driver does (no dates,
-    no booleans), so rows may bypass SQLAlchemy's type processing."""
-    return not any(isinstance(c.type, (DateTime, Boolean)) for c in table.columns)
-
-
-def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
