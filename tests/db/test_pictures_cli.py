@@ -177,6 +177,30 @@ def test_plot_without_matplotlib_names_the_install_command(tmp_path):
     assert not (tmp_path / "r.db").exists()  # refused before the database was touched
 
 
+def test_plot_never_loads_pyplot_so_no_window_can_open(tmp_path):
+    """A real process: importing the seed and plotting it leaves pyplot (the only way to a GUI
+    backend or a window) unimported, whatever backend the environment asks for."""
+    pytest.importorskip("matplotlib")
+    code = (
+        "import sys\n"
+        "from registry_db.cli import main\n"
+        "for argv in sys.argv[1:]:\n"
+        "    try:\n"
+        "        main(argv.split('|'))\n"
+        "    except SystemExit as exc:\n"
+        "        assert not exc.code, (argv, exc.code)\n"
+        "print('matplotlib' in sys.modules, 'matplotlib.pyplot' in sys.modules)\n")
+    db, out = tmp_path / "r.db", tmp_path / "c.png"
+    env = {**os.environ, "MPLBACKEND": "TkAgg",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, f"-d|{db}|import|{SEED}", f"-d|{db}|plot|-o|{out}"],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "True False"  # drawn with matplotlib, not pyplot
+    assert png_size(out.read_bytes()) == (1200, 780)
+
+
 # --- the README's pictures --------------------------------------------------------------------
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -146,6 +146,7 @@ def test_a_copied_header_makes_copied_profiles_with_source_and_rationale():
     got = profiles("copied_mtp", engine_image=None, curve_map=load_map(f("map")))
     p = got[("on", 3)]
     assert (p.method, p.acceptance_length) == ("copied", 2.99)
+    assert p.model == "new-model"  # the map does not list it: it passes through
     assert p.copied_from == "base-model/mtp/k3/thinking-on/coding"  # the map applies here too
     assert p.rationale == ("Provisional: copied from base-model-fp8's curve (base_mtp.yaml); "
                            "replace with a run on new-model.")
