@@ -13,10 +13,12 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import handle_errors, report_findings
+from registry_db.cli.output import emit_json, handle_errors, report_findings
 
 OUTPUT_HELP = ("Where to write: a folder (one <set>.yaml per set, created when missing), a "
                "*.yaml file, or - for stdout (the default; one set only).")
+JSON_HELP = ('Print what was written as JSON: {"sets": [{"name", "file", "profiles"}], '
+             '"warnings": [...]} (needs -o DIR or -o FILE).')
 
 
 @click.group()
@@ -50,15 +52,18 @@ def ingest() -> None:
               help="Record each file's source as URL/<file name> instead of its path.")
 @click.option("-o", "--output", "out", default="-", show_default=True, metavar="DIR|FILE|-",
               help=OUTPUT_HELP)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @handle_errors
 def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
-               engine_image: str | None, source_base: str | None, out: str) -> None:
+               engine_image: str | None, source_base: str | None, out: str,
+               as_json: bool) -> None:
     """Read InferenceX golden AL curves (golden_al_distribution/*.yaml) into profile sets.
 
     PATH is a curve file or a folder of them. Each (thinking mode, K) cell becomes a measured
     profile; category, method, hardware, sampling and settings come from the file's header.
     A header line the reader does not understand is a warning (FILE:LINE); a file that is not
-    a golden AL curve is an error (FILE:LINE:COL) and nothing is written.
+    a golden AL curve is an error (FILE:LINE:COL) and nothing is written. --json prints
+    the sets written, their files and profile counts, and the warnings.
 
     \b
     Example:
@@ -71,10 +76,11 @@ def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
     """
     from registry_db.sources import inferencex as source
 
+    _json_needs_a_file(as_json, out)
     curve_map = source.load_map(map_file) if map_file is not None else None
     result = source.read_inferencex(paths, name=name, curve_map=curve_map,
                                     engine_image=engine_image, source_base=source_base)
-    _finish(result, out)
+    _finish(result, out, as_json)
 
 
 def _category(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -116,15 +122,18 @@ def _category(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="The set's name (default: the output file's name, else AFTER's).")
 @click.option("-o", "--output", "out", default="-", show_default=True, metavar="FILE|-",
               help="A *.yaml file, a folder, or - for stdout.")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @handle_errors
 def vllm_metrics(after: str, before: str | None, out: str, name: str | None,
-                 model_name: str | None, round_to: int | None, **flags: Any) -> None:
+                 model_name: str | None, round_to: int | None, as_json: bool,
+                 **flags: Any) -> None:
     """Read vLLM's speculative-decoding counters (/metrics scrapes) into a measured profile.
 
     AL = 1 + Δaccepted / Δdrafts and p_i = Δaccepted_per_pos[i-1] / Δdrafts, vLLM's own
     definitions, summed over engines, unrounded unless --round is given. The counts go into
     the provenance's settings. A missing counter, one that went down (a restart), zero drafts
-    or positions other than 0..K-1 are errors.
+    or positions other than 0..K-1 are errors. --json prints the set written, its file and
+    the warnings.
 
     \b
     Example:
@@ -140,28 +149,60 @@ def vllm_metrics(after: str, before: str | None, out: str, name: str | None,
     from registry_db.sources.output import safe_name
     from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics
 
+    _json_needs_a_file(as_json, out)
     sampling = Sampling(temperature=flags.pop("temperature"), top_p=flags.pop("top_p"),
                         top_k=flags.pop("top_k"), max_tokens=flags.pop("max_tokens"))
     if name is None and out != "-" and Path(out).suffix in (".yaml", ".yml"):
         name = safe_name(Path(out).stem)
     result = read_vllm_metrics(after, before, Facts(sampling=sampling, **flags),
                                model_name=model_name, round_to=round_to, name=name)
-    _finish(result, out)
+    _finish(result, out, as_json)
 
 
-def _finish(result: Any, out: str) -> None:
+def _json_needs_a_file(as_json: bool, out: str) -> None:
+    # Checked before any input is read: stdout cannot carry both the YAML and the summary.
+    if as_json and out == "-":
+        raise click.UsageError("--json prints the summary on stdout, where -o - would write the "
+                               "YAML; give -o DIR or -o FILE.yaml")
+
+
+def _finish(result: Any, out: str, as_json: bool = False) -> None:
+    """Write the sets; report warnings and what was written (text on stderr, or --json)."""
     from registry_db.sources.output import write
 
-    if result.warnings:
-        report_findings(list(result.warnings), as_json=False)
+    warnings = list(result.warnings)
+    misnamed = _name_not_file(result, out)
+    if misnamed is not None:
+        warnings.append(misnamed)
+    if warnings and not as_json:
+        report_findings(warnings, as_json=False)
     written = write(result, out)
-    stem = Path(out).stem
-    if out != "-" and Path(out).suffix in (".yaml", ".yml") and stem != result.sets[0].name:
-        # Scenarios name sets by file, so the validator will flag this (name_not_file).
-        click.echo(f"warning: set {result.sets[0].name!r} is written to {out}, whose name "
-                   f"differs; give --name {stem} to match", err=True)
+    if as_json:
+        emit_json({"sets": [{"name": ps.name, "file": path, "profiles": len(ps.profiles)}
+                            for path, ps in zip(written, result.sets)],
+                   "warnings": [f.to_json() for f in warnings]})
+        return
     if written != ["-"]:
         for path, ps in zip(written, result.sets):
             n = len(ps.profiles)
             click.echo(f"wrote {path}  ({ps.name}, {n} profile{'s' if n != 1 else ''})",
                        err=True)
+
+
+def _name_not_file(result: Any, out: str) -> Any:
+    """The validator's ``name_not_file`` warning, said before writing, for one set written to
+    a file of another name (scenarios name sets by file); None when the names agree."""
+    from registry_db.errors import Finding
+
+    stem = Path(out).stem
+    if out == "-" or Path(out).suffix not in (".yaml", ".yml") or len(result.sets) != 1:
+        return None
+    name = result.sets[0].name
+    if stem == name:
+        return None
+    # Where the written file states its name, so that the position is the validator's.
+    lines = result.texts[0].splitlines()
+    line = next((i for i, t in enumerate(lines, 1) if t.startswith("name:")), 1)
+    return Finding(out, line, len("name: ") + 1, "name", "name_not_file",
+                   f"set {name!r} is written to {out}, whose name differs; give --name {stem} "
+                   "to match (scenarios name sets by file)", severity="warning")

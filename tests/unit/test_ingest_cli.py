@@ -1,19 +1,82 @@
-"""`registry ingest` on the command line: the flags the library tests do not reach
-(vllm-metrics' --name, sampling, --source, --run, --model-name). No database."""
+"""`registry ingest` on the command line: the --json summary, and the flags the library tests do
+not reach (vllm-metrics' --name, sampling, --source, --run, --model-name). No database."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from registry_db.sources.profile_set import check_paths
 from tests.helpers import run_cli as run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources"
+IX = DATA / "inferencex"
 VLLM = DATA / "vllm"
 IMAGE = "vllm/vllm-openai:v0.22.0"
 FACTS = ["--model", "example-model", "--method", "eagle3", "--k", "3", "--thinking", "off",
          "--category", "coding", "--hardware", "b300", "--engine-image", IMAGE,
          "--temperature", "0.6"]
+
+
+def test_json_lists_each_set_its_file_its_profiles_and_every_warning(tmp_path):
+    out = tmp_path / "acceptance"
+    result = run("ingest", "inferencex", IX / "one_mode.yaml", IX / "draft_a.yaml",
+                 "--engine-image", IMAGE, "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""  # the warnings are in the document, not said twice
+    got = json.loads(result.stdout)
+    assert got["sets"] == [
+        {"name": "one_mode", "file": str(out / "one_mode.yaml"), "profiles": 2},
+        {"name": "draft_a", "file": str(out / "draft_a.yaml"), "profiles": 2}]
+    assert [(w["file"], w["line"], w["code"], w["severity"]) for w in got["warnings"]] == [
+        (str(IX / "one_mode.yaml"), 3, "unknown_header_item", "warning"),
+        (str(IX / "one_mode.yaml"), 4, "unknown_header_line", "warning"),
+        (str(IX / "one_mode.yaml"), 5, "unknown_header_item", "warning"),
+        (str(IX / "one_mode.yaml"), 11, "cell_not_measured", "warning")]
+    assert set(got["warnings"][0]) == {"file", "line", "column", "path", "code", "severity",
+                                       "message"}
+    sets, findings = check_paths([out])  # the files it names are the files written
+    assert findings == [] and sorted(s.name for s in sets) == ["draft_a", "one_mode"]
+
+
+def test_json_carries_the_name_not_file_warning_at_the_validators_position(tmp_path):
+    out = tmp_path / "golden.yaml"
+    result = run("ingest", "inferencex", IX / "draft_a.yaml", "--engine-image", IMAGE,
+                 "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    (warning,) = json.loads(result.stdout)["warnings"]
+    (validators,) = check_paths([out])[1]
+    assert (warning["code"], warning["line"], warning["column"]) == (
+        validators.code, validators.line, validators.column) == ("name_not_file", 2, 7)
+    assert "give --name golden" in warning["message"]
+
+
+def test_json_of_a_refused_input_is_the_validators_problem_object(tmp_path):
+    out = tmp_path / "acceptance"
+    result = run("ingest", "inferencex", IX / "bad" / "al_nan.yaml", "--engine-image", IMAGE,
+                 "-o", out, "--json")
+    assert result.exit_code == 1 and not out.exists()
+    got = json.loads(result.stdout)
+    assert got["valid"] is False
+    assert [(p["line"], p["column"], p["code"]) for p in got["problems"]] == [
+        (5, 8, "al_not_finite")]
+
+
+def test_json_needs_an_output_other_than_stdout(tmp_path):
+    result = run("ingest", "inferencex", IX / "draft_a.yaml", "--engine-image", IMAGE, "--json")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "give -o DIR or -o FILE.yaml" in result.stderr
+    result = run("ingest", "vllm-metrics", VLLM / "after.prom", *FACTS, "--json")
+    assert result.exit_code == 2 and result.stdout == ""
+
+
+def test_vllm_json_names_the_set_and_the_adaptive_warning(tmp_path):
+    out = tmp_path / "m.yaml"
+    result = run("ingest", "vllm-metrics", VLLM / "adaptive.prom", *FACTS, "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)
+    assert got["sets"] == [{"name": "m", "file": str(out), "profiles": 1}]
+    assert [w["code"] for w in got["warnings"]] == ["draft_tokens_not_k_drafts"]
 
 
 def test_vllm_flags_reach_the_profile(tmp_path):
