@@ -107,11 +107,12 @@ def test_the_readmes_ingest_example_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.delenv("REGISTRY_DATABASE_URL", raising=False)
     (tmp_path / "tests").symlink_to(DATA.parents[1])
     printed = []
-    for line in commands.replace("\\\n", " ").splitlines():
+    # A command continues on the lines that are indented under it.
+    for line in re.sub(r"\\?\n(?= )", " ", commands).splitlines():
         program, *args = shlex.split(line)
         assert program == "registry"
         result = run(*args)
         assert result.exit_code == 0, (line, result.output)
-        if args[0] == "resolve":
+        if args[0] in ("resolve", "query"):  # what the README shows they print
             printed.append(result.stdout)
     assert "".join(printed) == shown
