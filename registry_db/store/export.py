@@ -40,7 +40,9 @@ from registry_db.model import (
 from registry_db.store import read as store
 from registry_db.yaml.dump import dump_yaml
 
-_ANCHOR_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+#: What an anchor name may not hold: YAML emitters (PyYAML's) accept only letters, digits, '-'
+#: and '_', and refuse the rest with an exception.
+_ANCHOR_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 def set_document(ps: ProfileSet) -> dict[str, Any]:
@@ -182,7 +184,7 @@ def _anchor_name(source: str, used: set[str]) -> str:
     """A readable anchor: the source document's stem (``dsv41flash_dspark``), else ``prov``."""
     stem = source.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0]
     stem = stem.rsplit(".", 1)[0] if "." in stem.strip(".") else stem
-    base = _ANCHOR_CHARS.sub("_", stem).strip("_.-")[:40] or "prov"
+    base = _ANCHOR_CHARS.sub("_", stem).strip("_-")[:40] or "prov"
     name, n = base, 1
     while name in used:
         n += 1

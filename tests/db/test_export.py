@@ -126,6 +126,28 @@ def test_anchor_names_stay_unique():
     assert out.count("*run\n") == 1 and out.count("*run-2\n") == 1
 
 
+@pytest.mark.parametrize("source", ["https://e/golden_v1.2.yaml", "runs/glm-5.3 (b300).yaml",
+                                    "https://e/a.b.c?x=1"])
+def test_anchor_names_are_ones_yaml_can_write(source):
+    """YAML anchors take letters, digits, '-' and '_' only: a '.' left in a source's stem made
+    export (and ingest) fail with a traceback from the emitter."""
+    pv = Provenance(source=source, hardware="b300")
+    prof = tuple(Profile("m", "mtp", k, "on", "c", 1.5, "literature", provenance=pv,
+                         rationale="r") for k in (1, 2))
+    ps = ProfileSet("s", (), prof)
+    out = export.render_set(ps)
+    assert out.count("provenance: &") == 1 and out.count("provenance: *") == 1
+    back, findings = check_paths_text(out)
+    assert findings == [] and back.content_hash() == ps.content_hash()
+
+
+def check_paths_text(text: str):
+    """The set a rendered text holds, read back as import reads it, and the findings."""
+    from registry_db.inputs.profile_set import check_profile_set
+
+    return check_profile_set(load_yaml(text, "s.yaml"), "s.yaml")
+
+
 def test_export_named_sets_only(engine, tmp_path):
     write_set(tmp_path / "in", "one", model="a")
     write_set(tmp_path / "in", "two", model="b")

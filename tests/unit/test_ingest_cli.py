@@ -96,3 +96,17 @@ def test_vllm_flags_reach_the_profile(tmp_path):
     assert (pv.sampling.temperature, pv.sampling.top_p, pv.sampling.top_k,
             pv.sampling.max_tokens) == (0.6, 0.95, 20, 4096)
     assert dict(pv.settings)["num_drafts"] == 84995  # example/model's counters only
+
+
+def test_a_set_is_named_after_its_file_made_file_safe(tmp_path):
+    odd = tmp_path / "in" / "GLM 5.3 (eagle3, draft#2).yaml"
+    odd.parent.mkdir()
+    odd.write_text((IX / "draft_a.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "out"
+    result = run("ingest", "inferencex", odd, "--engine-image", IMAGE, "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    (written,) = json.loads(result.stdout)["sets"]
+    assert written == {"name": "GLM-5.3-eagle3-draft-2",
+                       "file": str(out / "GLM-5.3-eagle3-draft-2.yaml"), "profiles": 2}
+    sets, findings = check_paths([out])  # no name_not_file: the set is named as its file
+    assert findings == [] and sets[0].name == "GLM-5.3-eagle3-draft-2"
