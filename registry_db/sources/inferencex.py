@@ -22,11 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from registry_db.errors import Finding, InvalidInput, sort_findings
+from registry_db.errors import Finding, InvalidInput, UsageError, sort_findings
 from registry_db.inputs.schema import is_int, is_number
-from registry_db.model import CATEGORY_RE, Profile, ProfileSet, Provenance, Sampling, profile_label
+from registry_db.model import (
+    CATEGORY_RE,
+    Profile,
+    ProfileSet,
+    Provenance,
+    Sampling,
+    profile_label,
+    set_name_problem,
+)
 from registry_db.sources.inferencex_header import Header, read_header
-from registry_db.sources.output import Ingested, rendered, safe_name
+from registry_db.sources.output import Ingested, rendered, safe_name, spec_problems
 from registry_db.sources.profile_set import collect_files
 from registry_db.yaml.load import MAX_FILE_BYTES, key_pos, load_file, load_yaml, mark, pos
 
@@ -100,6 +108,8 @@ def read_inferencex(paths: Iterable[str], *, name: str | None = None,
     ``source_base`` turns each file's path into ``<source_base>/<file name>`` in the provenance.
     Raises :class:`InvalidInput` carrying every finding when any is an error.
     """
+    if name is not None and set_name_problem(name):
+        raise UsageError(f"--name {name!r} cannot name a set: {set_name_problem(name)}")
     curve_map = curve_map or CurveMap()
     findings: list[Finding] = []
     used: set[tuple[str, str]] = set()
@@ -212,7 +222,18 @@ def _read_file(path: Path, file: str, curve_map: CurveMap, engine_image: str | N
                     provenance=provenances[mode], rationale=rationale, copied_from=copied_from)
         profiles.append(p)
         where[p.key] = at
-    return profiles, where
+    if any(f.is_error and f.file == file for f in findings):
+        return [], {}  # refused already, at the header line that says why
+    refused = False
+    for index, what, f in spec_problems(ProfileSet("curve", (), tuple(profiles))):
+        # At the cell that made the profile (the dataset line for the category): the user
+        # never sees the YAML the finding was made on.
+        at = where[profiles[index].key] if index is not None else (1, 1)
+        if what == "category" and header.category is not None:
+            at = header.category[1]
+        findings.append(Finding(file, at[0], at[1], what, f.code, f.message))
+        refused = True
+    return ([], {}) if refused else (profiles, where)
 
 
 def _body(doc: Any, file: str, findings: list[Finding]

@@ -63,6 +63,28 @@ def rendered(sets: list[ProfileSet], warnings: list[Finding]) -> Ingested:
     return Ingested(tuple(sets), tuple(texts), tuple(warnings))
 
 
+def spec_problems(ps: ProfileSet) -> list[tuple[int | None, str, Finding]]:
+    """The errors the registry's validator finds in ``ps``, each with the index of the profile it
+    is about (None for the set itself) and the field it names within that profile.
+
+    A source calls this before :func:`rendered`, to report a value the spec refuses (a K above
+    the limit, a name too long) where the user wrote it: the input's line, or a flag. Without
+    it the finding would point into YAML that was never written.
+    """
+    doc = load_yaml(render_set(ps), f"{ps.name}.yaml")
+    _, findings = check_profile_set(doc, f"{ps.name}.yaml")
+    out: list[tuple[int | None, str, Finding]] = []
+    for f in findings:
+        if not f.is_error:
+            continue
+        m = _PROFILE_PATH_RE.match(f.path)
+        out.append((int(m["index"]), m["field"], f) if m else (None, f.path, f))
+    return out
+
+
+_PROFILE_PATH_RE = re.compile(r"profiles\[(?P<index>[0-9]+)\]\.?(?P<field>.*)")
+
+
 def write(result: Ingested, out: str) -> list[str]:
     """Write ``result`` to ``out``: ``-`` (stdout), a ``*.yaml``/``*.yml`` file, or a folder.
 

@@ -24,9 +24,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from registry_db.errors import Finding, InvalidInput
+from registry_db.errors import Finding, InvalidInput, UsageError
 from registry_db.model import SUM_TOLERANCE, Profile, ProfileSet, Provenance, Sampling
-from registry_db.sources.output import Ingested, rendered, safe_name
+from registry_db.sources.output import Ingested, rendered, safe_name, spec_problems
 
 NAME = "vllm-metrics"
 DESCRIPTION = "vLLM's speculative-decoding counters, from /metrics scrapes around a run"
@@ -39,6 +39,15 @@ COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS)
 #: The provenance settings the counts are recorded under (vLLM's counter names, shortened).
 SETTING_NAMES = {DRAFTS: "num_drafts", DRAFT_TOKENS: "num_draft_tokens",
                  ACCEPTED: "num_accepted_tokens"}
+
+#: The flag each profile field comes from, to name it when the spec refuses its value.
+FLAGS = {"name": "--name", "model": "--model", "speculative_method": "--method",
+         "num_spec_tokens": "--k", "category": "--category", "provenance.source": "--source",
+         "provenance.run": "--run", "provenance.benchmark": "--benchmark",
+         "provenance.hardware": "--hardware", "provenance.engine_image": "--engine-image",
+         "provenance.sampling.temperature": "--temperature", "provenance.sampling.top_p":
+         "--top-p", "provenance.sampling.top_k": "--top-k",
+         "provenance.sampling.max_tokens": "--max-tokens", "provenance.prompts": "--prompts"}
 
 #: A series: the counter's name and its labels (sorted pairs).
 Series = tuple[str, tuple[tuple[str, str], ...]]
@@ -112,7 +121,12 @@ def read_vllm_metrics(after: str, before: str | None, facts: Facts, *,
                       acceptance_length=al, method="measured", per_position_rates=rates,
                       provenance=provenance)
     set_name = name if name is not None else safe_name(Path(after).stem)
-    return rendered([ProfileSet(set_name, (), (profile,))], warnings)
+    ps = ProfileSet(set_name, (), (profile,))
+    refused = [f"{FLAGS.get(what, what)}: {f.message}" for _, what, f in spec_problems(ps)]
+    if refused:
+        # Everything the counters give is checked above, so what is left came from a flag.
+        raise UsageError("; ".join(refused))
+    return rendered([ps], warnings)
 
 
 def read(paths: Iterable[str | os.PathLike], *, facts: Facts, before: str | None = None,

@@ -110,3 +110,43 @@ def test_a_set_is_named_after_its_file_made_file_safe(tmp_path):
                        "file": str(out / "GLM-5.3-eagle3-draft-2.yaml"), "profiles": 2}
     sets, findings = check_paths([out])  # no name_not_file: the set is named as its file
     assert findings == [] and sets[0].name == "GLM-5.3-eagle3-draft-2"
+
+
+# --- values the spec refuses are reported where the user wrote them -------------------------
+
+HEADER = "# dataset: {category} | temperature: 1.0\n# Measured on m (B300, vLLM MTP).\n"
+
+
+def test_a_value_beyond_the_registrys_limits_is_an_error_at_its_input_line(tmp_path):
+    """K above 64, a model or category too long: the registry's own limits, reported at the
+    cell (or the dataset line) of the input, not at a line of YAML that was never written."""
+    files = {"big_k": HEADER.format(category="coding") + "m:\n  thinking_on:\n    100: 1.5\n",
+             "long_model": HEADER.format(category="coding") + "m" * 201 + ":\n"
+                           "  thinking_on:\n    1: 1.5\n",
+             "long_category": HEADER.format(category="c" * 65) + "m:\n  thinking_on:\n"
+                              "    1: 1.5\n"}
+    for name, text in files.items():
+        (tmp_path / f"{name}.yaml").write_text(text, encoding="utf-8")
+    result = run("ingest", "inferencex", *(tmp_path / f"{n}.yaml" for n in files),
+                 "--engine-image", IMAGE, "-o", tmp_path / "out", "--json")
+    assert result.exit_code == 1 and not (tmp_path / "out").exists()
+    errors = [p for p in json.loads(result.stdout)["problems"] if p["severity"] == "error"]
+    assert [(Path(p["file"]).stem, p["line"], p["column"], p["path"], p["code"])
+            for p in errors] == [
+        ("big_k", 5, 10, "num_spec_tokens", "bad_k"),
+        ("long_category", 1, 3, "category", "too_long"),
+        ("long_model", 5, 8, "model", "too_long")]
+
+
+def test_a_bad_set_name_or_flag_value_is_a_usage_error_naming_the_flag(tmp_path):
+    result = run("ingest", "inferencex", IX / "draft_a.yaml", "--name", ".hidden",
+                 "--engine-image", IMAGE, "-o", tmp_path)
+    assert result.exit_code == 2 and list(tmp_path.iterdir()) == []
+    assert result.stderr == ("Error: --name '.hidden' cannot name a set: it starts with '.', "
+                             "which makes a hidden file\n")
+    flags = [*FACTS[:1], "m" * 201, *FACTS[2:]]
+    result = run("ingest", "vllm-metrics", VLLM / "after.prom", "--before", VLLM / "before.prom",
+                 *flags, "--name", ".hidden", "-o", tmp_path / "x.yaml")
+    assert result.exit_code == 2 and list(tmp_path.iterdir()) == []
+    assert result.stderr.startswith("Error: --name: name '.hidden' cannot be a file name")
+    assert "; --model: model is 201 characters long" in result.stderr
