@@ -60,6 +60,15 @@ def _k(ctx: click.Context, param: click.Parameter, value: int | None) -> int | N
     return value
 
 
+def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from registry_db.inputs.as_of import as_of_problem
+
+    problem = None if value is None else as_of_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
+
+
 #: How each kind of flag in :data:`registry_db.resolve.layers.FLAGS` becomes a click option.
 _KINDS: dict[str, dict[str, Any]] = {
     "text": {"callback": _nonempty},
@@ -68,6 +77,7 @@ _KINDS: dict[str, dict[str, Any]] = {
     "thinking": {"type": click.Choice(list(THINKING_MODES))},
     "number": {"type": float},
     "rates": {"callback": _rates},
+    "time": {"callback": _time},
     "file": {"type": click.Path(dir_okay=False)},
 }
 

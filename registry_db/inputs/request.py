@@ -30,6 +30,7 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
+from datetime import datetime
 from operator import attrgetter, call
 from typing import Any
 
@@ -54,7 +55,8 @@ class Request:
     """One run to resolve. ``workload``, ``pin`` and ``cli`` are what those layers state.
 
     ``sets`` names the sets that count as the registry (None: every set in the database).
-    ``hardware`` is the run's chip; a profile measured on another is recorded. Everything is
+    ``hardware`` is the run's chip; a profile measured on another is recorded. ``as_of``
+    resolves against the registry as it stood then (sets deleted later still answer). Everything is
     checked when the run is resolved (a bad term is ``invalid_request``, a bad value or pin
     ``invalid_value``); a value or pin may also be given as the spec's mapping.
     The fields are the rows of :data:`registry_db.resolve.layers.INPUTS`, in order.
@@ -70,6 +72,9 @@ class Request:
     cli: InlineValue | None = None
     hardware: str | None = None
     sets: tuple[str, ...] | None = None
+    #: Resolve against the registry as it stood at this moment (ISO 8601 text or a datetime;
+    #: no zone means UTC); None: the current registry.
+    as_of: str | datetime | None = None
     #: A batch line's ``id`` (any JSON value; None: none), echoed in its answer. Not part of
     #: the run: two requests that differ only by id are equal.
     id: Any = field(default=None, compare=False)

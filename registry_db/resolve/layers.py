@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from registry_db.inputs.as_of import check_as_of
 from registry_db.inputs.inline import INLINE_VALUE, PIN
 from registry_db.inputs.schema import Map, is_int, k_problem, malformed_category, too_long
 from registry_db.model import (
@@ -85,8 +86,8 @@ def _sets(value: Any) -> str | None:
 @dataclass(frozen=True)
 class Flag:
     """One option of ``registry resolve``. ``kind`` says how the command reads it: ``text``,
-    ``category``, ``k``, ``thinking``, ``number``, ``rates`` or ``file`` (a file that states the
-    inputs named in ``states``, read by ``load``)."""
+    ``category``, ``k``, ``thinking``, ``number``, ``rates``, ``time`` or ``file`` (a file that
+    states the inputs named in ``states``, read by ``load``)."""
 
     decl: str
     help: str
@@ -215,6 +216,12 @@ INPUTS: tuple[Input, ...] = (
                       "set).", metavar="NAME", dest="sets", multiple=True, names_a_set=True),),
           from_flags=lambda run: tuple(run["sets"]) or None,
           from_json=tuple),
+    # The registry as it stood at a moment (ISO 8601; no zone: UTC); None: as it stands now.
+    Input("as_of", "as_of", "string", check=check_as_of,
+          flags=(Flag("--as-of", "Resolve against the registry as it stood at this time "
+                      "(ISO 8601, e.g. 2026-11-30T12:00:00Z; no zone means UTC).",
+                      kind="time", metavar="TIME"),),
+          from_flags=lambda run: run["as_of"]),
     # The caller's name for a batch line, echoed in its answer so that answers can be joined by
     # id as well as by position; the resolver never reads it.
     Input("id", "id", "any JSON value"),

@@ -33,7 +33,10 @@ import operator
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from registry_db.inputs.as_of import bound
 
 if TYPE_CHECKING:  # imported where used: the command line's read-only SQLite path needs neither
     from sqlalchemy.engine import Connection, Engine
@@ -58,7 +61,8 @@ class Lookup(NamedTuple):
     fallback: str | None
     #: The sets in scope, sorted; None: every set.
     scope: tuple[str, ...] | None = None
-
+    #: The registry as it stood at this UTC time (aware); None: as it stands.
+    as_of: datetime | None = None
 
 
 class Candidate(NamedTuple):
@@ -72,6 +76,8 @@ class Candidate(NamedTuple):
     hardware: str | None
     method: str
     copied_from: str | None
+    #: The revision of its set that holds it (the set's current one, or the one of the time).
+    revision: int
 
 
 class Winner(NamedTuple):
@@ -88,54 +94,81 @@ class Winner(NamedTuple):
 _PREFIX = ("{a}.model = {b}.model AND {a}.speculative_method = {b}.speculative_method"
            " AND {a}.num_spec_tokens = {b}.num_spec_tokens AND {a}.thinking = {b}.thinking")
 
+#: The tables a lookup reads: the current registry, or every revision (a registry as of a time).
+_CURRENT = {"profiles": "profiles", "rates": "profile_rates", "sets": "profile_sets",
+            "set_fk": "set_id", "name": "name"}
+_HISTORY = {"profiles": "revision_profiles", "rates": "revision_rates", "sets": "revisions",
+            "set_fk": "revision_id", "name": "set_name"}
+
+
+def _live(v: str, n: str, at: str) -> str:
+    """Revision ``v`` is its set's registry at time ``at``: written by then, not a deletion,
+    and no later revision of the set written by then. The probe for a later revision searches
+    ``uq_revisions_set_revision`` (set_name, revision); only the set's revisions after ``v``
+    are read, and for every revision but the one that answers, the first of them stops it."""
+    return (f"{v}.imported_at <= {at} AND {v}.action <> 'deleted' AND NOT EXISTS ("
+            f"SELECT 1 FROM revisions {n} WHERE {n}.set_name = {v}.set_name"
+            f" AND {n}.revision > {v}.revision AND {n}.imported_at <= {at})")
+
+
 #: One run, in one statement that only probes indexes (no sort, no temporary table: a window
 #: over its few rows cost a third more per resolution on SQLite, measured). A profile of the
 #: workload's category is kept; a profile of the fallback is kept only when no set in scope
 #: holds the category; ``set_count`` counts the sets in scope that hold the kept key.
 #: ``:name`` marks a parameter (``:scope``: the names of the sets in scope, ``{scope}`` and
-#: ``{scope_q}`` restrict to them); :func:`one_statement` makes it the driver's.
+#: ``{scope_q}`` restrict to them; ``:as_of``: the time, ``{scope}`` and ``{scope_q}`` then keep
+#: each set's revision of that time); :func:`one_statement` makes it the driver's.
 _LOOKUP_ONE = """SELECT 0 AS lookup_id,
        p.category,
        -- counted once per profile, on its first row (a profile has a row per stored rate)
        CASE WHEN r.position IS NULL OR r.position = 1 THEN (
-           SELECT COUNT(*) FROM profiles q{join_q}
+           SELECT COUNT(*) FROM {profiles} q{join_q}
            WHERE """ + _PREFIX.format(a="q", b="p") + """ AND q.category = p.category{scope_q}
        ) END AS set_count,
-       p.id, s.name, p.acceptance_length, p.method, p.copied_from, pr.source, pr.hardware,
-       r.position, r.rate
-FROM profiles p
-JOIN profile_sets s ON s.id = p.set_id
+       p.id, s.{name}, p.acceptance_length, p.method, p.copied_from, pr.source, pr.hardware,
+       r.position, r.rate, s.revision
+FROM {profiles} p
+JOIN {sets} s ON s.id = p.{set_fk}
 LEFT JOIN provenances pr ON pr.id = p.provenance_id
-LEFT JOIN profile_rates r ON r.profile_id = p.id
+LEFT JOIN {rates} r ON r.profile_id = p.id
 WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens = :k
   AND p.thinking = :thinking AND p.category IN (:category, :fallback){scope}
   AND (p.category = :category OR NOT EXISTS (
-      SELECT 1 FROM profiles q{join_q}
+      SELECT 1 FROM {profiles} q{join_q}
       WHERE """ + _PREFIX.format(a="q", b="p") + """ AND q.category = :category{scope_q}))"""
 
 _MARKER = {"sqlite": "?", "postgresql": "%s"}
 _PARAMETER = re.compile(r":(\w+)")
-_STATEMENTS: dict[tuple[str, int], tuple[str, tuple[str, ...]]] = {}
+_STATEMENTS: dict[tuple[str, int, bool], tuple[str, tuple[str, ...]]] = {}
 
 
-def one_statement(dialect: str, scoped: int) -> tuple[str, tuple[str, ...]]:
+def one_statement(dialect: str, scoped: int, as_of: bool = False
+                  ) -> tuple[str, tuple[str, ...]]:
     """The one-run statement for ``dialect`` with ``scoped`` set names in scope (0: every set),
-    and the names of its parameters in the order the driver binds them."""
-    found = _STATEMENTS.get((dialect, scoped))
+    against the registry as of a time (``as_of``: the revisions) or as it stands, and the names
+    of its parameters in the order the driver binds them."""
+    found = _STATEMENTS.get((dialect, scoped, as_of))
     if found is not None:
         return found
+    tables = _HISTORY if as_of else _CURRENT
     join_q, scope, scope_q = "", "", ""
+    if scoped or as_of:
+        join_q = "\n        JOIN {sets} qs ON qs.id = q.{set_fk}".format(**tables)
     if scoped:
-        join_q = "\n        JOIN profile_sets qs ON qs.id = q.set_id"
-        scope, scope_q = " AND s.name IN (:scope)", " AND qs.name IN (:scope)"
-    template = _LOOKUP_ONE.format(join_q=join_q, scope=scope, scope_q=scope_q)
+        scope = " AND s.{name} IN (:scope)".format(**tables)
+        scope_q = " AND qs.{name} IN (:scope)".format(**tables)
+    if as_of:
+        scope += "\n  AND " + _live("s", "n", ":as_of")
+        scope_q += "\n        AND " + _live("qs", "qn", ":as_of")
+    template = _LOOKUP_ONE.format(join_q=join_q, scope=scope, scope_q=scope_q, **tables)
     marker, order = _MARKER[dialect], []
 
     def positional(m: re.Match) -> str:
         order.append(m.group(1))
         return ", ".join([marker] * scoped) if m.group(1) == "scope" else marker
 
-    found = _STATEMENTS[(dialect, scoped)] = (_PARAMETER.sub(positional, template), tuple(order))
+    found = _STATEMENTS[(dialect, scoped, as_of)] = (_PARAMETER.sub(positional, template),
+                                                     tuple(order))
     return found
 
 
@@ -143,17 +176,21 @@ def one_statement(dialect: str, scoped: int) -> tuple[str, tuple[str, ...]]:
 _FIELDS = {"model": 0, "method": 1, "k": 2, "thinking": 3, "category": 4, "fallback": 5}
 
 
-def one_parameters(lookup: Lookup, order: Sequence[str]) -> tuple:
-    """``lookup``'s values in a one-run statement's parameter ``order``."""
-    if lookup.scope is None:
+def one_parameters(lookup: Lookup, order: Sequence[str], dialect: str | None = None) -> tuple:
+    """``lookup``'s values in a one-run statement's parameter ``order`` (``dialect``: how its
+    time is bound, needed when it has one)."""
+    if lookup.scope is None and lookup.as_of is None:
         getter = _GETTERS.get(tuple(order))
         if getter is None:
             getter = _GETTERS[tuple(order)] = operator.itemgetter(*(_FIELDS[n] for n in order))
         return getter(lookup)
+    at = None if lookup.as_of is None else bound(lookup.as_of, dialect or "")
     out: list = []
     for name in order:
         if name == "scope":
-            out.extend(lookup.scope)
+            out.extend(lookup.scope or ())
+        elif name == "as_of":
+            out.append(at)
         else:
             out.append(lookup[_FIELDS[name]])
     return tuple(out)
@@ -169,16 +206,17 @@ LOOKUP_ONE = {d: one_statement(d, 0)[0] for d in _MARKER}
 #: that the rows come out of the key table in (lookup, preference) order. The one window then
 #: needs no sort on SQLite: its rank-1 rows are the preferred category that some set in scope
 #: holds, and their count (the window's default frame ends at the current row's last peer) is
-#: the number of those sets.
+#: the number of those sets. As of a time, each key row carries the time too (``as_of``) and
+#: the candidates are the profiles of each set's revision of that time.
 _MANY_COLUMNS = ("lookup_id, preference, model, speculative_method, num_spec_tokens, thinking,"
                  " category, set_name")
 _LOOKUP_MANY = """WITH candidates AS (
-    SELECT t.lookup_id, t.preference, p.category, p.id AS profile_id, s.name AS set_name,
-           p.acceptance_length, p.method, p.copied_from, p.provenance_id
+    SELECT t.lookup_id, t.preference, p.category, p.id AS profile_id, s.{name} AS set_name,
+           p.acceptance_length, p.method, p.copied_from, p.provenance_id, s.revision
     FROM {source}
-    JOIN profiles p ON """ + _PREFIX.format(a="p", b="t") + """ AND p.category = t.category
-    JOIN profile_sets s ON s.id = p.set_id
-    WHERE t.set_name = '' OR t.set_name = s.name
+    JOIN {profiles} p ON """ + _PREFIX.format(a="p", b="t") + """ AND p.category = t.category
+    JOIN {sets} s ON s.id = p.{set_fk}
+    WHERE {where}
 ),
 ranked AS (
     SELECT c.*, RANK() OVER w AS place, COUNT(*) OVER w AS set_count
@@ -187,31 +225,51 @@ ranked AS (
 )
 SELECT r.lookup_id, r.category, r.set_count, r.profile_id, r.set_name,
        r.acceptance_length, r.method, r.copied_from, pr.source, pr.hardware,
-       rt.position, rt.rate
+       rt.position, rt.rate, r.revision
 FROM ranked r
 LEFT JOIN provenances pr ON pr.id = r.provenance_id
-LEFT JOIN profile_rates rt ON rt.profile_id = r.profile_id
+LEFT JOIN {rates} rt ON rt.profile_id = r.profile_id
 WHERE r.place = 1"""
+_WHERE_NOW = "t.set_name = '' OR t.set_name = s.name"
+_WHERE_AS_OF = ("(t.set_name = '' OR t.set_name = s.set_name)\n      AND "
+                + _live("s", "n", "t.as_of"))
 
 #: Many runs on SQLite: the batch's lookup rows in a TEMP table joined to the profiles' index;
 #: its primary key is the order the window reads them in.
 SQLITE_KEYS_TABLE = "registry_resolve_keys"
+_KEYS_COLUMNS = ("lookup_id INTEGER NOT NULL, preference INTEGER NOT NULL, model TEXT NOT NULL, "
+                 "speculative_method TEXT NOT NULL, num_spec_tokens INTEGER NOT NULL, "
+                 "thinking TEXT NOT NULL, category TEXT NOT NULL, set_name TEXT NOT NULL")
 SQLITE_KEYS_DDL = (
-    f"CREATE TEMP TABLE {SQLITE_KEYS_TABLE} (lookup_id INTEGER NOT NULL, "
-    "preference INTEGER NOT NULL, model TEXT NOT NULL, speculative_method TEXT NOT NULL, "
-    "num_spec_tokens INTEGER NOT NULL, thinking TEXT NOT NULL, category TEXT NOT NULL, "
-    "set_name TEXT NOT NULL, PRIMARY KEY (lookup_id, preference, set_name)) WITHOUT ROWID")
+    f"CREATE TEMP TABLE {SQLITE_KEYS_TABLE} ({_KEYS_COLUMNS}, "
+    "PRIMARY KEY (lookup_id, preference, set_name)) WITHOUT ROWID")
 SQLITE_KEYS_INSERT = f"INSERT INTO temp.{SQLITE_KEYS_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-SQLITE_LOOKUP_MANY = _LOOKUP_MANY.format(source=f"temp.{SQLITE_KEYS_TABLE} t")
+SQLITE_LOOKUP_MANY = _LOOKUP_MANY.format(source=f"temp.{SQLITE_KEYS_TABLE} t", where=_WHERE_NOW,
+                                         **_CURRENT)
+#: The same as of a time: each row's time is text in the stored format.
+SQLITE_AS_OF_TABLE = "registry_resolve_keys_as_of"
+SQLITE_AS_OF_DDL = (
+    f"CREATE TEMP TABLE {SQLITE_AS_OF_TABLE} ({_KEYS_COLUMNS}, as_of TEXT NOT NULL, "
+    "PRIMARY KEY (lookup_id, preference, set_name)) WITHOUT ROWID")
+SQLITE_AS_OF_INSERT = (f"INSERT INTO temp.{SQLITE_AS_OF_TABLE} "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+SQLITE_LOOKUP_MANY_AS_OF = _LOOKUP_MANY.format(source=f"temp.{SQLITE_AS_OF_TABLE} t",
+                                               where=_WHERE_AS_OF, **_HISTORY)
 
 #: Many runs on PostgreSQL: the lookup rows as eight parallel arrays, unnested into rows.
 PG_ARRAYS = ("ids", "preferences", "models", "methods", "ks", "thinkings", "categories",
              "set_names")
+_PG_SOURCE = ("unnest(%(ids)s::INTEGER[], %(preferences)s::INTEGER[], %(models)s::TEXT[],"
+              " %(methods)s::TEXT[], %(ks)s::INTEGER[], %(thinkings)s::TEXT[],"
+              " %(categories)s::TEXT[], %(set_names)s::TEXT[]{more})"
+              " AS t(" + _MANY_COLUMNS + "{more_columns})")
 PG_LOOKUP_MANY = _LOOKUP_MANY.format(
-    source="unnest(%(ids)s::INTEGER[], %(preferences)s::INTEGER[], %(models)s::TEXT[],"
-           " %(methods)s::TEXT[], %(ks)s::INTEGER[], %(thinkings)s::TEXT[],"
-           " %(categories)s::TEXT[], %(set_names)s::TEXT[])"
-           f" AS t({_MANY_COLUMNS})")
+    source=_PG_SOURCE.format(more="", more_columns=""), where=_WHERE_NOW, **_CURRENT)
+#: The same as of a time: a ninth array, of each row's time.
+PG_AS_OF_ARRAYS = (*PG_ARRAYS, "as_ofs")
+PG_LOOKUP_MANY_AS_OF = _LOOKUP_MANY.format(
+    source=_PG_SOURCE.format(more=", %(as_ofs)s::TIMESTAMPTZ[]", more_columns=", as_of"),
+    where=_WHERE_AS_OF, **_HISTORY)
 
 
 class Cursor(NamedTuple):
@@ -282,72 +340,108 @@ def cursor(bind: Engine | Connection | sqlite3.Connection, *,
                 own.close()
 
 
-def stored_among(c: Cursor, names: Sequence[str]) -> list[str]:
+def _markers(c: Cursor, n: int) -> str:
+    return ", ".join(["?" if c.dialect == "sqlite" else "%s"] * n)
+
+
+#: The sets of the registry as of a time: each set's revision of that time, unless a deletion.
+_LIVE_SETS = "SELECT v.set_name FROM revisions v WHERE " + _live("v", "n", "{at}")
+
+
+def stored_among(c: Cursor, names: Sequence[str], as_of: datetime | None = None) -> list[str]:
     """Which of ``names`` are stored sets (one query on the unique name index, whatever the
-    number of sets in the database)."""
-    marker = "?" if c.dialect == "sqlite" else "%s"
-    markers = ", ".join([marker] * len(names))
-    c.cur.execute(f"SELECT name FROM profile_sets WHERE name IN ({markers})", tuple(names))
+    number of sets in the database); ``as_of``: which were sets at that time (one query on
+    the revisions' (set_name, revision) index)."""
+    if as_of is None:
+        c.cur.execute(f"SELECT name FROM profile_sets WHERE name IN "
+                      f"({_markers(c, len(names))})", tuple(names))
+    else:
+        at = _markers(c, 1)
+        c.cur.execute(_LIVE_SETS.format(at=at) + f" AND v.set_name IN ({_markers(c, len(names))})",
+                      (bound(as_of, c.dialect),) * 2 + tuple(names))
     return [name for (name,) in c.cur.fetchall()]
 
 
-def set_names(c: Cursor) -> list[str]:
-    """Every stored set's name (one query; the resolver checks named sets against them)."""
-    c.cur.execute("SELECT name FROM profile_sets")
+def set_names(c: Cursor, as_of: datetime | None = None) -> list[str]:
+    """Every stored set's name, or every set's of the registry as of ``as_of`` (one query; the
+    resolver checks named sets against them)."""
+    if as_of is None:
+        c.cur.execute("SELECT name FROM profile_sets")
+    else:
+        c.cur.execute(_LIVE_SETS.format(at=_markers(c, 1)), (bound(as_of, c.dialect),) * 2)
     return [name for (name,) in c.cur.fetchall()]
 
 
 def lookup_one(c: Cursor, lookup: Lookup) -> Winner | None:
     """The database's decision for one run: its winning key's profiles, or None (no profile)."""
-    statement, order = one_statement(c.dialect, len(lookup.scope or ()))
-    c.cur.execute(statement, one_parameters(lookup, order))
+    statement, order = one_statement(c.dialect, len(lookup.scope or ()),
+                                     lookup.as_of is not None)
+    c.cur.execute(statement, one_parameters(lookup, order, c.dialect))
     return winners((lookup,), c.cur.fetchall()).get(lookup)
 
 
 def lookup_many(c: Cursor, lookups: Iterable[Lookup]) -> dict[Lookup, Winner]:
     """The decision for every lookup in ``lookups`` (distinct or not), in a few set-based
-    statements; a lookup that no profile answers is absent from the result."""
+    statements; a lookup that no profile answers is absent from the result. Lookups as of a
+    time go to the revisions in statements of their own."""
     # Sorted, so that the index is probed in its own order: neighbouring keys share pages, which
     # halves the join's time on a large registry.
     lookups = sorted(set(lookups), key=_PREFIX_ORDER)
     if not lookups:
         return {}
+    now = [lk for lk in lookups if lk.as_of is None]
+    decided = _lookup_many(c, now, False) if now else {}
+    if len(now) < len(lookups):
+        decided.update(_lookup_many(c, [lk for lk in lookups if lk.as_of is not None], True))
+    return decided
+
+
+def _lookup_many(c: Cursor, lookups: list[Lookup], as_of: bool) -> dict[Lookup, Winner]:
     if c.dialect == "postgresql":
         decided: dict[Lookup, Winner] = {}
+        statement, arrays = ((PG_LOOKUP_MANY_AS_OF, PG_AS_OF_ARRAYS) if as_of
+                             else (PG_LOOKUP_MANY, PG_ARRAYS))
         for start in range(0, len(lookups), PG_CHUNK):
             chunk = lookups[start:start + PG_CHUNK]
-            columns = [list(col) for col in zip(*_lookup_rows(chunk))]
-            c.cur.execute(PG_LOOKUP_MANY, dict(zip(PG_ARRAYS, columns)))
+            columns = [list(col) for col in zip(*_lookup_rows(chunk, as_of, c.dialect))]
+            c.cur.execute(statement, dict(zip(arrays, columns)))
             decided.update(winners(chunk, c.cur.fetchall()))
         return decided
+    table, ddl, insert, statement = (
+        (SQLITE_AS_OF_TABLE, SQLITE_AS_OF_DDL, SQLITE_AS_OF_INSERT, SQLITE_LOOKUP_MANY_AS_OF)
+        if as_of else
+        (SQLITE_KEYS_TABLE, SQLITE_KEYS_DDL, SQLITE_KEYS_INSERT, SQLITE_LOOKUP_MANY))
     # A TEMP table lives in the connection's own temp database, so it needs no write access to
     # the registry (a read-only connection can make one) and no other connection sees it.
-    c.cur.execute(f"DROP TABLE IF EXISTS temp.{SQLITE_KEYS_TABLE}")
-    c.cur.execute(SQLITE_KEYS_DDL)
+    c.cur.execute(f"DROP TABLE IF EXISTS temp.{table}")
+    c.cur.execute(ddl)
     try:
-        c.cur.executemany(SQLITE_KEYS_INSERT, _lookup_rows(lookups))
-        c.cur.execute(SQLITE_LOOKUP_MANY)
+        c.cur.executemany(insert, _lookup_rows(lookups, as_of, c.dialect))
+        c.cur.execute(statement)
         return winners(lookups, c.cur.fetchall())
     finally:
-        c.cur.execute(f"DROP TABLE IF EXISTS temp.{SQLITE_KEYS_TABLE}")
+        c.cur.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
 
 #: The sort key of lookups: their key prefix (categories may be None, which does not sort).
 _PREFIX_ORDER = operator.itemgetter(0, 1, 2, 3)
 
 
-def _lookup_rows(lookups: Sequence[Lookup]) -> list[tuple]:
-    """The lookups as rows of the many-runs statement, numbered by their position."""
+def _lookup_rows(lookups: Sequence[Lookup], as_of: bool = False,
+                 dialect: str = "sqlite") -> list[tuple]:
+    """The lookups as rows of the many-runs statement, numbered by their position (``as_of``:
+    each row ends with its lookup's time, bound for ``dialect``)."""
     rows: list[tuple] = []
     add = rows.append
-    for i, (model, method, k, thinking, category, fallback, scope) in enumerate(lookups):
+    for i, (model, method, k, thinking, category, fallback, scope, at) in enumerate(lookups):
         names = scope or ("",)
+        more = (bound(at, dialect),) if as_of and at is not None else ()
         if category is not None:  # preference 0: the workload's category
             for name in names:
-                add((i, 0, model, method, k, thinking, category, name))
+                add((i, 0, model, method, k, thinking, category, name, *more))
         if fallback is not None and fallback != category:  # preference 1: the fallback
             for name in names:
-                add((i, 1, model, method, k, thinking, fallback, name))
+                add((i, 1, model, method, k, thinking, fallback, name, *more))
     return rows
 
 
@@ -364,9 +458,9 @@ def winners(lookups: Sequence[Lookup], rows: Iterable[Sequence]) -> dict[Lookup,
     found: dict[int, Any] = {}
     rated: dict[tuple[int, int], list] = {}
     for lid, category, count, pid, set_name, al, how, copied, source, hardware, \
-            position, rate in rows:
+            position, rate, revision in rows:
         if position is None:  # no stored rates: the profile's one and only row
-            cand = new(Candidate, (set_name, al, None, source, hardware, how, copied))
+            cand = new(Candidate, (set_name, al, None, source, hardware, how, copied, revision))
             head = found.get(lid)
             if head is None:
                 found[lid] = (category, count, cand)
@@ -381,12 +475,12 @@ def winners(lookups: Sequence[Lookup], rows: Iterable[Sequence]) -> dict[Lookup,
                 entry[2] = count
         else:
             rated[lid, pid] = [lid, category, count, set_name, al, source, hardware, how, copied,
-                               [(position, rate)]]
-    for lid, category, count, set_name, al, source, hardware, how, copied, rates \
+                               revision, [(position, rate)]]
+    for lid, category, count, set_name, al, source, hardware, how, copied, revision, rates \
             in rated.values():
         rates.sort()
         cand = new(Candidate, (set_name, al, tuple(r for _, r in rates), source, hardware, how,
-                               copied))
+                               copied, revision))
         head = found.get(lid)
         if head is None:
             found[lid] = (category, count, cand)

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlch
 
 from registry_db.errors import ResolutionRefused
 from registry_db.gcpause import gc_paused
+from registry_db.inputs.as_of import as_of_utc
 from registry_db.inputs.request import Checks, Request
 from registry_db.model import InlineValue, Layer, Refusal, profile_label
 from registry_db.model import RefusalReason as R
@@ -90,6 +92,8 @@ class Resolution:
     fallback: Fallback | None = None
     hardware_mismatch: HardwareMismatch | None = None
     warnings: tuple[str, ...] = ()
+    #: The revision of ``profile_set`` the profile came from (None for an inline value).
+    revision: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The contract's object, keys in the contract's order."""
@@ -103,6 +107,7 @@ class Resolution:
             "layer": self.layer,
             "profile_set": self.profile_set,
             "profile": self.profile,
+            "revision": self.revision,
             "source": self.source,
             "fallback": None if fb is None else {"replaced": fb.replaced, "category": fb.category},
             "hardware_mismatch": None if hw is None else {"measured_on": hw.measured_on,
@@ -116,16 +121,18 @@ def resolve(bind: Bind, request: Request) -> Resolution:
 
     ``bind`` is an engine or an open connection (the lookup then reads inside its transaction).
     At most two queries: the stored set names (only when the request names sets) and the one
-    lookup of the run's profile key, in its category and fallback.
+    lookup of the run's profile key, in its category and fallback. With ``as_of``, both read the
+    registry as it stood then (the revisions), in one snapshot.
     """
     checks = Checks()
-    with _translated(bind), cursor(bind) as c:
+    at = _time(request)
+    with _translated(bind), cursor(bind, snapshot=at is not None) as c:
         # Only the sets the run names are looked up (most runs name none); every name is read
         # only to refuse an unknown one with the nearest names suggested.
         named = _named_sets(request)
-        known = frozenset(stored_among(c, named)) if named else frozenset()
+        known = frozenset(stored_among(c, named, at)) if named else frozenset()
         if len(known) < len(named):
-            known = frozenset(set_names(c))
+            known = frozenset(set_names(c, at))
         plan = planned = _plan(request, known, checks)
         if isinstance(plan, _Plan):
             won = lookup_one(c, plan.lookup)
@@ -142,6 +149,17 @@ def _translated(bind: Bind) -> contextlib.AbstractContextManager:
     from registry_db.store.engine import translated
 
     return translated()
+
+
+def _time(request: Request) -> datetime | None:
+    """The request's as-of time in UTC; None when it has none, or when it is not a time (its
+    check refuses the run before anything is looked up)."""
+    if request.as_of is None:
+        return None
+    try:
+        return as_of_utc(request.as_of)
+    except ValueError:
+        return None
 
 
 def _named_sets(request: Request) -> tuple[str, ...]:
@@ -167,11 +185,39 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
     with gc_paused(len(requests)):
         with _translated(bind), cursor(bind, snapshot=True) as c:
             known = frozenset(set_names(c))
-            plans = [_plan(r, known, checks) for r in requests]
+            if any(r.as_of is not None for r in requests):
+                at_known = _KnownAt(c)
+                plans = [_plan(r, known if r.as_of is None else at_known(r), checks)
+                         for r in requests]
+            else:
+                plans = [_plan(r, known, checks) for r in requests]
             index = lookup_many(c, [p.lookup for p in plans if type(p) is _Plan])
         answers = _Answers(index)
         return _say_what_exists(bind, plans, [answers.finish(p) if isinstance(p, _Plan) else p
                                               for p in plans])
+
+
+class _KnownAt:
+    """The set names a batch's request as of a time is checked against: the sets of that
+    time, from every revision read once (only for requests that name sets)."""
+
+    def __init__(self, c: Any):
+        self.c = c
+        self.timeline: Any = None
+        self.sets: dict[datetime, frozenset[str]] = {}
+
+    def __call__(self, request: Request) -> frozenset[str]:
+        at = _time(request)
+        if at is None or not _named_sets(request):
+            return frozenset()
+        found = self.sets.get(at)
+        if found is None:
+            if self.timeline is None:
+                from registry_db.resolve.timeline import Timeline
+
+                self.timeline = Timeline.read(self.c)
+            found = self.sets[at] = self.timeline.sets_at(at)
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +301,7 @@ _NOTHING_STATED = (None,) * (len(LAYERS) - 1)
 _REGISTRY = Layer.REGISTRY  # read once: a member lookup on the enum class costs every run
 
 
-def _plan(req: Request, known: frozenset[str], checks: Checks
+def _plan(req: Request, known: Collection[str], checks: Checks
           ) -> _Plan | Resolution | Refusal:
     """Check everything that needs no profile; answer at once, or say which keys to look up."""
     refusal = checks.terms(req)
@@ -274,11 +320,12 @@ def _plan(req: Request, known: frozenset[str], checks: Checks
         return _Plan(req, _REGISTRY, None if sets is None else frozenset(sets),
                      ((req.model, req.method, req.k, req.thinking, req.category),), None,
                      Lookup(req.model, req.method, req.k, req.thinking, req.category, None,
-                            None if sets is None else _scope(sets)))
+                            None if sets is None else _scope(sets),
+                            None if req.as_of is None else as_of_utc(req.as_of)))
     return _plan_layers(req, known, checks)
 
 
-def _plan_layers(req: Request, known: frozenset[str], checks: Checks
+def _plan_layers(req: Request, known: Collection[str], checks: Checks
                  ) -> _Plan | Resolution | Refusal:
     """:func:`_plan` for a run where a layer above the registry states something: every
     stated value is checked (its K included), then the highest layer that states acceptance
@@ -328,7 +375,8 @@ def _plan_layers(req: Request, known: frozenset[str], checks: Checks
     prefix = (req.model, req.method, req.k, req.thinking)
     keys = tuple(prefix + (c,) for c in (req.category, fallback) if c is not None)
     return _Plan(req, layer, scope, keys, fallback,
-                 Lookup(*prefix, req.category, fallback, None if scope is None else _scope(scope)),
+                 Lookup(*prefix, req.category, fallback, None if scope is None else _scope(scope),
+                        None if req.as_of is None else as_of_utc(req.as_of)),
                  notes)
 
 
@@ -357,7 +405,7 @@ def _no_category(layer: str) -> Refusal:
         "fallback_category"))
 
 
-def _unknown_set(where: str, name: str, known: frozenset[str], tail: str) -> Refusal:
+def _unknown_set(where: str, name: str, known: Collection[str], tail: str) -> Refusal:
     # Imported here: the store's models cost a fast command's start-up, and this path is rare.
     from registry_db.store.read import unknown_set_message
 
@@ -438,7 +486,7 @@ class _Answers:
             warnings = tuple(notes)
         return Resolution(al, rate_from_al(al, k), k, rates, derived, plan.layer,
                           cand.profile_set, profile_label(*key), cand.source, fallback, mismatch,
-                          warnings)
+                          warnings, cand.revision)
 
 
 #: Refusals for want of a profile: they also say what is stored for the run's model and method.
@@ -456,15 +504,23 @@ def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[A
             and type(a) is Refusal and a.reason in _NO_PROFILE]
     if not todo:
         return answers
-    from registry_db.resolve.stored import stored_variants
+    from registry_db.resolve.stored import stored_variants, stored_variants_as_of
 
+    now = [i for i in todo if plans[i].lookup.as_of is None]
+    then = [i for i in todo if plans[i].lookup.as_of is not None]
     with _translated(bind):
-        stored = stored_variants(bind, {(plans[i].request.model, plans[i].request.method)
-                                        for i in todo})
+        stored: dict[Any, Any] = {} if not now else stored_variants(
+            bind, {(plans[i].request.model, plans[i].request.method) for i in now})
+        if then:
+            stored.update(stored_variants_as_of(bind, {
+                (plans[i].request.model, plans[i].request.method, plans[i].lookup.as_of)
+                for i in then}))
     out = list(answers)
     for i in todo:
         req = plans[i].request
-        held = stored[(req.model, req.method)].describe(plans[i].scope)
+        at = plans[i].lookup.as_of
+        variants = stored[(req.model, req.method) if at is None else (req.model, req.method, at)]
+        held = variants.describe(plans[i].scope)
         what = (f"stored for {req.model}/{req.method} there: {held}" if held
                 else f"nothing is stored for {req.model}/{req.method} there")
         out[i] = Refusal(out[i].reason, f"{out[i].message}; {what}")
@@ -472,13 +528,15 @@ def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[A
 
 
 def _scope_text(plan: _Plan) -> str:
+    at = plan.lookup.as_of
+    when = "" if at is None else f" as of {at.isoformat().replace('+00:00', 'Z')}"
     if plan.layer == "scenario":
         assert plan.scope is not None  # the scenario's lookup is in its one named set
         (name,) = plan.scope
-        return f"the scenario's set {name!r}"
+        return f"the scenario's set {name!r}{when}"
     if plan.scope is None:
-        return "the registry (every set)"
-    return "the registry sets " + ", ".join(repr(s) for s in sorted(plan.scope))
+        return f"the registry (every set){when}"
+    return "the registry sets " + ", ".join(repr(s) for s in sorted(plan.scope)) + when
 
 
 def _conflict(key: Key, found: list[Candidate], count: int) -> Refusal:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
@@ -59,6 +60,40 @@ def stored_variants(bind: Engine | Connection | sqlite3.Connection,
         if held is not None:
             held.add(tuple(row))
     return {pair: StoredVariants(tuple(sorted(held))) for pair, held in found.items()}
+
+
+_SELECT_HISTORY = ("SELECT DISTINCT p.model, p.speculative_method, v.set_name, v.revision, "
+                   "p.num_spec_tokens, p.thinking, p.category FROM revision_profiles p "
+                   "JOIN revisions v ON v.id = p.revision_id")
+
+
+def stored_variants_as_of(bind: Engine | Connection | sqlite3.Connection,
+                          wanted: Iterable[tuple[str, str, datetime]],
+                          ) -> dict[tuple[str, str, datetime], StoredVariants]:
+    """For each (model, method, time), what the registry held then: two statements (every
+    revision's variants of those models, and every set's revisions), whatever the number of
+    distinct times."""
+    from registry_db.resolve.lookup import cursor
+    from registry_db.resolve.timeline import Timeline
+
+    wanted = sorted(set(wanted))
+    models = sorted({m for m, _, _ in wanted})
+    named = len(models) <= MAX_NAMED_MODELS
+    with cursor(bind, snapshot=True) as c:
+        marker = "?" if c.dialect == "sqlite" else "%s"
+        sql = _SELECT_HISTORY if not named else (
+            f"{_SELECT_HISTORY} WHERE p.model IN ({', '.join([marker] * len(models))})")
+        c.cur.execute(sql, tuple(models) if named else ())
+        rows: dict[tuple[str, str], list[tuple]] = {}
+        for model, method, name, revision, *row in c.cur.fetchall():
+            rows.setdefault((model, method), []).append((name, revision, *row))
+        timeline = Timeline.read(c)
+    out = {}
+    for model, method, at in wanted:
+        held = {(name, *row) for name, revision, *row in rows.get((model, method), ())
+                if timeline.revision_at(name, at) == revision}
+        out[model, method, at] = StoredVariants(tuple(sorted(held)))
+    return out
 
 
 def _rows(bind: Engine | Connection | sqlite3.Connection,

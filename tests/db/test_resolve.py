@@ -98,6 +98,7 @@ def test_seed_deepseek_off_coding_end_to_end(seeded):
         "layer": "registry",
         "profile_set": "inferencex-golden-al",
         "profile": "deepseek-v4.1-flash/dspark/k5/thinking-off/coding",
+        "revision": 1,
         "source": SEED_URL + "dsv41flash_dspark.yaml",
         "fallback": None,
         "hardware_mismatch": None,
@@ -105,8 +106,8 @@ def test_seed_deepseek_off_coding_end_to_end(seeded):
     }
     assert list(got.to_json()) == ["acceptance_length", "acceptance_rate", "num_spec_tokens",
                                    "per_position_rates", "rates_derived", "layer", "profile_set",
-                                   "profile", "source", "fallback", "hardware_mismatch",
-                                   "warnings"]
+                                   "profile", "revision", "source", "fallback",
+                                   "hardware_mismatch", "warnings"]
 
 
 def test_seed_thinking_on_and_copied_glm(seeded):

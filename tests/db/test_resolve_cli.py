@@ -36,7 +36,8 @@ def seed_answer(**changes) -> dict:
         "acceptance_length": 4.07, "acceptance_rate": (4.07 - 1) / 5, "num_spec_tokens": 5,
         "per_position_rates": min_variance_rates(4.07, 5), "rates_derived": True,
         "layer": "registry", "profile_set": "inferencex-golden-al",
-        "profile": "deepseek-v4.1-flash/dspark/k5/thinking-off/coding", "source": SOURCE,
+        "profile": "deepseek-v4.1-flash/dspark/k5/thinking-off/coding", "revision": 1,
+        "source": SOURCE,
         "fallback": None, "hardware_mismatch": None, "warnings": [],
     }
     answer.update(changes)

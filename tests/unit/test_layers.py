@@ -20,9 +20,10 @@ def test_every_input_is_a_request_field_in_order():
 
 def test_batch_keys_are_the_contracts():
     """contract.md: model, method, k, and optionally thinking, category, acceptance, pin, cli,
-    hardware and sets; and (second round) "id", echoed in the answer."""
+    hardware and sets; and (second round) "id", echoed in the answer; (issue 13) "as_of"."""
     assert list(layers.BATCH_KEYS) == ["model", "method", "k", "thinking", "category",
-                                       "acceptance", "pin", "cli", "hardware", "sets", "id"]
+                                       "acceptance", "pin", "cli", "hardware", "sets", "as_of",
+                                       "id"]
     assert layers.REQUIRED_KEYS == ("model", "method", "k")
 
 

@@ -1,0 +1,65 @@
+"""Which sets the registry held at a time, for a batch whose lines name several times.
+
+A single resolution as of a time asks the database (:func:`registry_db.resolve.lookup.stored_among`
+on the revisions' index). A batch may name many distinct times; asking once per time would cost a
+query each, so :class:`Timeline` reads every revision's (set, number, action, time) once and
+answers for any time in Python, with the statement's own rule: a set's registry at time T is its
+latest revision (by number) written at or before T, unless that revision is a deletion. The times
+are compared as the database compares them (:func:`registry_db.inputs.as_of.bound`: text in the
+stored format on SQLite, ``timestamptz`` on PostgreSQL), so the answer is the statement's.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from registry_db.inputs.as_of import bound
+from registry_db.resolve.lookup import Cursor
+
+
+class Timeline:
+    """Every set's revisions, ordered by time, with the latest revision number seen by then."""
+
+    def __init__(self, rows: Iterable[tuple[str, int, str, Any]], dialect: str):
+        self.dialect = dialect
+        per_set: dict[str, list[tuple[Any, int, str]]] = {}
+        for name, number, action, at in rows:
+            per_set.setdefault(name, []).append((at, number, action))
+        #: name -> (times in order, and at each, the latest revision so far and its action)
+        self._sets: dict[str, tuple[list[Any], list[tuple[int, str]]]] = {}
+        for name, revs in per_set.items():
+            revs.sort()
+            times, latest, best = [], [], (0, "deleted")
+            for at, number, action in revs:
+                if number > best[0]:
+                    best = (number, action)
+                times.append(at)
+                latest.append(best)
+            self._sets[name] = (times, latest)
+
+    @classmethod
+    def read(cls, c: Cursor) -> Timeline:
+        """Every revision of every set, in one query."""
+        c.cur.execute("SELECT set_name, revision, action, imported_at FROM revisions")
+        return cls(c.cur.fetchall(), c.dialect)
+
+    def revision_at(self, name: str, as_of: datetime) -> int | None:
+        """The revision of set ``name`` that was the registry at ``as_of`` (None: the set was
+        not there: not yet imported, or deleted)."""
+        found = self._sets.get(name)
+        if found is None:
+            return None
+        times, latest = found
+        i = bisect.bisect_right(times, bound(as_of, self.dialect))
+        if i == 0:
+            return None
+        number, action = latest[i - 1]
+        return None if action == "deleted" else number
+
+    def sets_at(self, as_of: datetime) -> frozenset[str]:
+        """The names of the sets the registry held at ``as_of``."""
+        return frozenset(name for name in self._sets
+                         if self.revision_at(name, as_of) is not None)
