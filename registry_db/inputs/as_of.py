@@ -67,13 +67,13 @@ _UTC: dict[Any, datetime] = {}
 def as_of_utc(value: str | datetime) -> datetime:
     """The UTC instant of ``value`` (an aware datetime); ValueError with a one-line message
     when it is not an ISO 8601 time, or not one a calendar of years 1 to 9999 holds in UTC."""
+    if not isinstance(value, (str, datetime)):
+        raise ValueError(f"{value!r} is not an ISO 8601 time {_EXAMPLE}")
     found = _UTC.get(value)
     if found is not None:
         return found
     if isinstance(value, datetime):
         moment = value
-    elif not isinstance(value, str):
-        raise ValueError(f"{value!r} is not an ISO 8601 time {_EXAMPLE}")
     elif len(value) > _LONGEST or not _ISO.fullmatch(value):
         raise ValueError(f"{_shown(value)} is not an ISO 8601 time {_EXAMPLE}")
     else:

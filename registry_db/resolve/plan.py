@@ -312,7 +312,7 @@ def _plan(req: Request, known: Collection[str], checks: Checks
         if sets is not None:
             for name in sets:
                 if name not in known:
-                    return _unknown_set("--set", name, known, "")
+                    return _unknown_set("--set", name, known, _when(req.as_of))
         if req.thinking is None:
             return _no_thinking(_REGISTRY)
         if req.category is None:
@@ -345,11 +345,11 @@ def _plan_layers(req: Request, known: Collection[str], checks: Checks
                 f"the run speculates K = {req.k}; a value is refused rather than rescaled"))
     for name in req.sets or ():
         if name not in known:
-            return _unknown_set("--set", name, known, "")
+            return _unknown_set("--set", name, known, _when(req.as_of))
     pin = dict((row.layer, found) for row, found in stated).get(Layer.SCENARIO)
     if pin is not None and pin.profiles is not None and pin.profiles not in known:
         return _unknown_set("the scenario's acceptance.profiles", pin.profiles, known,
-                            "; the registry is not consulted in its place")
+                            _when(req.as_of) + "; the registry is not consulted in its place")
 
     acceptance = [(row, found) for row, found in stated
                   if row.value(found) is not None or row.names_set(found) is not None]
@@ -403,6 +403,13 @@ def _no_category(layer: str) -> Refusal:
     return Refusal(R.NO_CATEGORY, (
         f"the {layer} lookup needs the workload's category and none was given, nor a "
         "fallback_category"))
+
+
+def _when(as_of: Any) -> str:
+    """`` as of TIME`` (UTC) for a run as of a time; empty for the current registry."""
+    if as_of is None:
+        return ""
+    return f" as of {as_of_utc(as_of).isoformat().replace('+00:00', 'Z')}"
 
 
 def _unknown_set(where: str, name: str, known: Collection[str], tail: str) -> Refusal:
@@ -528,8 +535,7 @@ def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[A
 
 
 def _scope_text(plan: _Plan) -> str:
-    at = plan.lookup.as_of
-    when = "" if at is None else f" as of {at.isoformat().replace('+00:00', 'Z')}"
+    when = _when(plan.lookup.as_of)
     if plan.layer == "scenario":
         assert plan.scope is not None  # the scenario's lookup is in its one named set
         (name,) = plan.scope

@@ -1,6 +1,6 @@
 """Migration 0004 as users meet it, on both backends: a registry filled at the previous head
 (rows written with that revision's SQL, never today's importer) is upgraded; every set becomes
-revision 1 of itself with its import time kept; history and diff work on it;
+revision 1 of itself with its import time kept; history, diff, resolve and --as-of work on it;
 and the downgrade keeps the current registry intact and drops the history."""
 
 from __future__ import annotations
@@ -92,10 +92,30 @@ def test_a_filled_registry_upgrades_to_history_and_back(empty_url, tmp_path):
         assert golden.profiles[0].per_position_rates == (0.8, 0.5, 0.2)
         assert golden.profiles[0].provenance.settings == (("seed", 7),)
 
+        # Resolution names the revision the migration made, now and as of the import time.
+        golden = ["resolve", "--model", "m", "--method", "mtp", "--k", "3", "--thinking", "on",
+                  "--category", "coding", "--json"]
+        vendor = ["resolve", "--model", "v", "--method", "eagle", "--k", "2", "--thinking",
+                  "off", "--category", "coding", "--json"]
+        for at in (None, IMPORTED_AT.isoformat(), "2026-06-01T09:30:00"):
+            flags = [] if at is None else ["--as-of", at]
+            answer = json.loads(run_cli("-d", empty_url, *golden, *flags).stdout)
+            assert (answer["profile_set"], answer["revision"], answer["acceptance_length"],
+                    answer["per_position_rates"]) == ("golden", 1, 2.5, [0.8, 0.5, 0.2])
+        earlier = json.loads(run_cli("-d", empty_url, *golden, "--as-of",
+                                    "2026-06-01T09:29:59.999999Z").stdout)
+        assert earlier["refused"]["reason"] == "no_match"
+
         # New imports continue the numbering.
         run_cli("-d", empty_url, "delete", "vendor")
         assert [r["revision"] for r in json.loads(run_cli(
             "-d", empty_url, "history", "vendor", "--json").stdout)["revisions"]] == [2, 1]
+        # Deleted now, vendor still answers as of before its deletion.
+        assert json.loads(run_cli("-d", empty_url, *vendor).stdout)["refused"]["reason"] == \
+            "no_match"
+        then = json.loads(run_cli("-d", empty_url, *vendor, "--as-of", "2026-07-01").stdout)
+        assert (then["profile_set"], then["revision"], then["acceptance_length"]) == (
+            "vendor", 1, 1.75)
 
         store.downgrade(engine, PREVIOUS)
         assert store.current_revision(engine) == PREVIOUS

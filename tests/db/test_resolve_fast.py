@@ -50,6 +50,14 @@ CORPUS = [
     DSV + ["--thinking", "off", "--category", "coding", "--scenario",
            str(FILES / "scenario-unknown-set.yaml")],
     DSV + ["--thinking", "off", "--category", "Coding!"],        # usage error, exit 2
+    # As of a time: the registry then (2000: empty, 2100: as it stands), from the history.
+    A + ["--category", "cat0", "--as-of", "2100-01-01"],         # conflict then too
+    A + ["--category", "cat0", "--set", "second", "--as-of", "2100-01-01T00:00:00+02:00"],
+    GLM + ["--category", "coding", "--as-of", "2000-01-01"],     # no_match: nothing then
+    GLM + ["--category", "coding", "--set", "inferencex-golden-al", "--as-of", "2000-01-01"],
+    DSV + ["--thinking", "off", "--category", "chat", "--fallback-category", "coding",
+           "--as-of", "2100-01-01Z"],
+    GLM + ["--category", "coding", "--as-of", "2026-13-01"],     # usage error, exit 2
     ["--method", "m", "--k", "3"],                               # usage error, exit 2
 ]
 
@@ -117,11 +125,16 @@ def test_batch_same_bytes_both_ways(sqlite_url, taken):
         "not json",
         '{"model": "m", "method": "x", "k": 3, "thinking": "on", "category": "c", '
         '"sets": ["nope"]}',
+        '{"model": "model-a", "method": "mtp", "k": 3, "thinking": "on", "category": "cat0", '
+        '"sets": ["second"], "as_of": "2100-01-01"}',
+        '{"model": "glm-5.3", "method": "mtp", "k": 3, "thinking": "on", "category": "coding", '
+        '"as_of": "2000-01-01"}',
+        '{"model": "glm-5.3", "method": "mtp", "k": 3, "as_of": "yesterday"}',
     ]) + "\n"
     fast, slow = _both(sqlite_url, ["--batch", "-"], input=lines)
     assert (fast.stdout, fast.stderr, fast.exit_code) == (slow.stdout, slow.stderr,
                                                           slow.exit_code)
-    assert fast.stdout.count("\n") == 8 and True in taken
+    assert fast.stdout.count("\n") == 11 and True in taken
 
 
 def test_fast_path_declines_what_it_cannot_read(tmp_path, taken):

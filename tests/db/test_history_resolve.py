@@ -1,0 +1,443 @@
+"""Resolving as of a time (issue 13), on both backends: import, edit, import, delete, import
+again, and ``--as-of`` at and between each step answers that step's value and revision (before
+the first import: an empty registry); batches equal one-by-one; conflicts, fallbacks, ``--set``,
+pins and ``--emit`` as of a time behave as they do now; the fast SQLite path agrees with the
+engine; hostile times are one-line errors; and the statements search the history's indexes."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy import text
+
+from registry_db.errors import ResolutionRefused
+from registry_db.model import Pin
+from registry_db.resolve.plan import Request, resolve, resolve_many
+from registry_db.store import sqlite_read
+from tests.helpers import run_cli, write_set
+
+KEY = ("model-a", "mtp", 3)
+#: The run the steps are resolved with (model-a/mtp/k3/thinking-on/cat0).
+ARGS = ["--model", "model-a", "--method", "mtp", "--k", "3", "--thinking", "on",
+        "--category", "cat0"]
+US = timedelta(microseconds=1)
+
+
+def _latest_time(url: str, name: str) -> datetime:
+    shown = run_cli("-d", url, "history", name, "--json")
+    assert shown.exit_code == 0, shown.output
+    return datetime.fromisoformat(json.loads(shown.stdout)["revisions"][0]["imported_at"])
+
+
+def _cli(url: str, *args: str, env: dict | None = None):
+    result = run_cli("-d", url, *args, env=env)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture
+def steps(db_url, tmp_path):
+    """Import (AL 2.5), edit and import (3.0), delete, import again (3.5): the URL and, per
+    step, its time and what the run resolves to then ((AL, revision), or None: nothing)."""
+    folder = tmp_path / "sets"
+    out = []
+    for al, expected in ((2.5, (2.5, 1)), (3.0, (3.0, 2)), (None, None), (3.5, (3.5, 4))):
+        if al is None:
+            _cli(db_url, "delete", "golden", "-m", "retracted")
+        else:
+            write_set(folder, "golden", al=al)
+            _cli(db_url, "import", str(folder))
+        out.append((_latest_time(db_url, "golden"), expected))
+    return db_url, out
+
+
+def _answer(bind, at, **kw):
+    """(AL, revision) of the run as of ``at``, or the refusal's reason."""
+    try:
+        got = resolve(bind, Request(*KEY, "on", "cat0", as_of=at, **kw))
+    except ResolutionRefused as refusal:
+        return refusal.reason
+    return got.acceptance_length, got.revision
+
+
+def _moments(times: list[datetime]) -> list[tuple[datetime, int | None]]:
+    """Each step's time exactly, a microsecond before it, and half-way to the next step: the
+    moment and the index of the step it falls in (None: before the first)."""
+    out: list[tuple[datetime, int | None]] = [(times[0] - timedelta(days=3650), None),
+                                              (times[0] - US, None)]
+    for i, t in enumerate(times):
+        out.append((t, i))
+        if i + 1 < len(times):
+            out.append((t + (times[i + 1] - t) / 2, i))
+            out.append((times[i + 1] - US, i))
+        else:
+            out.append((t + timedelta(days=1), i))
+    return out
+
+
+def test_each_step_as_of_its_time(steps, engine):
+    url, recorded = steps
+    times = [t for t, _ in recorded]
+    assert times == sorted(times) and len(set(times)) == 4
+    for at, step in _moments(times):
+        expected = "no_match" if step is None or recorded[step][1] is None \
+            else recorded[step][1]
+        # A datetime, aware or naive (UTC), and the ISO text with a zone: the same moment.
+        assert _answer(engine, at) == expected, (at, step)
+        assert _answer(engine, at.replace(tzinfo=None)) == expected
+        assert _answer(engine, at.isoformat()) == expected
+    # Without a time: the current registry, whose answer names its revision too.
+    assert _answer(engine, None) == (3.5, 4)
+
+
+def test_as_of_on_the_command_line_both_ways(steps, backend):
+    url, recorded = steps
+    env_ways = [None, {sqlite_read.NO_FAST_PATH_ENV: "1"}] if backend == "sqlite" else [None]
+    for at, step in _moments([t for t, _ in recorded]):
+        # The text a user types: no zone (UTC), and Z.
+        for shown in (at.replace(tzinfo=None).isoformat(),
+                      at.isoformat().replace("+00:00", "Z")):
+            outs = []
+            for env in env_ways:
+                result = run_cli("-d", url, "resolve", *ARGS, "--as-of", shown, "--json",
+                                 env=env)
+                outs.append((result.stdout, result.stderr, result.exit_code))
+            assert len(set(outs)) == 1, outs  # the fast path and the engine agree
+            body = json.loads(outs[0][0])
+            if step is None or recorded[step][1] is None:
+                assert body["refused"]["reason"] == "no_match"
+                assert " as of " in body["refused"]["message"]
+            else:
+                assert (body["acceptance_length"], body["revision"]) == recorded[step][1]
+
+
+def test_as_of_exactly_an_imports_time_sees_it(steps, engine):
+    """The comparison is ``imported_at <= as_of``, to the microsecond, on both backends (on
+    SQLite, where the time is text, the bound is written in the stored format)."""
+    _, recorded = steps
+    (first, _), (second, _) = recorded[:2]
+    assert _answer(engine, first) == (2.5, 1)
+    assert _answer(engine, first - US) == "no_match"
+    assert _answer(engine, second) == (3.0, 2)
+    assert _answer(engine, second - US) == (2.5, 1)
+    # The same instant written in another zone.
+    east = second.astimezone(timezone(timedelta(hours=5, minutes=30)))
+    assert _answer(engine, east.isoformat()) == (3.0, 2)
+
+
+@pytest.mark.only_backend("sqlite")
+def test_sqlite_stores_times_in_the_format_the_bound_is_written_in(steps, engine):
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT imported_at FROM revisions")).scalars().all()
+    assert len(stored) == 4
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}", s) for s in stored), stored
+
+
+def test_every_stored_answer_names_its_revision_and_inline_ones_none(steps, engine):
+    url, _ = steps
+    now = resolve(engine, Request(*KEY, "on", "cat0"))
+    assert now.revision == 4 and now.to_json()["revision"] == 4
+    inline = resolve(engine, Request(*KEY, "on", "cat0", cli={"num_spec_tokens": 3,
+                                                              "acceptance_length": 2.0}))
+    assert inline.revision is None and inline.to_json()["revision"] is None
+    shown = json.loads(_cli(url, "resolve", *ARGS, "--json").stdout)
+    assert shown["revision"] == 4 and list(shown).index("revision") == list(shown).index(
+        "profile") + 1
+
+
+# --- batches -------------------------------------------------------------------------------------
+
+def _requests(times: list[datetime]) -> list[Request]:
+    out = []
+    for at, _ in _moments(times):
+        for shown in (at, at.isoformat()):
+            out += [Request(*KEY, "on", "cat0", as_of=shown),
+                    Request(*KEY, "on", "cat7", pin=Pin(fallback_category="cat1"), as_of=shown),
+                    Request(*KEY, "on", "cat0", sets=("golden",), as_of=shown),
+                    Request(*KEY, "on", "cat0", pin=Pin(profiles="golden"), as_of=shown),
+                    Request(*KEY, "on", "cat0", sets=("gold",), as_of=shown),
+                    Request(*KEY, "off", "cat0", as_of=shown)]
+    out += [Request(*KEY, "on", "cat0"), Request(*KEY, "on", "cat0", as_of="not a time")]
+    return out
+
+
+def _one(bind, request):
+    try:
+        return resolve(bind, request).to_json()
+    except ResolutionRefused as refusal:
+        return refusal.to_json()
+
+
+def test_batch_as_of_equals_one_by_one(steps, engine):
+    _, recorded = steps
+    requests = _requests([t for t, _ in recorded])
+    batch = [a.to_json() for a in resolve_many(engine, requests)]
+    assert batch == [_one(engine, r) for r in requests]
+    reasons = {a["refused"]["reason"] for a in batch if "refused" in a}
+    assert reasons == {"no_match", "fallback_no_match", "unknown_set", "invalid_request"}
+    assert {a["revision"] for a in batch if "revision" in a} == {1, 2, 4}
+    assert any(a.get("fallback") for a in batch)
+
+
+def test_batch_lines_take_as_of(steps):
+    url, recorded = steps
+    times = [t for t, _ in recorded]
+    lines, expected = [], []
+    for at, step in _moments(times):
+        lines.append(json.dumps({"model": "model-a", "method": "mtp", "k": 3, "thinking": "on",
+                                 "category": "cat0", "as_of": at.isoformat()}))
+        expected.append(None if step is None else recorded[step][1])
+    lines.append('{"model": "model-a", "method": "mtp", "k": 3, "as_of": 20261130}')
+    result = run_cli("-d", url, "resolve", "--batch", "-", input="\n".join(lines) + "\n")
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert result.exit_code == 1  # the last line is not a well-formed request
+    for answer, want in zip(answers, expected):
+        if want is None:
+            assert answer["refused"]["reason"] == "no_match"
+        else:
+            assert (answer["acceptance_length"], answer["revision"]) == want
+    assert answers[-1]["refused"]["reason"] == "invalid_request"
+    assert "as_of must be a string" in answers[-1]["refused"]["message"]
+
+
+# --- conflicts, scope, pins, fallback and --emit as of a time -----------------------------------
+
+@pytest.fixture
+def two_sets(db_url, tmp_path):
+    """first (t1), then second holding the same keys (t2: a conflict), then first deleted (t3)."""
+    write_set(tmp_path / "a", "first", al=2.5)
+    write_set(tmp_path / "b", "second", al=3.0, first_category=1)
+    _cli(db_url, "import", str(tmp_path / "a"))
+    t1 = _latest_time(db_url, "first")
+    _cli(db_url, "import", str(tmp_path / "b"))
+    t2 = _latest_time(db_url, "second")
+    _cli(db_url, "delete", "first")
+    t3 = _latest_time(db_url, "first")
+    return db_url, (t1, t2, t3)
+
+
+def _run(bind, at, category="cat1", **kw):
+    try:
+        got = resolve(bind, Request(*KEY, "on", category, as_of=at, **kw))
+    except ResolutionRefused as refusal:
+        return refusal.reason, refusal.message
+    return got.profile_set, got.revision, got.acceptance_length, got.fallback
+
+
+def test_conflicts_scope_and_pins_as_of(two_sets, engine):
+    _, (t1, t2, t3) = two_sets
+    # t1: only first; cat1 is first's.
+    assert _run(engine, t1) == ("first", 1, 2.5, None)
+    # t2: both hold cat1 (second's categories are cat1..cat3): a conflict naming both.
+    reason, message = _run(engine, t2)
+    assert reason == "conflict" and "2 registry sets hold" in message
+    assert "first, second" in message
+    # ... which --set and a pin settle, as of that time.
+    assert _run(engine, t2, sets=("second",)) == ("second", 1, 3.0, None)
+    assert _run(engine, t2, pin=Pin(profiles="first")) == ("first", 1, 2.5, None)
+    # t3: first is deleted; second alone answers, and naming first is unknown_set then.
+    assert _run(engine, t3) == ("second", 1, 3.0, None)
+    reason, message = _run(engine, t3, sets=("first",))
+    assert reason == "unknown_set" and message.startswith("--set: no profile set named 'first'")
+    assert message.endswith(f"known sets: second as of {t3.isoformat()[:-6]}Z")
+    # At t1 second did not exist yet: naming it is unknown_set, suggesting first.
+    reason, message = _run(engine, t1, pin=Pin(profiles="second"))
+    assert reason == "unknown_set" and "first" in message
+    # The current registry agrees with t3.
+    assert _run(engine, None) == _run(engine, t3)
+
+
+def test_fallback_as_of(two_sets, engine):
+    _, (t1, t2, t3) = two_sets
+    fallback = Pin(fallback_category="cat0")  # cat0: first's only
+    got = _run(engine, t1, category="cat9", pin=fallback)
+    assert got[:3] == ("first", 1, 2.5) and got[3].category == "cat0"
+    # At t3 first is gone, and with it the fallback's only curve.
+    reason, message = _run(engine, t3, category="cat9", pin=fallback)
+    assert reason == "fallback_no_match" and " as of " in message
+    # A conflict in the fallback is counted as of the time too (cat2: both at t2).
+    assert _run(engine, t2, category="cat9", pin=Pin(fallback_category="cat2"))[0] == "conflict"
+    assert _run(engine, t3, category="cat9", pin=Pin(fallback_category="cat2"))[0] == "second"
+
+
+def test_no_match_as_of_says_what_was_stored_then(two_sets, engine):
+    _, (t1, _, t3) = two_sets
+    reason, message = _run(engine, t1, category="cat3")
+    assert reason == "no_match"
+    assert message.endswith("stored for model-a/mtp there: K 3; thinking on; "
+                            "categories cat0, cat1, cat2")
+    reason, message = _run(engine, t3, category="cat0")
+    assert message.endswith("categories cat1, cat2, cat3")
+    reason, message = _run(engine, t1 - timedelta(days=1), category="cat0")
+    assert message.endswith("nothing is stored for model-a/mtp there")
+    # A batch says the same.
+    requests = [Request(*KEY, "on", c, as_of=at) for at in (t1, t3, t1 - timedelta(days=1))
+                for c in ("cat0", "cat3")]
+    assert [a.to_json() for a in resolve_many(engine, requests)] == [
+        _one(engine, r) for r in requests]
+
+
+def test_emit_as_of(two_sets):
+    url, (t1, _, _) = two_sets
+    args = [*ARGS[:-1], "cat1", "--emit", "vllm", "--as-of", t1.isoformat()]
+    then = json.loads(_cli(url, "resolve", *args, "--json").stdout)
+    assert (then["resolution"]["profile_set"], then["resolution"]["revision"]) == ("first", 1)
+    assert then["resolution"]["acceptance_length"] == 2.5
+    now = json.loads(_cli(url, "resolve", *args[:-2], "--json").stdout)
+    assert now["resolution"]["profile_set"] == "second"
+
+
+# --- hostile times -------------------------------------------------------------------------------
+
+HOSTILE = ["garbage", "", "99999-01-01", "2026-02-30", "2026-11-30x12:00", "2026-11-30+12:00",
+           "9999-12-31T23:00:00-05:00", "0001-01-01T00:30:00+01:00", "2026-11-30T25:00",
+           "x" * 10_000, "2026-11-30T12:00:00\u2028", "١٢٣٤-01-01"]
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=lambda v: repr(v)[:30])
+def test_a_hostile_as_of_is_a_one_line_usage_error(steps, value):
+    url, _ = steps
+    result = run_cli("-d", url, "resolve", *ARGS, "--as-of", value)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "--as-of" in errors[0], result.stderr
+    assert len(errors[0]) < 300
+
+
+def test_a_nul_in_as_of_is_refused_before_anything(steps):
+    url, _ = steps
+    result = run_cli("-d", url, "resolve", *ARGS, "--as-of", "2026-11-30\x00T12:00")
+    assert result.exit_code == 2 and "NUL" in result.stderr
+
+
+@pytest.mark.parametrize("value", [*HOSTILE, 12, True, ["2026-11-30"]], ids=lambda v: repr(v)[:30])
+def test_a_hostile_as_of_refuses_the_run_and_the_batch_line(steps, engine, value):
+    with pytest.raises(ResolutionRefused) as refused:
+        resolve(engine, Request(*KEY, "on", "cat0", as_of=value))
+    assert refused.value.reason == "invalid_request"
+    assert "as_of" in refused.value.message and "\n" not in refused.value.message
+    (answer,) = resolve_many(engine, [Request(*KEY, "on", "cat0", as_of=value)])
+    assert answer.to_json() == refused.value.to_json()
+    url, _ = steps
+    line = json.dumps({"model": "model-a", "method": "mtp", "k": 3, "as_of": value})
+    result = run_cli("-d", url, "resolve", "--batch", "-", input=line + "\n")
+    (shown,) = result.stdout.splitlines()
+    assert json.loads(shown)["refused"]["reason"] == "invalid_request"
+    assert result.exit_code == 1
+
+
+# --- the statements search the history's indexes --------------------------------------------------
+
+@pytest.fixture
+def long_history(engine):
+    """The generated registry imported twice (two revisions of each of its five sets) beside
+    a long history of other sets (4,000 revisions), so that the planners see tables of
+    thousands and choose as they would on a registry that has been in use for a while."""
+    import dataclasses
+
+    from registry_db.store import write as importer
+    from tests.db.test_resolve_batch import generated_sets
+
+    sets = generated_sets()
+    importer.import_sets(engine, sets)
+    importer.import_sets(engine, [dataclasses.replace(s, caveats=("second",)) for s in sets])
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO revisions (set_name, revision, action, imported_at, content_hash, "
+            "profile_count) VALUES (:n, :r, :a, :t, :h, 0)"),
+            [{"n": f"archive-{i}", "r": j, "a": "added" if j == 1 else "updated",
+              "t": datetime(2020, 1 + j % 12, 1 + i % 28, tzinfo=UTC), "h": "h" * 64}
+             for i in range(40) for j in range(1, 101)])
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("ANALYZE"))
+    return engine
+
+
+def _index(conn, table: str, columns: list[str]) -> str:
+    """The index on ``columns`` of ``table`` (SQLite names a unique constraint's itself)."""
+    if conn.dialect.name != "sqlite":
+        return {"revisions": "uq_revisions_set_revision",
+                "revision_profiles": "uq_revision_profiles_key"}[table]
+    for row in conn.exec_driver_sql(f"PRAGMA index_list({table})"):
+        found = [r[2] for r in conn.exec_driver_sql(f"PRAGMA index_info('{row[1]}')")]
+        if found == columns:
+            return row[1]
+    raise AssertionError(f"no index on {table} {columns}")
+
+
+KEY_COLUMNS = ["model", "speculative_method", "num_spec_tokens", "thinking", "category",
+               "revision_id"]
+SEARCH_KEY = ("USING {how}INDEX {index} (model=? AND speculative_method=? AND num_spec_tokens=? "
+              "AND thinking=? AND category=?)")
+
+
+def _plan(conn, sql: str, params) -> str:
+    cur = conn.connection.dbapi_connection.cursor()
+    if conn.dialect.name == "sqlite":
+        cur.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+        return "\n".join(str(r[-1]) for r in cur.fetchall())
+    cur.execute(f"EXPLAIN {sql}", params)
+    return "\n".join(r[0] for r in cur.fetchall())
+
+
+def _assert_searches(conn, plan: str, scanned: tuple[str, ...] = ()) -> None:
+    """``plan`` finds profiles and later revisions by index; it scans nothing but ``scanned``
+    (on SQLite: the batch's key table and the statement's own intermediate results)."""
+    key = _index(conn, "revision_profiles", KEY_COLUMNS)
+    later = _index(conn, "revisions", ["set_name", "revision"])
+    if conn.dialect.name == "sqlite":
+        # Every profile found by its whole key; every "later revision?" probe by set and number.
+        assert f"SEARCH p {SEARCH_KEY.format(how='', index=key)}" in plan, plan
+        assert f"SEARCH n USING INDEX {later} (set_name=? AND revision>?)" in plan, plan
+        scans = re.findall(r"^SCAN (\S+)", plan, re.M)
+        assert all(name in scanned or name.startswith("(subquery") for name in scans), plan
+    else:
+        assert key in plan and later in plan, plan
+        assert "Seq Scan on revision_profiles" not in plan, plan
+        assert "Seq Scan on revisions" not in plan, plan
+
+
+@pytest.mark.parametrize("scoped", [0, 2])
+def test_one_run_as_of_searches_the_history_indexes(long_history, scoped):
+    from registry_db.resolve.lookup import Lookup, one_parameters, one_statement
+
+    at = datetime.now(UTC)
+    lookup = Lookup("model-1", "eagle", 3, "off", "chat", "coding",
+                    ("north", "south") if scoped else None, at)
+    with long_history.connect() as conn:
+        statement, order = one_statement(conn.dialect.name, scoped, True)
+        plan = _plan(conn, statement, one_parameters(lookup, order, conn.dialect.name))
+        _assert_searches(conn, plan)
+
+
+def test_batch_as_of_probes_the_history_indexes_for_a_few_keys(long_history):
+    from registry_db.resolve import lookup as lk
+
+    at = datetime.now(UTC)
+    lookups = [lk.Lookup("model-1", "eagle", 3, "off", c, None, ("north",) if i % 2 else None,
+                         at) for i, c in enumerate(("coding", "chat", "math", "law", "poetry"))]
+    with long_history.connect() as conn:
+        rows = lk._lookup_rows(lookups, True, conn.dialect.name)
+        cur = conn.connection.dbapi_connection.cursor()
+        if conn.dialect.name == "sqlite":
+            cur.execute(lk.SQLITE_AS_OF_DDL)
+            cur.executemany(lk.SQLITE_AS_OF_INSERT, rows)
+            plan = _plan(conn, lk.SQLITE_LOOKUP_MANY_AS_OF, ())
+        else:
+            columns = [list(c) for c in zip(*rows)]
+            plan = _plan(conn, lk.PG_LOOKUP_MANY_AS_OF, dict(zip(lk.PG_AS_OF_ARRAYS, columns)))
+        # t: the keys; r: the ranked candidates (the statement's CTE, not a table).
+        _assert_searches(conn, plan, scanned=("t", "r"))
+
+
+def test_the_current_lookup_still_reads_the_current_tables(long_history):
+    """The registry as it stands is still read from profiles (its revision from profile_sets),
+    never from the history: its statement is unchanged but for that one column."""
+    from registry_db.resolve.lookup import LOOKUP_ONE, PG_LOOKUP_MANY, SQLITE_LOOKUP_MANY
+
+    for sql in (*LOOKUP_ONE.values(), PG_LOOKUP_MANY, SQLITE_LOOKUP_MANY):
+        assert "revision_profiles" not in sql and "FROM revisions" not in sql
+        assert "s.revision" in sql
