@@ -354,7 +354,8 @@ def _read_text(path: str) -> str:
 
 
 def format_resolution(answer: Any) -> str:
-    """The readable form: AL, rate, K, rates, layer, set, profile, source, then notes.
+    """The readable form: AL, rate, K, rates, layer, set, profile, the set's revision, source,
+    then notes.
     Numbers are rounded for reading (``--json`` keeps every digit)."""
     from registry_db.cli.output import readable, readable_list
 
@@ -368,6 +369,7 @@ def format_resolution(answer: Any) -> str:
         ("layer", answer.layer),
         ("set", answer.profile_set or "-"),
         ("profile", answer.profile or "-"),
+        ("revision", "-" if answer.revision is None else answer.revision),
         ("source", answer.source or "-"),
     ]
     rows.extend(("note", w) for w in answer.warnings)

@@ -441,3 +441,58 @@ def test_the_current_lookup_still_reads_the_current_tables(long_history):
     for sql in (*LOOKUP_ONE.values(), PG_LOOKUP_MANY, SQLITE_LOOKUP_MANY):
         assert "revision_profiles" not in sql and "FROM revisions" not in sql
         assert "s.revision" in sql
+
+
+# --- docs/schema.md's "what would the resolver have answered on a date" -------------------------
+
+def _documented_as_of_query() -> str:
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "schema.md").read_text(encoding="utf-8")
+    m = re.search(r"<!-- example: resolver-answer-as-of [^>]*-->\n```sql\n(.*?)```", page, re.S)
+    assert m, "docs/schema.md lost the resolver-answer-as-of query"
+    return m.group(1)
+
+
+def _as_text(at: datetime, dialect: str) -> str:
+    """``t`` as the page says to bind it: UTC text with a space; the zone on PostgreSQL."""
+    shown = at.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+    return shown if dialect == "sqlite" else shown + "+00"
+
+
+def test_the_documented_as_of_query_answers_what_the_library_does(two_sets, steps, engine):
+    """On a history with a conflict, a deletion and a re-import (both fixtures share the
+    database): at, before and between every import, each run the query answers as the
+    library does."""
+    _, (t1, t2, t3) = two_sets
+    _, recorded = steps
+    times = sorted([t1, t2, t3, *(t for t, _ in recorded)])
+    moments = [at for at, _ in _moments(times)]
+    sql = text(_documented_as_of_query())
+    seen = set()
+    with engine.connect() as conn:
+        for at in moments:
+            for category, fallback in (("cat0", None), ("cat1", None), ("cat2", None),
+                                       ("cat9", "cat0"), ("cat9", "cat3"), ("cat3", "cat0")):
+                rows = conn.execute(sql, {
+                    "model": "model-a", "method": "mtp", "k": 3, "thinking": "on",
+                    "category": category,
+                    "fallback_category": category if fallback is None else fallback,
+                    "t": _as_text(at, engine.dialect.name)}).all()
+                pin = None if fallback is None else Pin(fallback_category=fallback)
+                try:
+                    got = resolve(engine, Request(*KEY, "on", category, pin=pin, as_of=at))
+                except ResolutionRefused as refusal:
+                    seen.add(refusal.reason)
+                    if refusal.reason == "conflict":
+                        assert {r.answer for r in rows} == {"conflict"}
+                        assert f": {', '.join(r.profile_set for r in rows)}; name" in \
+                            refusal.message
+                    else:
+                        assert rows == [], (at, category, fallback)
+                    continue
+                seen.add("fallback" if got.fallback else "resolved")
+                assert [tuple(r) for r in rows] == [(
+                    "resolved", got.profile_set, got.revision, got.profile,
+                    got.acceptance_length, got.fallback.category if got.fallback else None, 1)]
+    assert seen == {"resolved", "fallback", "conflict", "no_match", "fallback_no_match"}

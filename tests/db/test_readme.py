@@ -28,6 +28,7 @@ def test_python_example_runs(tmp_path, monkeypatch):
     assert r.per_position_rates == (1.0, 1.0, 1.0, 0.07000000000000028, 0.0)
     assert (r.hardware_mismatch.measured_on, r.hardware_mismatch.run_on) == ("b300", "h200")
     assert scope["reason"] == "no_match"
+    assert r.revision == 1 and scope["then"].revision == 1
     assert [a.layer for a in answers] == ["registry", "cli"]
     assert answers[0].fallback.category == "coding"
     scope["engine"].dispose()

@@ -59,6 +59,7 @@ def test_readme_main_job_text(url):
         "layer    registry\n"
         "set      inferencex-golden-al\n"
         "profile  deepseek-v4.1-flash/dspark/k5/thinking-off/coding\n"
+        "revision 1\n"
         f"source   {SOURCE}\n"
         "note     the profile was measured on b300 and the run is on h200; acceptance is "
         "reused across hardware\n")
