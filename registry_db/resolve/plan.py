@@ -122,11 +122,11 @@ def resolve(bind: Bind, request: Request) -> Resolution:
     ``bind`` is an engine or an open connection (the lookup then reads inside its transaction).
     At most two queries: the stored set names (only when the request names sets) and the one
     lookup of the run's profile key, in its category and fallback. With ``as_of``, both read the
-    registry as it stood then (the revisions), in one snapshot.
+    registry as it stood then (the revisions).
     """
     checks = Checks()
     at = _time(request)
-    with _translated(bind), cursor(bind, snapshot=at is not None) as c:
+    with _translated(bind), cursor(bind) as c:
         # Only the sets the run names are looked up (most runs name none); every name is read
         # only to refuse an unknown one with the nearest names suggested.
         named = _named_sets(request)

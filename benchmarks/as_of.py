@@ -1,0 +1,248 @@
+"""Resolving as of a time against resolving now: one resolution's latency, both ways, same data.
+
+A registry of N current profiles (the generator's, ``run.py``'s layout) is imported twice, the
+second time with every set changed (a caveat added), so that every set has two revisions and the
+history holds about 2 N profiles. Then, for the same hit requests, one ``resolve()`` call is
+timed four ways, alternating request by request so that a busy neighbour slows all alike:
+
+- ``current``: the registry as it stands (``profiles``, the statement every run used before);
+- ``as_of_latest``: ``as_of`` now, which the second revisions answer;
+- ``as_of_first``: ``as_of`` between the two imports, which the first revisions answer;
+
+through the engine (``resolve(engine, request)``) and, on SQLite, through the read-only
+``sqlite3`` connection that ``registry resolve`` uses for one run (its fast path). Medians of
+every request × round. The registry is kept in ``--work-dir`` (SQLite file; PostgreSQL database
+``registry_bench_as_of``) so that another checkout's code can be timed on the very same data:
+``PYTHONPATH=/path/to/old/checkout python benchmarks/as_of.py --reuse`` times ``current`` only
+when that code has no ``as_of``.
+
+    python benchmarks/as_of.py                       # 100,000 profiles, SQLite and PostgreSQL
+    python benchmarks/as_of.py --profiles 10000 --backends sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import generate  # noqa: E402
+import measure  # noqa: E402
+from backends import _checkpoint, _with_database, default_postgres_url, git_revision, machine  # noqa: E402,E501
+from run import registry_folder  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+PG_DATABASE = "registry_bench_as_of"
+
+
+def _url(backend: str, work: Path, profiles: int, postgres_url: str) -> str:
+    if backend == "sqlite":
+        return f"sqlite:///{work / f'as_of-{profiles}.db'}"
+    return _with_database(postgres_url, PG_DATABASE)
+
+
+def _fresh(backend: str, url: str, postgres_url: str) -> None:
+    """An empty registry at ``url`` (the SQLite file or the PostgreSQL database recreated)."""
+    from registry_db import store
+
+    if backend == "sqlite":
+        path = Path(url.split(":///", 1)[1])
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    else:
+        from sqlalchemy import create_engine, text
+
+        admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{PG_DATABASE}"'))
+            conn.execute(text(f'CREATE DATABASE "{PG_DATABASE}"'))
+        admin.dispose()
+    store.open_registry(url).dispose()
+
+
+def build(backend: str, url: str, folder: Path, postgres_url: str) -> dict[str, Any]:
+    """Import ``folder``, then every set again with one change: two revisions per set. The
+    time between the imports (the first revisions' registry) and the counts."""
+    from sqlalchemy import text
+
+    from registry_db import store
+    from registry_db.sources.profile_set import read
+    from registry_db.store.write import import_sets
+
+    _fresh(backend, url, postgres_url)
+    sets, _ = read([folder])
+    engine = store.open_registry(url)
+    try:
+        start = time.perf_counter()
+        import_sets(engine, sets)
+        between = datetime.now(UTC)
+        time.sleep(0.01)
+        import_sets(engine, [dataclasses.replace(s, caveats=(*s.caveats, "second revision"))
+                             for s in sets])
+        took = time.perf_counter() - start
+        with engine.connect() as conn:
+            counts = {t: conn.execute(text(f"SELECT COUNT(*) FROM {t}")).scalar()
+                      for t in ("profiles", "revisions", "revision_profiles")}
+    finally:
+        engine.dispose()
+    _settle(backend, url)
+    return {"between": between.isoformat(), "import_both_s": took, "rows": counts}
+
+
+def _settle(backend: str, url: str) -> None:
+    if backend == "sqlite":
+        _checkpoint(Path(url.split(":///", 1)[1]))
+        return
+    from sqlalchemy import create_engine, text
+
+    eng = create_engine(url, isolation_level="AUTOCOMMIT")
+    with eng.connect() as conn:
+        conn.execute(text("VACUUM ANALYZE"))
+    eng.dispose()
+
+
+def _has_as_of() -> bool:
+    from registry_db.inputs.request import Request
+
+    return "as_of" in {f.name for f in dataclasses.fields(Request)}
+
+
+def _time(ways: dict[str, tuple[Callable, Any, list]], rounds: int) -> dict[str, list[float]]:
+    """Each way's per-call latencies: ``(call, bind, requests)``; the ways alternate per
+    request, their order rotating, so that none always runs first."""
+    from registry_db.errors import ResolutionRefused
+
+    names = list(ways)
+    out: dict[str, list[float]] = {n: [] for n in names}
+    count = len(next(iter(ways.values()))[2])
+    for name in names:  # warm: statements prepared, pages cached
+        call, bind, reqs = ways[name]
+        for req in reqs[:20]:
+            try:
+                call(bind, req)
+            except ResolutionRefused:
+                pass
+    for r in range(rounds):
+        for i in range(count):
+            shift = (i + r) % len(names)
+            for name in names[shift:] + names[:shift]:
+                call, bind, reqs = ways[name]
+                start = time.perf_counter()
+                try:
+                    call(bind, reqs[i])
+                except ResolutionRefused:
+                    pass
+                out[name].append(time.perf_counter() - start)
+    return out
+
+
+def measure_latency(backend: str, url: str, lines: list[dict], between: str | None,
+                    rounds: int) -> dict[str, Any]:
+    """Median µs per way (see the module's docstring), and the as-of ways' ratios to current."""
+    from registry_db import store
+    from registry_db.resolve.plan import resolve
+    from registry_db.store import sqlite_read
+
+    base = measure.library_requests(lines)
+    ways: dict[str, tuple[Callable, Any, list]] = {}
+    engine = store.open_registry(url, readonly=True)
+    conn = sqlite_read.open_readonly(url) if backend == "sqlite" else None
+    try:
+        variants: dict[str, list] = {"current": base}
+        if _has_as_of():
+            now = datetime.now(UTC)
+            variants["as_of_latest"] = [dataclasses.replace(r, as_of=now) for r in base]
+            if between is not None:
+                variants["as_of_first"] = [dataclasses.replace(r, as_of=between) for r in base]
+        for name, reqs in variants.items():
+            ways[f"engine/{name}"] = (resolve, engine, reqs)
+            if conn is not None:
+                ways[f"sqlite3/{name}"] = (resolve, conn, reqs)
+        runs = _time(ways, rounds)
+        # Same answers both ways (the latest revisions hold what the current registry does).
+        if "engine/as_of_latest" in ways:
+            _same(resolve, engine, base, variants["as_of_latest"])
+    finally:
+        engine.dispose()
+        if conn is not None:
+            conn.close()
+    out: dict[str, Any] = {"samples": len(base) * rounds, "median_us": {}, "ratio": {}}
+    for name, values in runs.items():
+        out["median_us"][name] = round(statistics.median(values) * 1e6, 1)
+    for name, value in out["median_us"].items():
+        path, way = name.split("/")
+        if way != "current":
+            out["ratio"][name] = round(value / out["median_us"][f"{path}/current"], 3)
+    return out
+
+
+def _same(resolve: Callable, engine: Any, now: list, then: list) -> None:
+    for a, b in zip(now, then):
+        x, y = resolve(engine, a).to_json(), resolve(engine, b).to_json()
+        if x != y:
+            raise AssertionError(f"as of now differs from now: {x} != {y}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backends", default="sqlite,postgresql")
+    ap.add_argument("--profiles", type=int, default=100_000)
+    ap.add_argument("--files", type=int, default=200)
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--postgres-url", default=default_postgres_url())
+    ap.add_argument("--work-dir", type=Path, default=HERE / "work")
+    ap.add_argument("--reuse", action="store_true",
+                    help="Time the registry left by an earlier run instead of building it.")
+    ap.add_argument("--json-out", type=Path, default=HERE / "results" / "as_of.json")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build (or reuse) the registry per backend, time the ways, print and write JSON."""
+    args = parse_args(argv)
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    layout, folder = registry_folder(args.work_dir, args.profiles, args.files)
+    lines = list(generate.hit_requests(layout, args.requests))
+    results = []
+    for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
+        url = _url(backend, args.work_dir, args.profiles, args.postgres_url)
+        state = args.work_dir / f"as_of-{backend}-{args.profiles}.json"
+        if args.reuse and state.exists():
+            built = json.loads(state.read_text())
+        else:
+            built = build(backend, url, folder, args.postgres_url)
+            state.write_text(json.dumps(built) + "\n")
+        lat = measure_latency(backend, url, lines, built["between"], args.rounds)
+        results.append({"backend": backend, "profiles": args.profiles, **built, **lat})
+        print(f"{backend}: " + ", ".join(f"{k} {v} µs" for k, v in lat["median_us"].items())
+              + "; ratios " + json.dumps(lat["ratio"]), file=sys.stderr)
+    record = {
+        "command": "python benchmarks/as_of.py " + " ".join(
+            map(shlex.quote, sys.argv[1:] if argv is None else argv)),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git": git_revision(HERE.parent), "has_as_of": _has_as_of(),
+        "machine": machine(args.postgres_url if "postgresql" in args.backends else None),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "results": results,
+    }
+    args.json_out.parent.mkdir(parents=True, exist_ok=True)
+    args.json_out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps({r["backend"]: {"median_us": r["median_us"], "ratio": r["ratio"]}
+                      for r in results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
