@@ -523,12 +523,18 @@ def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[A
                 (plans[i].request.model, plans[i].request.method, plans[i].lookup.as_of)
                 for i in then}))
     out = list(answers)
+    # Described once per (model, method, time, scope): a batch's misses repeat a few of them (the
+    # benchmark's 10,000 misses, 10,000 describe calls: 0.32 s of CPU before, by key rows).
+    said: dict[tuple, str] = {}
     for i in todo:
-        req = plans[i].request
-        at = plans[i].lookup.as_of
-        variants = stored[(req.model, req.method) if at is None else (req.model, req.method, at)]
-        held = variants.describe(plans[i].scope)
-        what = (f"stored for {req.model}/{req.method} there: {held}" if held
+        req, scope, at = plans[i].request, plans[i].scope, plans[i].lookup.as_of
+        what = said.get((req.model, req.method, at, scope))
+        if what is None:
+            variants = stored[(req.model, req.method) if at is None
+                              else (req.model, req.method, at)]
+            held = variants.describe(scope)
+            what = said[(req.model, req.method, at, scope)] = (
+                f"stored for {req.model}/{req.method} there: {held}" if held
                 else f"nothing is stored for {req.model}/{req.method} there")
         out[i] = Refusal(out[i].reason, f"{out[i].message}; {what}")
     return out

@@ -200,8 +200,7 @@ def test_batch_makes_no_per_request_round_trips(big):
     # <= 6, + 1: the batch has no_match refusals, which say what is stored (one query).
     assert len(large) == len(small) <= 7, large
     assert sum("JOIN profiles p" in sql for sql in large) == 1
-    assert sum("JOIN profile_sets s ON s.id = p.set_id" in sql and "DISTINCT" in sql
-               for sql in large) == 1
+    assert sum("SELECT DISTINCT p.model, p.speculative_method" in sql for sql in large) == 1
 
 
 def test_one_run_is_one_lookup_query(big):
@@ -299,3 +298,26 @@ def test_large_batch_leaves_the_garbage_collector_as_it_found_it(big):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_what_is_stored_matches_every_stored_key(big):
+    """The no-profile refusal's "stored ... there" text, read per set in one query, says what a
+    plain reading of every stored key says, for every scope a run can have."""
+    from registry_db.resolve.stored import stored_variants
+
+    with big.connect() as conn:
+        keys = conn.execute(text(
+            "SELECT p.model, p.speculative_method, s.name, p.num_spec_tokens, p.thinking, "
+            "p.category FROM profiles p JOIN profile_sets s ON s.id = p.set_id")).all()
+    pairs = sorted({(m, meth) for m, meth, *_ in keys}) + [("model-none", "eagle")]
+    stored = stored_variants(big, pairs)
+    scopes = [None, ("north",), ("south", "west"), ("centre", "east", "nowhere"), ()]
+    for pair in pairs:
+        for scope in scopes:
+            rows = [r for r in keys if tuple(r[:2]) == pair and (scope is None or r[2] in scope)]
+            expected = "" if not rows else (
+                f"K {', '.join(str(k) for k in sorted({r[3] for r in rows}))}; "
+                f"thinking {', '.join(sorted({r[4] for r in rows}))}; "
+                f"categories {', '.join(sorted({r[5] for r in rows}))}")
+            assert stored[pair].describe(scope) == expected, (pair, scope)
+    assert stored[("model-none", "eagle")].describe() == ""
