@@ -14,7 +14,6 @@ from registry_db.gcpause import PAUSE_FROM as GC_PAUSE_FROM
 from registry_db.model import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
 from registry_db.resolve.lookup import (
     LOOKUP_ONE,
-    PG_ARRAYS,
     PG_LOOKUP_MANY,
     SQLITE_KEYS_DDL,
     SQLITE_KEYS_INSERT,
@@ -22,6 +21,7 @@ from registry_db.resolve.lookup import (
     Lookup,
     one_parameters,
     one_statement,
+    pg_parameters,
 )
 from registry_db.resolve.plan import Request, resolve, resolve_many
 from registry_db.store import write as importer
@@ -253,8 +253,8 @@ def test_one_run_lookup_uses_the_profile_key_index(big):
 
 
 def test_batch_lookup_probes_the_index_for_a_few_keys(big):
-    """SQLite probes the index per key of the TEMP table; PostgreSQL does for a few unnested
-    keys (for many it may merge-join the sorted keys with the table: set-based either way)."""
+    """SQLite probes the index per key of the TEMP table; PostgreSQL does for a few keys sent
+    as JSON (for many it may merge-join the sorted keys with the table: set-based either way)."""
     # One lookup row per category, every other one scoped to a set: (lookup, preference, key,
     # set name or '' for every set).
     keys = [(i, i % 2, "model-1", "eagle", 3, "off", c, "north" if i % 2 else "")
@@ -270,8 +270,7 @@ def test_batch_lookup_probes_the_index_for_a_few_keys(big):
             assert f"SEARCH p USING INDEX {index} (model=? AND speculative_method=? AND " \
                    "num_spec_tokens=? AND thinking=? AND category=?)" in plan, plan
             return
-        columns = [list(c) for c in zip(*keys)]
-        cur.execute("EXPLAIN " + PG_LOOKUP_MANY, dict(zip(PG_ARRAYS, columns)))
+        cur.execute("EXPLAIN " + PG_LOOKUP_MANY, pg_parameters(keys))
         plan = "\n".join(r[0] for r in cur.fetchall())
     assert index in plan and "Seq Scan on profiles" not in plan, plan
 
