@@ -8,7 +8,6 @@ and exits 1 only when some line was not a well-formed request.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -21,7 +20,6 @@ from registry_db.resolve.layers import FLAGS, INPUTS
 
 #: Answers are written in blocks of this many lines.
 _BLOCK = 10_000
-_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def _rates(ctx: click.Context, param: click.Parameter, value: str | None) -> list[float] | None:
@@ -295,6 +293,7 @@ def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:
 
 
 def _run_batch(settings: Any, path: str) -> int:
+    from registry_db.cli.batch_json import answer_line
     from registry_db.inputs.request import line_id, parse_lines
     from registry_db.model import Refusal, RefusalReason
     from registry_db.resolve.plan import Request, gc_paused, resolve_many
@@ -313,9 +312,8 @@ def _run_batch(settings: Any, path: str) -> int:
                 answer, ident = item, line_id(line)
             if type(answer) is Refusal and answer.reason == RefusalReason.INVALID_REQUEST:
                 bad += 1
-            out = answer.to_json()
             # The line's id comes first in its answer, for joining by id.
-            block.append(_ENCODER.encode(out if ident is None else {"id": ident, **out}))
+            block.append(answer_line(answer, ident))
             if len(block) >= _BLOCK:
                 sys.stdout.write("\n".join(block) + "\n")
                 block.clear()

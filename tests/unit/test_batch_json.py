@@ -1,0 +1,74 @@
+"""The batch's answer lines written by template (:mod:`registry_db.cli.batch_json`) are the
+bytes the contract's encoder writes for the same answers: generated resolutions and refusals,
+unicode and escapes, floats such as 0.1 + 0.2, NaN and infinities, ids of every JSON type."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+from registry_db.cli import batch_json
+from registry_db.cli.batch_json import ENCODER, answer_line
+from registry_db.model import Refusal, RefusalReason
+from registry_db.resolve.plan import Fallback, HardwareMismatch, Resolution
+
+TEXTS = ["", "b300", "é", "日本語", "😀", "a\"b", "back\\slash", "tab\tnew\nline", "\x01\x1f",
+         "\u2028\u2029", "\x7f", "</script>", "a" * 300]
+FLOATS = [0.1 + 0.2, 1.0, 2.78, 1e-300, 5e-324, 1.7976931348623157e308, 1e16, 123456789.125,
+          -0.0, 0.0, 3.0, 2.5]
+ODD = [math.nan, math.inf, -math.inf, 3, True]  # NaN, Infinity, an int, a bool: encoder's way
+IDS = [None, 0, -1, 12345678901234567890, 1.5, 0.1 + 0.2, "line-1", "é😀\"", True, False,
+       [1, "a", None], {"k": ["v", 2.5]}, {}, [], math.nan]
+
+
+def _plain(answer, ident):
+    out = answer.to_json()
+    return ENCODER.encode(out if ident is None else {"id": ident, **out})
+
+
+def _templated(answer) -> bool:
+    try:
+        return batch_json._resolution(answer) is not None
+    except TypeError:
+        return False
+
+
+def _text(rng):
+    return rng.choice(TEXTS) + rng.choice(TEXTS)
+
+
+def _answer(rng: random.Random):
+    if rng.random() < 0.25:
+        return Refusal(rng.choice(list(RefusalReason)), _text(rng))
+    pick = (lambda: rng.choice(FLOATS + ODD)) if rng.random() < 0.1 else (
+        lambda: rng.choice(FLOATS) * rng.random())
+    k = rng.randint(1, 8)
+    return Resolution(
+        pick(), pick(), k if rng.random() < 0.97 else rng.choice((True, 2.0)),
+        tuple(pick() for _ in range(k)), rng.choice((True, False)),
+        rng.choice(("registry", "workload", "scenario", "cli")),
+        rng.choice((None, _text(rng))), rng.choice((None, _text(rng))),
+        rng.choice((None, _text(rng))),
+        rng.choice((None, Fallback(None, _text(rng)), Fallback(_text(rng), "coding"))),
+        rng.choice((None, HardwareMismatch(_text(rng), _text(rng)))),
+        tuple(_text(rng) for _ in range(rng.randint(0, 3))))
+
+
+def test_template_writes_the_encoders_bytes():
+    rng = random.Random(5)
+    answers = [_answer(rng) for _ in range(20_000)]
+    idents = [rng.choice(IDS) for _ in answers]
+    templated = [answer_line(a, i) for a, i in zip(answers, idents)]
+    assert templated == [_plain(a, i) for a, i in zip(answers, idents)]
+    # The generated answers reach both ways: the template and the encoder's fallback.
+    assert any("NaN" in line or "Infinity" in line for line in templated)
+    assert sum(_templated(a) for a in answers if type(a) is Resolution) > 10_000
+    assert all(json.loads(line) is not None for line in templated if "NaN" not in line)
+
+
+def test_template_follows_to_json_keys():
+    """The template writes the keys ``Resolution.to_json`` has, in its order (else it is off)."""
+    assert batch_json._TEMPLATE_OK
+    r = Resolution(2.5, 0.5, 3, (1.0, 0.5, 0.0), True, "registry", "s", "p", None)
+    assert list(json.loads(answer_line(r))) == list(r.to_json())
