@@ -27,7 +27,7 @@ from registry_db.resolve.plan import Fallback, HardwareMismatch, Resolution
 ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 _KEYS = ["acceptance_length", "acceptance_rate", "num_spec_tokens", "per_position_rates",
-         "rates_derived", "layer", "profile_set", "profile", "source", "fallback",
+         "rates_derived", "layer", "profile_set", "profile", "revision", "source", "fallback",
          "hardware_mismatch", "warnings"]
 #: The template writes exactly these keys; should ``Resolution.to_json`` ever say otherwise,
 #: every answer takes the encoder's way until the template is brought in line.
@@ -45,7 +45,9 @@ def _text(value: Any) -> str:
 def _resolution(r: Resolution) -> str | None:
     """``r`` as the encoder writes ``r.to_json()``, or None where the template is not exact."""
     k = r.num_spec_tokens
-    if type(k) is not int or type(r.rates_derived) is not bool:
+    revision = r.revision
+    if type(k) is not int or type(r.rates_derived) is not bool or (
+            revision is not None and type(revision) is not int):
         return None
     al, rate = _repr(r.acceptance_length), _repr(r.acceptance_rate)
     rates = ", ".join(map(_repr, r.per_position_rates))
@@ -72,6 +74,7 @@ def _resolution(r: Resolution) -> str | None:
             f'"layer": {esc(r.layer)}, '
             f'"profile_set": {"null" if ps is None else esc(ps)}, '
             f'"profile": {"null" if label is None else esc(label)}, '
+            f'"revision": {"null" if revision is None else int.__repr__(revision)}, '
             f'"source": {"null" if source is None else esc(source)}, '
             f'"fallback": {fallback}, "hardware_mismatch": {mismatch}, '
             f'"warnings": [{", ".join(map(esc, r.warnings)) if r.warnings else ""}]}}')
