@@ -235,43 +235,85 @@ def test_streamed_output_equals_the_whole_result_rendered_at_once(query_args, se
     assert result.stdout == CliRunner().invoke(render).stdout
 
 
-@pytest.mark.only_backend("sqlite")
-def test_ctrl_c_stops_a_runaway_sqlite_query(backend, seeded):
-    """Inside sqlite3_step Python never sees SIGINT: without the progress handler's flag the
-    recursive CTE runs until its timeout (here ten minutes), and this test fails."""
+def _interrupt(args: list[str], ready) -> tuple[int, str]:
+    """Run ``registry ARGS`` in a real process, press Ctrl-C once when ``ready()`` says the query
+    is running, and return the exit code and stderr (bounded: a query that ignores Ctrl-C runs
+    for ten minutes, and the test fails instead of waiting for it)."""
     import signal
     import subprocess
     import sys
     import time
 
-    from registry_db.store.urls import sqlite_path
-
-    path = os.path.realpath(sqlite_path(seeded))
-    proc = subprocess.Popen([sys.executable, "-m", "registry_db", "-d", seeded, "query",
-                             "--timeout", "600", RUNAWAY], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "registry_db", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        for _ in range(600):  # until the process has the database open (the query is near)
-            try:
-                fds = os.listdir(f"/proc/{proc.pid}/fd")
-                if any(os.path.realpath(f"/proc/{proc.pid}/fd/{fd}") == path for fd in fds):
-                    break
-            except OSError:
-                pass
+        for _ in range(1200):
+            if ready(proc.pid) or proc.poll() is not None:
+                break
             time.sleep(0.05)
+        else:
+            pytest.fail("the query never started")
+        assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)  # one press
         try:
-            proc.wait(60)  # a bound, not a measurement: unstopped, it runs for ten minutes
+            _, err = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             pytest.fail("the query did not stop on Ctrl-C")
-        out, err = proc.communicate()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
+    return proc.returncode, err
+
+
+def _assert_interrupted(code: int, err: str) -> None:
+    assert code == 130, err
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and "interrupted" in err
+
+
+@pytest.mark.only_backend("sqlite")
+def test_ctrl_c_stops_a_runaway_sqlite_query(backend, seeded):
+    """Inside sqlite3_step Python never sees SIGINT: without the progress handler's flag the
+    recursive CTE runs until its timeout (here ten minutes), and this test fails."""
+    from registry_db.store.urls import sqlite_path
+
+    path = os.path.realpath(sqlite_path(seeded))
+
+    def has_the_database_open(pid: int) -> bool:  # the query is near
+        try:
+            return any(os.path.realpath(f"/proc/{pid}/fd/{fd}") == path
+                       for fd in os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            return False
+
+    _assert_interrupted(*_interrupt(["-d", seeded, "query", "--timeout", "600", RUNAWAY],
+                                    has_the_database_open))
+
+
+@pg_only
+def test_ctrl_c_stops_a_runaway_postgresql_query_on_the_server(backend, seeded, reader):
+    """Ctrl-C must cancel the statement on the server, not only end the client: a backend whose
+    client is gone keeps computing this aggregate (it sends nothing, so it never notices)
+    until its statement timeout, here ten minutes."""
+    role = reader.split("://", 1)[1].split("@", 1)[0]
+    watcher = store.make_engine(seeded)
+
+    def running() -> list[str]:
+        with watcher.connect() as conn:
+            return list(conn.execute(text(
+                "SELECT query FROM pg_stat_activity WHERE usename = :r AND state = 'active'"),
+                {"r": role}).scalars())
+
+    try:
+        code, err = _interrupt(["-d", seeded, "query", "--query-url", reader,
+                                "--timeout", "600", RUNAWAY],
+                               lambda _pid: RUNAWAY in running())
+        _assert_interrupted(code, err)
+        # The client waited for the cancellation before it exited: nothing is left running.
+        assert running() == []
+    finally:
+        watcher.dispose()
 
 
 ENDLESS = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r"
