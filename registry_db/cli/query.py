@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_rows, format_table, handle_errors, output_options
+from registry_db.cli.output import emit_rows, format_table, handle_errors, output_options, readable
 
 
 def _params(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict:
@@ -99,7 +99,8 @@ _WRITE_BLOCK = 500
 def stream_rows(columns: Sequence[str], rows: Iterator[Sequence[Any]], as_json: bool = False,
                 as_csv: bool = False) -> None:
     """Print rows as they arrive, byte for byte what :func:`emit_rows` prints for all of them
-    at once (a table longer than :data:`TABLE_BLOCK` rows keeps its first block's widths)."""
+    at once (a table longer than :data:`TABLE_BLOCK` rows keeps its first block's widths):
+    table and CSV numbers rounded for reading on every row, JSON exact."""
     if as_json:
         _stream_json(columns, rows)
     elif as_csv:
@@ -127,7 +128,7 @@ def _stream_csv(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     for n, row in enumerate(rows, 1):
-        writer.writerow(["" if v is None else v for v in row])
+        writer.writerow(["" if v is None else readable(v) for v in row])
         if n % _WRITE_BLOCK == 0:
             click.echo(buf.getvalue(), nl=False)
             buf.seek(0)
@@ -147,7 +148,7 @@ def _stream_table(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None
                and any(r[i] is not None for r in block) for i in range(len(columns))]
     out: list[str] = []
     for row in rows:
-        cells = ["" if v is None else str(v) for v in row]
+        cells = ["" if v is None else str(readable(v)) for v in row]
         out.append("  ".join(c.rjust(w) if num else c.ljust(w)
                              for c, w, num in zip(cells, widths, numeric)).rstrip())
         if len(out) >= _WRITE_BLOCK:
