@@ -146,12 +146,12 @@ def test_no_match_in_a_batch_says_what_exists(seeded, tmp_path):
 # --- safer defaults -------------------------------------------------------------------------------
 
 READING = [("list",), ("show", "x"), ("profiles",), ("conflicts",), ("export", "-o", "-"),
-           ("query", "SELECT 1"), ("coverage",),
+           ("query", "SELECT 1"), ("coverage",), ("history",), ("history", "x"), ("diff", "x"),
            ("resolve", "--model", "m", "--method", "x", "--k", "1", "--thinking", "on",
             "--category", "c")]
 
 
-@pytest.mark.parametrize("args", READING, ids=lambda a: a[0])
+@pytest.mark.parametrize("args", READING, ids=" ".join)
 def test_reading_a_missing_sqlite_file_is_exit_3_and_creates_nothing(tmp_path, args):
     path = tmp_path / "registy.db"
     result = CliRunner().invoke(main, ["-d", str(path), *args])
