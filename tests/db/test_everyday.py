@@ -408,7 +408,8 @@ def test_completion_offers_set_names_where_a_set_is_named(db_url, tmp_path):
     write_set(tmp_path, "beta", 1, model="c")
     run(db_url, "import", str(tmp_path))
     for before in ("show", "export", "export alpha", "profiles --set",
-                   "resolve --model m --set", "resolve --profiles"):
+                   "resolve --model m --set", "resolve --profiles", "diff", "history",
+                   "delete", "delete beta"):
         assert _complete(f"registry -d {db_url} {before} al") == ["alpha", "alpine"], before
     assert _complete(f"registry -d {db_url} show ") == ["alpha", "alpine", "beta"]
     # The database can come from the environment, as for every command.
