@@ -498,3 +498,22 @@ def test_the_documented_as_of_query_answers_what_the_library_does(two_sets, step
                     "resolved", got.profile_set, got.revision, got.profile,
                     got.acceptance_length, got.fallback.category if got.fallback else None, 1)]
     assert seen == {"resolved", "fallback", "conflict", "no_match", "fallback_no_match"}
+
+
+def test_deployment_as_of(steps, tmp_path):
+    """--deployment resolves each speculating pool against the registry of the time too."""
+    url, recorded = steps
+    deployment = tmp_path / "deploy.yaml"
+    deployment.write_text("pools:\n  - name: prefill\n  - name: decode\n    engine:\n"
+                          "      speculative: {method: mtp, num_spec_tokens: 3}\n")
+    args = ["resolve", "--model", "model-a", "--deployment", str(deployment), "--thinking", "on",
+            "--category", "cat0", "--json"]
+    for at, expected in recorded:
+        result = run_cli("-d", url, *args, "--as-of", at.isoformat())
+        body = json.loads(result.stdout)
+        if expected is None:  # the deleted interval: the pool's run is refused, naming it
+            assert result.exit_code == 1 and body["refused"]["reason"] == "no_match"
+            assert body["refused"]["message"].startswith("pool 'decode': ")
+        else:
+            decode = body["pools"]["decode"]
+            assert (decode["acceptance_length"], decode["revision"]) == expected
