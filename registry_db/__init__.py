@@ -50,7 +50,7 @@ _LAZY = {
     "SetSummary": "store.read",
     "Conflict": "store.read",
     "export_sets": "store.export",
-    "render_set": "store.export",
+    "render_set": "sources.render",
     # resolution
     "Request": "inputs.request",
     "resolve": "resolve.plan",

@@ -43,7 +43,7 @@ class Method(StrEnum):
 class Layer(StrEnum):
     """The layers that may state acceptance, lowest to highest (spec: Resolution).
 
-    :mod:`registry_db.resolve.layers` says how each is read; the order here is the precedence.
+    :mod:`registry_db.inputs.layers` says how each is read; the order here is the precedence.
     """
 
     REGISTRY = "registry"

@@ -1,6 +1,6 @@
 """``registry resolve``: the acceptance one run uses, or many runs' from a JSON-lines file.
 
-Thin over :mod:`registry_db.resolve.plan` (the rules), :mod:`registry_db.resolve.layers` (the
+Thin over :mod:`registry_db.resolve.plan` (the rules), :mod:`registry_db.inputs.layers` (the
 options, one per flag of its table) and :mod:`registry_db.inputs.request` (files and batch
 lines). A refusal exits 1 with its reason; ``--batch`` answers every line, refusals included,
 and exits 1 only when some line was not a well-formed request.
@@ -14,9 +14,9 @@ from typing import Any
 import click
 
 from registry_db.cli.output import complete_set_names, emit_json, handle_errors, json_option
+from registry_db.inputs.layers import FLAGS, INPUTS
 from registry_db.model import THINKING_MODES
 from registry_db.resolve.engines import ENGINES
-from registry_db.resolve.layers import FLAGS, INPUTS
 
 #: Answers are written in blocks of this many lines.
 _BLOCK = 10_000
@@ -67,7 +67,7 @@ def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
     return value
 
 
-#: How each kind of flag in :data:`registry_db.resolve.layers.FLAGS` becomes a click option.
+#: How each kind of flag in :data:`registry_db.inputs.layers.FLAGS` becomes a click option.
 _KINDS: dict[str, dict[str, Any]] = {
     "text": {"callback": _nonempty},
     "category": {"callback": _category},

@@ -9,6 +9,7 @@ matches the run's is the resolver's check (``k_mismatch``), not this module's.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from registry_db.errors import Finding
@@ -24,7 +25,8 @@ from registry_db.inputs.schema import (
     rates,
     rates_sum_off,
 )
-from registry_db.model import INLINE_KEYS, PIN_KEYS, SUM_TOLERANCE, InlineValue, Pin
+from registry_db.model import INLINE_KEYS, PIN_KEYS, SUM_TOLERANCE, InlineValue, Pin, Refusal
+from registry_db.model import RefusalReason as R
 from registry_db.yaml.nodes import mark, pos
 
 
@@ -124,3 +126,15 @@ PIN = Map("an acceptance pin", keys=PIN_KEYS, steps=(
     _value,
 ), build=lambda g: Pin(profiles=g["profiles"], value=g["value"],
                        fallback_category=g["fallback_category"]))
+
+
+def invalid_value(layer: str, findings: Iterable[Finding]) -> Refusal:
+    """The refusal for a stated value (or, at the scenario layer, a pin) that breaks the spec."""
+    what = "pin" if layer == "scenario" else "value"
+    return Refusal(R.INVALID_VALUE, f"the {layer} layer's {what} is invalid: {describe(findings)}")
+
+
+def describe(findings: Iterable[Finding]) -> str:
+    """Findings as one message: ``FILE:LINE:COL: PATH: MESSAGE`` where positions are known."""
+    return "\n".join(f.render() if f.line else f"{f.path}: {f.message}"
+                     for f in findings if f.is_error)

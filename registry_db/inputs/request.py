@@ -1,5 +1,5 @@
 """Run requests: what a run states, as a library call, a workload or scenario file, or a
-``--batch`` line, checked by the rows of :mod:`registry_db.resolve.layers`.
+``--batch`` line, checked by the rows of :mod:`registry_db.inputs.layers`.
 
 :class:`Request` is what the resolver takes. Its terms (model, method, K, thinking, category,
 hardware, sets) are checked by each row's rule (:func:`check_terms`, the refusal
@@ -7,13 +7,8 @@ hardware, sets) are checked by each row's rule (:func:`check_terms`, the refusal
 :mod:`registry_db.inputs.inline` (:class:`Checks`, the refusal ``invalid_value``), once per
 distinct value in a batch.
 
-A workload file states the workload's terms (``thinking``, ``category``) and may state its own
-``acceptance`` (an inline value); a scenario file's top-level ``acceptance`` is the pin. Both are
-YAML documents of a wider system, so their other keys are ignored, except that a key one typo
-away from a known one draws a warning (a misspelt ``categroy`` would otherwise drop the term in
-silence). Problems carry ``FILE:LINE:COL: PATH`` from the loader's positions. An inline value or
-pin that breaks the spec's rules is the refusal ``invalid_value``; a file that cannot be read, or
-whose terms have the wrong type, is invalid input (exit 1 with findings).
+Workload and scenario files, which state some of a run's inputs, are read by
+:mod:`registry_db.inputs.run_files`.
 
 A ``--batch`` line is a JSON object whose keys are the rows' batch keys (``id``, any JSON
 value, is the caller's name for the line). A line that is not one (bad JSON, a missing, unknown,
@@ -27,27 +22,22 @@ The YAML loader is imported where it is used: a run that states no value (most o
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
 from operator import attrgetter, call
 from typing import Any
 
-from registry_db.errors import Finding, InvalidInput
-from registry_db.inputs.inline import INLINE_VALUE, PIN
+from registry_db.inputs import layers
+from registry_db.inputs.inline import INLINE_VALUE, invalid_value
 from registry_db.inputs.schema import (
-    Check,
     Checker,
-    Field,
     Map,
-    category_check,
     near_key,
     type_name,
 )
-from registry_db.model import THINKING_MODES, WORKLOAD_KEYS, InlineValue, Pin, Refusal
+from registry_db.model import InlineValue, Pin, Refusal
 from registry_db.model import RefusalReason as R
-from registry_db.resolve import layers
 
 
 @dataclass(frozen=True)
@@ -59,7 +49,7 @@ class Request:
     resolves against the registry as it stood then (sets deleted later still answer). Everything is
     checked when the run is resolved (a bad term is ``invalid_request``, a bad value or pin
     ``invalid_value``); a value or pin may also be given as the spec's mapping.
-    The fields are the rows of :data:`registry_db.resolve.layers.INPUTS`, in order.
+    The fields are the rows of :data:`registry_db.inputs.layers.INPUTS`, in order.
     """
 
     model: str
@@ -169,87 +159,6 @@ def as_document(obj: Any, schema: Map) -> Any:
             doc[f.name] = (as_document(value, INLINE_VALUE) if type(value) is InlineValue
                            else list(value) if type(value) is tuple else value)
     return doc
-
-
-def invalid_value(layer: str, findings: Iterable[Finding]) -> Refusal:
-    """The refusal for a stated value (or, at the scenario layer, a pin) that breaks the spec."""
-    what = "pin" if layer == "scenario" else "value"
-    return Refusal(R.INVALID_VALUE, f"the {layer} layer's {what} is invalid: {describe(findings)}")
-
-
-def describe(findings: Iterable[Finding]) -> str:
-    """Findings as one message: ``FILE:LINE:COL: PATH: MESSAGE`` where positions are known."""
-    return "\n".join(f.render() if f.line else f"{f.path}: {f.message}"
-                     for f in findings if f.is_error)
-
-
-# --- workload and scenario files -----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Workload:
-    """A workload file's terms: thinking mode, category and its own stated acceptance."""
-
-    thinking: str | None
-    category: str | None
-    acceptance: InlineValue | None
-    warnings: tuple[Finding, ...] = ()
-
-
-WORKLOAD = Map("a workload", keys=WORKLOAD_KEYS, unknown="near_miss", steps=(
-    Field("thinking", "string", checks=(Check(
-        "bad_thinking", lambda v, got: None if v in THINKING_MODES else
-        f"thinking is {v!r}; the thinking modes are 'on' and 'off'"),)),
-    Field("category", "string", limit="category", checks=(category_check("category"),)),
-))
-SCENARIO = Map("a scenario", keys=("acceptance",), unknown="near_miss", steps=())
-
-
-def load_workload(path: str | os.PathLike) -> Workload:
-    """Read a workload file; raise :class:`InvalidInput` (findings) or, for its value,
-    :class:`~registry_db.errors.ResolutionRefused` (``invalid_value``)."""
-    doc, ck = _load(path, WORKLOAD)
-    acceptance = _stated(ck, doc, INLINE_VALUE, "workload")
-    return Workload(doc.get("thinking"), doc.get("category"), acceptance, tuple(ck.findings))
-
-
-def load_scenario(path: str | os.PathLike) -> tuple[Pin | None, tuple[Finding, ...]]:
-    """A scenario file's ``acceptance`` pin (None when it states ``acceptance: null``) and
-    warnings. A file without a top-level ``acceptance`` key is invalid input: the run would
-    otherwise resolve from the registry as if no scenario had been given (a pin written at the
-    top level, ``profiles: SET``, would be dropped in silence)."""
-    doc, ck = _load(path, SCENARIO)
-    if "acceptance" not in doc:
-        stray = [k for k in ("profiles", "fallback_category", "value") if k in doc]
-        names = ", ".join(f"`{k}:`" for k in stray)
-        hint = (f"; {names} {'goes' if len(stray) == 1 else 'go'} under it "
-                f"(`acceptance: {{{stray[0]}: ...}}`)" if stray
-                else "; the scenario's pin is `acceptance: {profiles: SET}` (spec)")
-        raise InvalidInput([*ck.findings, Finding(
-            str(path), 1, 1, "acceptance", "missing_acceptance",
-            f"the scenario has no top-level `acceptance:` key{hint}")])
-    return _stated(ck, doc, PIN, "scenario"), tuple(ck.findings)
-
-
-def _load(path: str | os.PathLike, schema: Map) -> tuple[dict, Checker]:
-    from registry_db.yaml.load import load_file
-
-    ck = Checker(str(path))
-    doc = load_file(path)
-    if schema.read(ck, doc, "") is None or ck.errors:
-        raise InvalidInput(ck.findings)
-    return doc, ck
-
-
-def _stated(ck: Checker, doc: dict, schema: Map, layer: str) -> Any:
-    from registry_db.errors import ResolutionRefused
-
-    if doc.get("acceptance") is None:
-        return None
-    found = Checker(ck.file)
-    value = schema.load(found, doc["acceptance"], "acceptance")
-    if value is None:
-        raise ResolutionRefused(invalid_value(layer, found.findings))
-    return value
 
 
 # --- batch lines ---------------------------------------------------------------------------------

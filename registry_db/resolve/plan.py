@@ -36,10 +36,10 @@ if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlch
 from registry_db.errors import ResolutionRefused
 from registry_db.gcpause import gc_paused
 from registry_db.inputs.as_of import as_of_utc
+from registry_db.inputs.layers import LAYERS, LayerRow
 from registry_db.inputs.request import Checks, Request
 from registry_db.model import InlineValue, Layer, Refusal, profile_label
 from registry_db.model import RefusalReason as R
-from registry_db.resolve.layers import LAYERS, LayerRow
 from registry_db.resolve.lookup import (
     Candidate,
     Key,

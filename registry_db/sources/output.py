@@ -1,7 +1,7 @@
 """What every source hands back, and how its sets become files that the registry accepts.
 
-A source reads foreign data into :class:`~registry_db.spec.ProfileSet` objects. Before any byte
-is written, each set is rendered by the exporter's :func:`~registry_db.export.render_set` (so a
+A source reads foreign data into :class:`~registry_db.model.ProfileSet` objects. Before any byte
+is written, each set is rendered by :func:`~registry_db.sources.render.render_set` (so a
 provenance shared by many profiles is one anchor, and numbers round-trip) and the text is read
 back and checked by the registry's own validator: a source can never write a file that
 ``registry validate`` would refuse. Writing is all or nothing per call: every target name is
@@ -18,7 +18,7 @@ from pathlib import Path
 from registry_db.errors import Finding, InvalidInput, RegistryError, UsageError
 from registry_db.inputs.profile_set import YAML_SUFFIXES, check_profile_set
 from registry_db.model import ProfileSet
-from registry_db.store.export import _write_atomically, file_name, render_set
+from registry_db.sources.render import file_name, render_set, write_atomically
 from registry_db.yaml.load import load_yaml
 
 _UNSAFE_RE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -110,7 +110,7 @@ def write(result: Ingested, out: str) -> list[str]:
         for target in targets:
             target.parent.mkdir(parents=True, exist_ok=True)
         for target, text in zip(targets, result.texts):
-            _write_atomically(target, text)
+            write_atomically(target, text)
     except OSError as exc:
         raise RegistryError(f"cannot write {exc.filename or out}: {exc.strerror or exc}; "
                             "choose another -o") from exc

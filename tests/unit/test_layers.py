@@ -1,4 +1,4 @@
-"""The run's inputs and the layers are two tables (registry_db.resolve.layers); the request, the
+"""The run's inputs and the layers are two tables (registry_db.inputs.layers); the request, the
 batch line, the command's options and the precedence are derived from them. These tests hold the
 derivations to the contract, so that a row added to a table shows up everywhere or fails here."""
 
@@ -9,9 +9,9 @@ import dataclasses
 import click
 
 from registry_db.cli.resolve import resolve as resolve_command
+from registry_db.inputs import layers
 from registry_db.inputs.request import Request, parse_line, request_from_json
 from registry_db.model import InlineValue, Layer, Refusal, RefusalReason
-from registry_db.resolve import layers
 
 
 def test_every_input_is_a_request_field_in_order():

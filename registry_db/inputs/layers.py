@@ -140,14 +140,14 @@ class Input:
 
 
 def _load_workload(path: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
-    from registry_db.inputs.request import load_workload
+    from registry_db.inputs.run_files import load_workload
 
     w = load_workload(path)
     return {"thinking": w.thinking, "category": w.category, "workload": w.acceptance}, w.warnings
 
 
 def _load_scenario(path: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
-    from registry_db.inputs.request import load_scenario
+    from registry_db.inputs.run_files import load_scenario
 
     pin, warnings = load_scenario(path)
     return {"pin": pin}, warnings
