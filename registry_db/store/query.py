@@ -146,6 +146,7 @@ def stream_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *,
                     finally:
                         _close(stream)
         except KeyboardInterrupt:
+            _cancel(conn)
             raise QueryInterrupted("interrupted: the query was stopped") from None
         finally:
             _rollback(conn)
@@ -340,6 +341,19 @@ def _lock_down(engine: Engine) -> None:
             # Prepare every statement: the extended protocol allows one statement per string,
             # so a COMMIT cannot end the read-only transaction before a write.
             dbapi_conn.prepare_threshold = 0
+
+
+def _cancel(conn: Connection) -> None:
+    """Cancel whatever statement the server runs for ``conn`` (PostgreSQL; a no-op when none).
+
+    psycopg cancels on Ctrl-C only while it waits for the server; a Ctrl-C that lands between
+    sending the statement and that wait (a window a loaded machine widens) would otherwise
+    leave the rollback below waiting for the statement's end, up to its timeout."""
+    if conn.dialect.name != "postgresql":
+        return  # SQLite's statement is stopped by its progress handler (_sqlite_guard)
+    with contextlib.suppress(Exception):
+        raw: Any = conn.connection.dbapi_connection
+        getattr(raw, "cancel_safe", raw.cancel)()
 
 
 def _rollback(conn: Connection) -> None:

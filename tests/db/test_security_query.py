@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from registry_db import store
+from registry_db.errors import QueryInterrupted
 from registry_db.store import write as importer
 from tests.conftest import SEED
 from tests.helpers import run_cli
@@ -330,6 +331,49 @@ def test_ctrl_c_stops_a_runaway_postgresql_query_on_the_server(backend, seeded, 
         # The client waited for the cancellation before it exited: nothing is left running.
         assert running() == []
     finally:
+        watcher.dispose()
+
+
+@pg_only
+def test_ctrl_c_between_sending_and_waiting_still_cancels_on_the_server(backend, seeded, reader,
+                                                                         monkeypatch):
+    """psycopg cancels on Ctrl-C only while it waits for the server. A Ctrl-C that lands just
+    after the statement was sent (a loaded machine widens that window) must cancel it too: else
+    the connection is dropped with the statement still computing on the server."""
+    import time
+
+    from registry_db.store import query as query_module
+
+    role = reader.split("://", 1)[1].split("@", 1)[0]
+    marker = f"/* {uuid.uuid4().hex} */"
+
+    def sent_then_interrupted(conn, url, sql, params):
+        raw = conn.connection.dbapi_connection
+        raw.pgconn.send_query((RUNAWAY + marker).encode())  # sent; nothing waits for it yet
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(query_module, "_pg_stream", sent_then_interrupted)
+    with pytest.raises(QueryInterrupted):
+        with query_module.stream_query(reader, RUNAWAY, timeout=600):
+            pass
+    watcher = store.make_engine(seeded)
+    try:
+        for _ in range(100):  # the cancellation is asynchronous: give it a few seconds
+            with watcher.connect() as conn:
+                left = conn.execute(text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE usename = :r "
+                    "AND state = 'active' AND position(:m in query) > 0"),
+                    {"r": role, "m": marker}).scalar()
+            if not left:
+                break
+            time.sleep(0.05)
+        assert left == 0, "the statement kept running on the server after Ctrl-C"
+    finally:
+        with watcher.connect() as conn:  # do not leave it computing for ten minutes
+            conn.execute(text("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE "
+                              "position(:m in query) > 0 AND pid <> pg_backend_pid()"),
+                         {"m": marker})
+            conn.commit()
         watcher.dispose()
 
 
