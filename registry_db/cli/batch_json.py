@@ -2,7 +2,7 @@
 
 The contract's bytes are what ``json.JSONEncoder(ensure_ascii=False).encode`` makes of
 ``{"id": ID, **answer.to_json()}`` (the ``id`` only when the line has one). For the two shapes
-nearly every line has, a :class:`~registry_db.resolve.plan.Resolution` and a
+nearly every line has, a :class:`~registry_db.resolve.answer.Resolution` and a
 :class:`~registry_db.model.Refusal`, :func:`answer_line` writes the same text from the answer's
 fields: strings through the encoder's own string function, floats by ``float.__repr__`` (what
 the encoder uses for a finite float), in the keys' order of ``to_json``. Anything the template
@@ -21,7 +21,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from registry_db.model import Refusal
-from registry_db.resolve.plan import Fallback, HardwareMismatch, Resolution
+from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
 
 #: The contract's encoder: the bytes every answer line must have.
 ENCODER = json.JSONEncoder(ensure_ascii=False)

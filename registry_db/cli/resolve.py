@@ -171,11 +171,13 @@ def _run_deployment(settings: Any, run: dict[str, Any], path: str, as_json: bool
     """Resolve once per speculating pool of the deployment file; print the answers by pool."""
     from registry_db.errors import ResolutionRefused
     from registry_db.inputs.deployment import load_deployment
-    from registry_db.resolve.plan import resolve_deployment
+    from registry_db.inputs.request import POOL_STANDS_IN
+    from registry_db.resolve.deployment import resolve_deployment
 
     deployment = load_deployment(path)
-    # The pools replace the run's method and K; these stand in until they do.
-    run = {**run, "method": run["method"] or "-", "k": run["k"] or 1}
+    # The pools replace the run's method and K; these stand in until they do (a --k stays: it
+    # is the K the command line's value was stated at).
+    run = {**run, **{k: run[k] or v for k, v in POOL_STANDS_IN.items()}}
     try:
         request, warnings = _request(run)
         for finding in warnings:
@@ -294,19 +296,20 @@ def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:
 
 def _run_batch(settings: Any, path: str) -> int:
     from registry_db.cli.batch_json import answer_line
-    from registry_db.inputs.request import line_id, parse_lines
+    from registry_db.gcpause import gc_paused
+    from registry_db.inputs.request import DeploymentRun, Request, line_id, parse_lines
     from registry_db.model import Refusal, RefusalReason
-    from registry_db.resolve.plan import Request, gc_paused, resolve_many
+    from registry_db.resolve.deployment import resolve_runs
 
     lines = batch_lines(_read_text(path))
     with gc_paused(len(lines)):
         parsed = parse_lines(lines)
-        requests = [p for p in parsed if type(p) is Request]
-        answers = iter(_on_registry(settings, resolve_many, requests))
+        runs = [p for p in parsed if type(p) is Request or type(p) is DeploymentRun]
+        answers = iter(_on_registry(settings, resolve_runs, runs))
         bad = 0
         block: list[str] = []
         for item, line in zip(parsed, (ln for ln in lines if ln.strip())):
-            if isinstance(item, Request):
+            if not isinstance(item, Refusal):
                 answer, ident = next(answers), item.id
             else:  # refused as it was read: the line's id, if it still has one
                 answer, ident = item, line_id(line)

@@ -29,7 +29,7 @@ from typing import Any
 
 from registry_db.errors import Finding, InvalidInput
 from registry_db.inputs.schema import Checker, Field, join
-from registry_db.yaml.load import mark, pos
+from registry_db.yaml.nodes import mark, pos
 
 #: The keys of each level, as the messages name them.
 DEPLOYMENT_KEYS = ("pools",)

@@ -29,6 +29,7 @@ from operator import attrgetter, call
 from typing import Any
 
 from registry_db.inputs import layers
+from registry_db.inputs.deployment import Deployment, check_deployment
 from registry_db.inputs.inline import INLINE_VALUE, invalid_value
 from registry_db.inputs.schema import (
     Checker,
@@ -177,8 +178,10 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(object_pairs_hook=_refuse_duplicates)
 
 
-def parse_line(line: str, number: int, checks: Checks | None = None) -> Request | Refusal:
-    """One ``--batch`` line as a request, or the refusal that answers it.
+def parse_line(line: str, number: int, checks: Checks | None = None
+               ) -> Request | DeploymentRun | Refusal:
+    """One ``--batch`` line as a request (a :class:`DeploymentRun` when it carries a
+    ``"deployment"``), or the refusal that answers it.
 
     ``checks`` remembers checked values across the lines of one batch.
     """
@@ -194,7 +197,14 @@ def parse_line(line: str, number: int, checks: Checks | None = None) -> Request 
     if "\\u" in line and not _plain_text(obj):
         return _invalid(number, "a string holds NUL or an unpaired surrogate escape "
                                 "(\\u0000, \\ud800-\\udfff); text must be Unicode without NUL")
-    found = request_from_json(obj, checks)
+    if type(obj) is dict and "deployment" in obj:
+        if obj["deployment"] is None:  # null is "not given", as for every key
+            del obj["deployment"]
+            found: Request | DeploymentRun | Refusal = request_from_json(obj, checks)
+        else:
+            found = deployment_run_from_json(obj, checks)
+    else:
+        found = request_from_json(obj, checks)
     if type(found) is Refusal and found.reason == R.INVALID_REQUEST:
         return _invalid(number, found.message)
     return found
@@ -221,7 +231,7 @@ def _plain_text(obj: Any) -> bool:
     return True
 
 
-def parse_lines(lines: Iterable[str]) -> list[Request | Refusal]:
+def parse_lines(lines: Iterable[str]) -> list[Request | DeploymentRun | Refusal]:
     """Every line of a ``--batch`` input that is not blank, in order; blank lines (spaces
     only, or nothing) get no answer, and refusals keep the input's line numbers."""
     checks = Checks()
@@ -252,7 +262,8 @@ def request_from_json(obj: Any, checks: Checks | None = None) -> Request | Refus
     # exactly what is wrong.
     json_types, any_keys = layers.JSON_TYPES, layers.ANY_KEYS
     if not (type(obj) is dict and all(obj.get(key) is not None for key in layers.REQUIRED_KEYS)
-            and all(value is None or type(value) is json_types.get(key) or key in any_keys
+            and all(type(value) is json_types.get(key) or key in any_keys
+                    or value is None and key in json_types  # null is "not given", if known
                     for key, value in obj.items())
             and all(check(value) for key, check in layers.ITEM_CHECKS
                     if (value := obj.get(key)) is not None)):
@@ -271,6 +282,46 @@ def request_from_json(obj: Any, checks: Checks | None = None) -> Request | Refus
                 return found
             values[i] = found
     return Request(*values)
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentRun:
+    """A run served by a deployment: ``request`` is resolved once per pool that speculates,
+    at the pool's method and K (:mod:`registry_db.resolve.deployment`); until then its own
+    method and K are :data:`POOL_STANDS_IN`'s, which nothing resolves."""
+
+    request: Request
+    deployment: Deployment
+
+    @property
+    def id(self) -> Any:
+        return self.request.id
+
+
+#: The method and K of a run whose deployment's pools state them.
+POOL_STANDS_IN: dict[str, Any] = {"method": "-", "k": 1}
+
+
+def deployment_run_from_json(obj: dict[str, Any], checks: Checks | None = None
+                             ) -> DeploymentRun | Refusal:
+    """A batch line with a ``"deployment"`` (the registry's deployment format, as a JSON
+    object): ``invalid_request`` naming every problem with the deployment (by its key path)
+    and with the line's other keys; the pools state the method and K, so the line may not."""
+    problems = [f"{key} is the pools' (each speculating pool's engine.speculative states its "
+                f"method and K); drop {key!r} from a line with a deployment"
+                for key in POOL_STANDS_IN if obj.get(key) is not None]
+    deployment, findings = check_deployment(obj["deployment"], "", "deployment")
+    problems.extend(f"{f.path}: {f.message}" for f in findings if f.is_error)
+    rest = {**{k: v for k, v in obj.items() if k != "deployment"}, **POOL_STANDS_IN}
+    found = request_from_json(rest, checks)
+    if type(found) is Refusal and found.reason == R.INVALID_REQUEST:
+        problems.append(found.message)
+    if problems:
+        return Refusal(R.INVALID_REQUEST, "; ".join(problems))
+    if type(found) is Refusal:
+        return found
+    assert deployment is not None and type(found) is Request
+    return DeploymentRun(found, deployment)
 
 
 def _malformed(obj: Any) -> Refusal | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, replace
 from datetime import datetime
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -40,6 +39,7 @@ from registry_db.inputs.layers import LAYERS, LayerRow
 from registry_db.inputs.request import Checks, Request
 from registry_db.model import InlineValue, Layer, Refusal, profile_label
 from registry_db.model import RefusalReason as R
+from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
 from registry_db.resolve.lookup import (
     Candidate,
     Key,
@@ -52,68 +52,9 @@ from registry_db.resolve.lookup import (
     stored_among,
 )
 from registry_db.resolve.rates import complete, min_variance_rates, rate_from_al
+from registry_db.resolve.timeline import KnownAt
 
-if TYPE_CHECKING:  # pragma: no cover
-    from registry_db.inputs.deployment import Deployment
-
-__all__ = ["DeploymentAnswer", "Fallback", "HardwareMismatch", "Request", "Resolution",
-           "resolve", "resolve_deployment", "resolve_many"]
-
-
-@dataclass(frozen=True, slots=True)
-class Fallback:
-    """The pin's fallback category stood in for the workload's (``replaced`` None: it had none)."""
-
-    replaced: str | None
-    category: str
-
-
-@dataclass(frozen=True, slots=True)
-class HardwareMismatch:
-    """The profile was measured on one chip and the run is on another."""
-
-    measured_on: str
-    run_on: str
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """The acceptance a run uses and where it came from (the contract's JSON, field by field)."""
-
-    acceptance_length: float
-    acceptance_rate: float
-    num_spec_tokens: int
-    per_position_rates: tuple[float, ...]
-    rates_derived: bool
-    layer: str
-    profile_set: str | None
-    profile: str | None
-    source: str | None
-    fallback: Fallback | None = None
-    hardware_mismatch: HardwareMismatch | None = None
-    warnings: tuple[str, ...] = ()
-    #: The revision of ``profile_set`` the profile came from (None for an inline value).
-    revision: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The contract's object, keys in the contract's order."""
-        fb, hw = self.fallback, self.hardware_mismatch
-        return {
-            "acceptance_length": self.acceptance_length,
-            "acceptance_rate": self.acceptance_rate,
-            "num_spec_tokens": self.num_spec_tokens,
-            "per_position_rates": list(self.per_position_rates),
-            "rates_derived": self.rates_derived,
-            "layer": self.layer,
-            "profile_set": self.profile_set,
-            "profile": self.profile,
-            "revision": self.revision,
-            "source": self.source,
-            "fallback": None if fb is None else {"replaced": fb.replaced, "category": fb.category},
-            "hardware_mismatch": None if hw is None else {"measured_on": hw.measured_on,
-                                                          "run_on": hw.run_on},
-            "warnings": list(self.warnings),
-        }
+__all__ = ["Fallback", "HardwareMismatch", "Request", "Resolution", "resolve", "resolve_many"]
 
 
 def resolve(bind: Bind, request: Request) -> Resolution:
@@ -186,8 +127,9 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
         with _translated(bind), cursor(bind, snapshot=True) as c:
             known = frozenset(set_names(c))
             if any(r.as_of is not None for r in requests):
-                at_known = _KnownAt(c)
-                plans = [_plan(r, known if r.as_of is None else at_known(r), checks)
+                at_known = KnownAt(c)
+                plans = [_plan(r, known if r.as_of is None
+                               else at_known(_time(r), bool(_named_sets(r))), checks)
                          for r in requests]
             else:
                 plans = [_plan(r, known, checks) for r in requests]
@@ -195,89 +137,6 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
         answers = _Answers(index)
         return _say_what_exists(bind, plans, [answers.finish(p) if isinstance(p, _Plan) else p
                                               for p in plans])
-
-
-class _KnownAt:
-    """The set names a batch's request as of a time is checked against: the sets of that
-    time, from every revision read once (only for requests that name sets)."""
-
-    def __init__(self, c: Any):
-        self.c = c
-        self.timeline: Any = None
-        self.sets: dict[datetime, frozenset[str]] = {}
-
-    def __call__(self, request: Request) -> frozenset[str]:
-        at = _time(request)
-        if at is None or not _named_sets(request):
-            return frozenset()
-        found = self.sets.get(at)
-        if found is None:
-            if self.timeline is None:
-                from registry_db.resolve.timeline import Timeline
-
-                self.timeline = Timeline.read(self.c)
-            found = self.sets[at] = self.timeline.sets_at(at)
-        return found
-
-
-@dataclass(frozen=True, slots=True)
-class DeploymentAnswer:
-    """A run with a deployment: one resolution per pool that speculates, by pool name, in the
-    deployment's order. No pool speculating is an answer too (``speculating`` false)."""
-
-    pools: tuple[tuple[str, Resolution], ...]
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def speculating(self) -> bool:
-        return bool(self.pools)
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"speculating", "pools": {NAME: resolution}, "warnings"}``."""
-        return {"speculating": self.speculating,
-                "pools": {name: r.to_json() for name, r in self.pools},
-                "warnings": list(self.warnings)}
-
-
-def resolve_deployment(bind: Bind, request: Request, deployment: Deployment) -> DeploymentAnswer:
-    """Resolve ``request`` once for each pool of ``deployment`` that speculates.
-
-    Each pool's ``engine.speculative`` method and K replace the request's. Every stated value
-    is checked first (``invalid_value``); then each must name the K of every speculating pool
-    (spec: Checks), else ``k_mismatch`` names the pool. A refusal for one pool refuses the run,
-    naming the pool. When no pool speculates the answer says so, with a warning for each layer
-    that stated a value (it is not used).
-    """
-    checks = Checks()
-    stated = []
-    for row in LAYERS[1:]:
-        found = checks.stated(request, row.layer)
-        if type(found) is Refusal:
-            raise ResolutionRefused(found)
-        value = None if found is None else row.value(found)
-        if value is not None:
-            stated.append((row.layer, value))
-    speculating = deployment.speculating
-    if not speculating:
-        return DeploymentAnswer((), tuple(
-            f"no pool of the deployment speculates; the {layer} layer's stated acceptance is "
-            "not used" for layer, _ in stated))
-    for pool in speculating:
-        for layer, value in stated:
-            if value.num_spec_tokens != pool.num_spec_tokens:
-                raise ResolutionRefused(R.K_MISMATCH, (
-                    f"pool {pool.name!r} speculates K = {pool.num_spec_tokens}, but the {layer} "
-                    f"layer's value was stated for K = {value.num_spec_tokens}; a value is "
-                    "refused rather than rescaled"))
-    answers = resolve_many(bind, [replace(request, method=str(pool.method),
-                                          k=int(pool.num_spec_tokens or 0))
-                                  for pool in speculating])  # a speculating pool has both
-    pools: list[tuple[str, Resolution]] = []
-    for pool, answer in zip(speculating, answers):
-        if isinstance(answer, Refusal):
-            raise ResolutionRefused(answer.reason, f"pool {pool.name!r}: {answer.message}")
-        pools.append((pool.name, answer))
-    return DeploymentAnswer(tuple(pools))
 
 
 # --- planning: everything that needs no profile --------------------------------------------------

@@ -63,3 +63,24 @@ class Timeline:
         """The names of the sets the registry held at ``as_of``."""
         return frozenset(name for name in self._sets
                          if self.revision_at(name, as_of) is not None)
+
+
+class KnownAt:
+    """The set names a batch's request as of a time is checked against: the sets of that
+    time, from every revision read once, and only when a request names sets."""
+
+    def __init__(self, c: Any):
+        self.c = c
+        self.timeline: Timeline | None = None
+        self.sets: dict[datetime, frozenset[str]] = {}
+
+    def __call__(self, at: datetime | None, names_sets: bool) -> frozenset[str]:
+        """The sets at ``at``; empty when there is no time or the request names no set."""
+        if at is None or not names_sets:
+            return frozenset()
+        found = self.sets.get(at)
+        if found is None:
+            if self.timeline is None:
+                self.timeline = Timeline.read(self.c)
+            found = self.sets[at] = self.timeline.sets_at(at)
+        return found

@@ -10,7 +10,8 @@ import pytest
 from registry_db.errors import ResolutionRefused
 from registry_db.inputs.deployment import Deployment, Pool
 from registry_db.model import InlineValue, Pin
-from registry_db.resolve.plan import Request, resolve, resolve_deployment
+from registry_db.resolve.deployment import resolve_deployment
+from registry_db.resolve.plan import Request, resolve
 from registry_db.store import write as importer
 from tests.db.test_resolve import SETS, make_set, prof
 from tests.db.test_resolve_cli import run
@@ -163,3 +164,114 @@ def test_cli_deployment_usage_errors(url, tmp_path, args, needle):
     result = run(url, *SOLO, "--deployment", deployment_file(tmp_path, MIXED_YAML), *args)
     assert result.exit_code == 2 and needle in result.stderr
 
+
+
+# --- a batch line's "deployment" ----------------------------------------------------------------
+
+#: MIXED_YAML as a batch line's JSON object.
+MIXED_JSON = {"pools": [{"name": "prefill"},
+                        {"name": "decode", "engine": {"speculative": {"method": "eagle",
+                                                                      "num_spec_tokens": 3}}},
+                        {"name": "draft2", "engine": {"speculative": {"method": "eagle",
+                                                                      "num_spec_tokens": 2}}}]}
+SOLO_LINE = {"model": "solo", "thinking": "off", "category": "coding",
+             "sets": ["alpha", "delta"]}
+
+
+def batch(url, *lines) -> tuple[int, list[dict]]:
+    result = run(url, "--batch", "-", input="".join(json.dumps(ln) + "\n" for ln in lines))
+    assert result.stderr == ""
+    return result.exit_code, [json.loads(ln) for ln in result.stdout.splitlines()]
+
+
+def test_batch_deployment_line_answers_as_the_single_run_does(url, tmp_path):
+    """Each answer is what `--deployment` gives the same run alone, its id first; plain lines
+    around it keep their own answers, in order."""
+    path = deployment_file(tmp_path, MIXED_YAML)
+    lines = [
+        {"id": 1, **SOLO_LINE, "deployment": MIXED_JSON},
+        {"id": 2, **SOLO_LINE, "method": "eagle", "k": 3},
+        {"id": 3, **SOLO_LINE, "deployment": {"name": "cpu"},
+         "cli": {"num_spec_tokens": 3, "acceptance_length": 2.2}},
+        {"id": 4, **SOLO_LINE, "deployment": MIXED_JSON,
+         "cli": {"num_spec_tokens": 3, "acceptance_length": 2.2}},
+        {"id": 5, **SOLO_LINE, "deployment": {"name": "d", "engine": {"speculative": {
+            "method": "eagle", "num_spec_tokens": 4}}}},
+        {"id": 6, **SOLO_LINE, "deployment": {"pools": [{"name": "d", "engine": {
+            "speculative": {"method": "eagle", "num_spec_tokens": 2}}}]},
+         "as_of": "2100-01-01"},
+    ]
+    code, answers = batch(url, *lines)
+    assert code == 0 and [a["id"] for a in answers] == [1, 2, 3, 4, 5, 6]
+    alone = json.loads(run(url, *SOLO, "--deployment", path, "--json").stdout)
+    assert answers[0] == {"id": 1, **alone}
+    assert list(answers[0]["pools"]) == ["decode", "draft2"]
+    assert answers[1] == {"id": 2, **json.loads(run(url, *SOLO, "--method", "eagle", "--k", "3",
+                                                    "--json").stdout)}
+    assert answers[2] == {"id": 3, "speculating": False, "pools": {}, "warnings": [
+        "no pool of the deployment speculates; the cli layer's stated acceptance is not used"]}
+    assert answers[3]["refused"]["reason"] == "k_mismatch"
+    assert answers[3]["refused"]["message"].startswith("pool 'draft2' speculates K = 2")
+    assert answers[4]["refused"]["reason"] == "no_match"
+    assert answers[4]["refused"]["message"].startswith("pool 'd': no profile solo/eagle/k4/")
+    assert answers[5]["pools"]["d"]["acceptance_length"] == 1.9
+
+
+@pytest.mark.parametrize("line, needles", [
+    ({**SOLO_LINE, "method": "eagle", "k": 3, "deployment": MIXED_JSON},
+     ["method is the pools'", "drop 'method'", "drop 'k'"]),
+    ({**SOLO_LINE, "deployment": {"pools": [{"name": "a", "engine": {"speculative": {}}}]}},
+     ["deployment.pools[0].engine.speculative.method: method is required",
+      "deployment.pools[0].engine.speculative.num_spec_tokens: num_spec_tokens is required"]),
+    ({**SOLO_LINE, "deployment": {"pools": [{"nmae": "a"}]}},
+     ["deployment.pools[0]", "'name'"]),
+    ({**SOLO_LINE, "deployment": [1]}, ["deployment: ", "a deployment"]),
+    ({"thinking": "off", "deployment": MIXED_JSON}, ["model is required"]),
+])
+def test_batch_deployment_line_that_is_not_one_is_invalid_request(url, line, needles):
+    """Every problem of the line at once, the deployment's by key path, with its line number;
+    the batch's other lines are still answered and the exit code is 1."""
+    code, answers = batch(url, {**SOLO_LINE, "method": "eagle", "k": 3}, {"id": "x", **line})
+    assert code == 1
+    assert answers[0]["acceptance_length"] == 2.5
+    assert answers[1]["id"] == "x" and answers[1]["refused"]["reason"] == "invalid_request"
+    message = answers[1]["refused"]["message"]
+    assert message.startswith("line 2: ")
+    for needle in needles:
+        assert needle in message
+
+
+def test_batch_null_deployment_is_no_deployment(url):
+    code, answers = batch(url, {**SOLO_LINE, "method": "eagle", "k": 3, "deployment": None})
+    assert code == 0 and answers[0]["acceptance_length"] == 2.5
+
+
+def test_batch_unknown_key_is_refused_even_when_null(url):
+    # A misspelt key written null passed unnoticed: null means "not given" for a known key only.
+    code, answers = batch(url, {**SOLO_LINE, "method": "eagle", "k": 3, "deploymnet": None})
+    assert code == 1
+    assert "'deploymnet'" in answers[0]["refused"]["message"]
+
+
+def test_resolve_runs_equals_each_run_alone(reg):
+    """The library's batch with deployments: every answer equals resolve_deployment (or the
+    refusal it raises) and resolve for the plain runs, all in one resolve_many."""
+    from registry_db.inputs.request import DeploymentRun
+    from registry_db.resolve.deployment import resolve_runs
+
+    quiet_cli = request(cli=InlineValue(2, acceptance_rate=0.5))
+    runs = [DeploymentRun(request(id=1), MIXED),
+            Request("solo", "eagle", 3, "off", "coding", sets=("alpha", "delta")),
+            DeploymentRun(quiet_cli, QUIET),
+            DeploymentRun(request(cli=InlineValue(3, acceptance_length=2.2)), MIXED),
+            DeploymentRun(request(), Deployment((Pool("wide", "eagle", 4),)))]
+    got = resolve_runs(reg, runs)
+    assert len(got) == len(runs)
+    for run_, answer in zip(runs, got):
+        if isinstance(run_, DeploymentRun):
+            try:
+                assert answer == resolve_deployment(reg, run_.request, run_.deployment)
+            except ResolutionRefused as refused:
+                assert answer == refused.refusal
+        else:
+            assert answer == resolve(reg, run_)
