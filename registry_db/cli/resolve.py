@@ -308,9 +308,14 @@ def _run_batch(settings: Any, path: str) -> int:
         answers = iter(_on_registry(settings, resolve_runs, runs))
         bad = 0
         block: list[str] = []
-        for item, line in zip(parsed, (ln for ln in lines if ln.strip())):
+        for item, (number, line) in zip(parsed, ((n, ln) for n, ln in enumerate(lines, 1)
+                                                  if ln.strip())):
             if not isinstance(item, Refusal):
                 answer, ident = next(answers), item.id
+                if type(answer) is Refusal and answer.reason == RefusalReason.INVALID_REQUEST:
+                    # A term the resolver's rules refused (K over 64, thinking 'maybe'): the
+                    # line is named, as for a line refused as it was read.
+                    answer = Refusal(answer.reason, f"line {number}: {answer.message}")
             else:  # refused as it was read: the line's id, if it still has one
                 answer, ident = item, line_id(line)
             if type(answer) is Refusal and answer.reason == RefusalReason.INVALID_REQUEST:

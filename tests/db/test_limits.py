@@ -85,7 +85,7 @@ def test_batch_line_with_a_huge_k_is_refused_and_the_others_answered(db_url):
     assert answers[0] == answers[4] and answers[0]["acceptance_length"] == 2.99
     assert answers[1]["refused"] == {
         "reason": "invalid_request",
-        "message": f"k is 2000000000; K is at most {MAX_K} (docs/decisions.md, Limits)"}
+        "message": f"line 2: k is 2000000000; K is at most {MAX_K} (docs/decisions.md, Limits)"}
     assert answers[2]["refused"]["reason"] == "invalid_request"
     assert answers[3]["refused"]["reason"] == "invalid_value"
     assert f"K is at most {MAX_K}" in answers[3]["refused"]["message"]

@@ -291,7 +291,8 @@ def test_batch_from_stdin_with_bad_lines_exits_1_and_answers_the_rest(url):
     assert messages[2] == "line 4: k must be an integer, got a string"
     assert "line 5: unknown key 'categroy'; did you mean 'category'?" == messages[3]
     assert "the key 'model' appears twice" in messages[4]
-    assert "thinking must be 'on' or 'off'" in messages[5]
+    # Refused by a term's rule when resolved, not as it was read: still named by its line.
+    assert messages[5].startswith("line 8: thinking must be 'on' or 'off'")
     assert messages[6].startswith("the cli layer's value is invalid: cli.acceptance_rate")
 
 
