@@ -1,0 +1,212 @@
+"""The resolver's statements, as text: the decision in SQL for one run, for a batch, now and as
+of a time, per dialect.
+
+:mod:`registry_db.resolve.lookup` runs them and says how they decide (scope, the category
+preferred over the fallback, the count of sets that hold the winner, the indexes they probe);
+this module holds only their text and how it is put together, so that the statements can be
+read (and ``docs/schema.md``'s analysts' version compared with them) in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+_PREFIX = ("{a}.model = {b}.model AND {a}.speculative_method = {b}.speculative_method"
+           " AND {a}.num_spec_tokens = {b}.num_spec_tokens AND {a}.thinking = {b}.thinking")
+
+#: The tables a lookup reads: the current registry, or every revision (a registry as of a time).
+_CURRENT = {"profiles": "profiles", "rates": "profile_rates", "sets": "profile_sets",
+            "set_fk": "set_id", "name": "name"}
+_HISTORY = {"profiles": "revision_profiles", "rates": "revision_rates", "sets": "revisions",
+            "set_fk": "revision_id", "name": "set_name"}
+
+
+def _live(v: str, n: str, at: str) -> str:
+    """Revision ``v`` is its set's registry at time ``at``: the set's latest revision written by
+    then, and not a deletion. The latest is read from ``uq_revisions_set_revision`` (set_name,
+    revision) newest first, stopping at the first written by ``at``: for a time after the
+    set's last import, one row."""
+    return (f"{v}.action <> 'deleted' AND {v}.revision = ("
+            f"SELECT {n}.revision FROM revisions {n} WHERE {n}.set_name = {v}.set_name"
+            f" AND {n}.imported_at <= {at} ORDER BY {n}.revision DESC LIMIT 1)")
+
+
+#: One run, in one statement that only probes indexes (no sort, no temporary table: a window
+#: over its few rows cost a third more per resolution on SQLite, measured). A profile of the
+#: workload's category is kept; a profile of the fallback is kept only when no set in scope
+#: holds the category; ``set_count`` counts the sets in scope that hold the kept key.
+#: ``:name`` marks a parameter (``:scope``: the names of the sets in scope, ``{scope}`` and
+#: ``{scope_q}`` restrict to them); :func:`one_statement` makes it the driver's.
+_LOOKUP_ONE = """SELECT 0 AS lookup_id,
+       p.category,
+       -- counted once per profile, on its first row (a profile has a row per stored rate)
+       CASE WHEN r.position IS NULL OR r.position = 1 THEN (
+           SELECT COUNT(*) FROM profiles q{join_q}
+           WHERE """ + _PREFIX.format(a="q", b="p") + """ AND q.category = p.category{scope_q}
+       ) END AS set_count,
+       p.id, s.name, p.acceptance_length, p.method, p.copied_from, pr.source, pr.hardware,
+       r.position, r.rate, s.revision
+FROM profiles p
+JOIN profile_sets s ON s.id = p.set_id
+LEFT JOIN provenances pr ON pr.id = p.provenance_id
+LEFT JOIN profile_rates r ON r.profile_id = p.id
+WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens = :k
+  AND p.thinking = :thinking AND p.category IN (:category, :fallback){scope}
+  AND (p.category = :category OR NOT EXISTS (
+      SELECT 1 FROM profiles q{join_q}
+      WHERE """ + _PREFIX.format(a="q", b="p") + """ AND q.category = :category{scope_q}))"""
+
+#: One run as of a time: the key's profiles (category or fallback) of each set's revision of
+#: that time are found once (``c``: a few rows, by the key index, each revision's liveness by
+#: ``uq_revisions_set_revision``), then the same rules as above decide among them: one pass over
+#: the history instead of three subqueries each repeating the revision probe, which tripled
+#: PostgreSQL's planning.
+_LOOKUP_ONE_AS_OF = """WITH c AS (
+    SELECT p.id, p.category, p.acceptance_length, p.method, p.copied_from, p.provenance_id,
+           s.set_name, s.revision
+    FROM revision_profiles p
+    JOIN revisions s ON s.id = p.revision_id
+    WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens = :k
+      AND p.thinking = :thinking AND p.category IN (:category, :fallback){scope}
+      AND """ + _live("s", "n", ":as_of") + """
+)
+SELECT 0 AS lookup_id, c.category,
+       (SELECT COUNT(*) FROM c AS h WHERE h.category = c.category) AS set_count,
+       c.id, c.set_name, c.acceptance_length, c.method, c.copied_from, pr.source, pr.hardware,
+       r.position, r.rate, c.revision
+FROM c
+LEFT JOIN provenances pr ON pr.id = c.provenance_id
+LEFT JOIN revision_rates r ON r.profile_id = c.id
+WHERE c.category = :category OR NOT EXISTS (SELECT 1 FROM c AS h WHERE h.category = :category)"""
+
+_MARKER = {"sqlite": "?", "postgresql": "%s"}
+_PARAMETER = re.compile(r":(\w+)")
+_STATEMENTS: dict[tuple[str, int, bool], tuple[str, tuple[str, ...]]] = {}
+
+
+def one_statement(dialect: str, scoped: int, as_of: bool = False
+                  ) -> tuple[str, tuple[str, ...]]:
+    """The one-run statement for ``dialect`` with ``scoped`` set names in scope (0: every set),
+    against the registry as of a time (``as_of``: the revisions) or as it stands, and the names
+    of its parameters in the order the driver binds them."""
+    found = _STATEMENTS.get((dialect, scoped, as_of))
+    if found is not None:
+        return found
+    if as_of:
+        template = _LOOKUP_ONE_AS_OF.format(scope=" AND s.set_name IN (:scope)" if scoped else "")
+    else:
+        join_q, scope, scope_q = "", "", ""
+        if scoped:
+            join_q = "\n        JOIN profile_sets qs ON qs.id = q.set_id"
+            scope, scope_q = " AND s.name IN (:scope)", " AND qs.name IN (:scope)"
+        template = _LOOKUP_ONE.format(join_q=join_q, scope=scope, scope_q=scope_q)
+    marker, order = _MARKER[dialect], []
+    if as_of and dialect == "postgresql":
+        # Each value as an uncorrelated subquery, which the planner does not look into: its
+        # custom plans (one per run) then cost what its generic plan does, so after psycopg
+        # prepares the statement PostgreSQL keeps the generic plan, as it does for the current
+        # registry's. With the values in view it judged every run worth a fresh plan (the
+        # time's selectivity and the key's frequencies differ), about 0.5 ms of each run.
+        marker = "(SELECT %s)"
+
+    def positional(m: re.Match) -> str:
+        order.append(m.group(1))
+        return ", ".join([marker] * scoped) if m.group(1) == "scope" else marker
+
+    found = _STATEMENTS[(dialect, scoped, as_of)] = (_PARAMETER.sub(positional, template),
+                                                     tuple(order))
+    return found
+
+
+#: The one-run statement over every set, per dialect, and its parameters' order.
+LOOKUP_ONE = {d: one_statement(d, 0)[0] for d in _MARKER}
+
+#: Many runs: one row per (lookup, preference, set in scope; '' for every set), numbered so
+#: that the rows come out of the key table in (lookup, preference) order. The one window then
+#: needs no sort on SQLite: its rank-1 rows are the preferred category that some set in scope
+#: holds, and their count (the window's default frame ends at the current row's last peer) is
+#: the number of those sets. As of a time, each key row carries the time too (``as_of``) and
+#: the candidates are the profiles of each set's revision of that time.
+_MANY_COLUMNS = ("lookup_id, preference, model, speculative_method, num_spec_tokens, thinking,"
+                 " category, set_name")
+_LOOKUP_MANY = """WITH candidates AS (
+    SELECT t.lookup_id, t.preference, p.category, p.id AS profile_id, s.{name} AS set_name,
+           p.acceptance_length, p.method, p.copied_from, p.provenance_id, s.revision
+    FROM {source}
+    JOIN {profiles} p ON """ + _PREFIX.format(a="p", b="t") + """ AND p.category = t.category
+    JOIN {sets} s ON s.id = p.{set_fk}
+    WHERE {where}
+),
+ranked AS (
+    SELECT c.*, RANK() OVER w AS place, COUNT(*) OVER w AS set_count
+    FROM candidates c
+    WINDOW w AS (PARTITION BY c.lookup_id ORDER BY c.preference)
+)
+SELECT r.lookup_id, r.category, r.set_count, r.profile_id, r.set_name,
+       r.acceptance_length, r.method, r.copied_from, pr.source, pr.hardware,
+       rt.position, rt.rate, r.revision
+FROM ranked r
+LEFT JOIN provenances pr ON pr.id = r.provenance_id
+LEFT JOIN {rates} rt ON rt.profile_id = r.profile_id
+WHERE r.place = 1"""
+_WHERE_NOW = "t.set_name = '' OR t.set_name = s.name"
+_WHERE_AS_OF = ("(t.set_name = '' OR t.set_name = s.set_name)\n      AND "
+                + _live("s", "n", "t.as_of"))
+
+#: Many runs on SQLite: the batch's lookup rows in a TEMP table joined to the profiles' index;
+#: its primary key is the order the window reads them in.
+SQLITE_KEYS_TABLE = "registry_resolve_keys"
+_KEYS_COLUMNS = ("lookup_id INTEGER NOT NULL, preference INTEGER NOT NULL, model TEXT NOT NULL, "
+                 "speculative_method TEXT NOT NULL, num_spec_tokens INTEGER NOT NULL, "
+                 "thinking TEXT NOT NULL, category TEXT NOT NULL, set_name TEXT NOT NULL")
+SQLITE_KEYS_DDL = (
+    f"CREATE TEMP TABLE {SQLITE_KEYS_TABLE} ({_KEYS_COLUMNS}, "
+    "PRIMARY KEY (lookup_id, preference, set_name)) WITHOUT ROWID")
+SQLITE_KEYS_INSERT = f"INSERT INTO temp.{SQLITE_KEYS_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+SQLITE_LOOKUP_MANY = _LOOKUP_MANY.format(source=f"temp.{SQLITE_KEYS_TABLE} t", where=_WHERE_NOW,
+                                         **_CURRENT)
+#: The same as of a time: each row's time is text in the stored format.
+SQLITE_AS_OF_TABLE = "registry_resolve_keys_as_of"
+SQLITE_AS_OF_DDL = (
+    f"CREATE TEMP TABLE {SQLITE_AS_OF_TABLE} ({_KEYS_COLUMNS}, as_of TEXT NOT NULL, "
+    "PRIMARY KEY (lookup_id, preference, set_name)) WITHOUT ROWID")
+SQLITE_AS_OF_INSERT = (f"INSERT INTO temp.{SQLITE_AS_OF_TABLE} "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+SQLITE_LOOKUP_MANY_AS_OF = _LOOKUP_MANY.format(source=f"temp.{SQLITE_AS_OF_TABLE} t",
+                                               where=_WHERE_AS_OF, **_HISTORY)
+
+#: Many runs on PostgreSQL: the lookup rows as one JSON array of arrays, one parameter,
+#: expanded into rows by the server. The same rows as eight parallel arrays for ``unnest`` cost
+#: psycopg's list dumper (Python, item by item) most of the client's time: the benchmark's 74,000
+#: lookups (84,000 rows), statement and fetch, 4.1-7.2 s wall and 1.4-1.9 s of client CPU as
+#: arrays, 2.1-2.9 s and 0.5-0.6 s as JSON (same rows; 3 runs each, loaded machine).
+PG_LOOKUP_MANY = _LOOKUP_MANY.format(
+    source="(SELECT (v->>0)::INTEGER AS lookup_id, (v->>1)::INTEGER AS preference,"
+           " v->>2 AS model, v->>3 AS speculative_method, (v->>4)::INTEGER AS num_spec_tokens,"
+           " v->>5 AS thinking, v->>6 AS category, v->>7 AS set_name"
+           " FROM jsonb_array_elements(%(rows)s::jsonb) AS e(v)) t",
+    where=_WHERE_NOW, **_CURRENT)
+
+
+def pg_parameters(rows: Sequence[tuple]) -> dict[str, str]:
+    """:data:`PG_LOOKUP_MANY`'s parameter: lookup rows (:func:`_lookup_rows`) as JSON text."""
+    return {"rows": json.dumps(rows)}
+
+
+#: Many runs as of a time on PostgreSQL (rare: not moved to JSON): the lookup rows as nine
+#: parallel arrays, the last of each row's time, unnested into rows.
+PG_ARRAYS = ("ids", "preferences", "models", "methods", "ks", "thinkings", "categories",
+             "set_names")
+_PG_SOURCE = ("unnest(%(ids)s::INTEGER[], %(preferences)s::INTEGER[], %(models)s::TEXT[],"
+              " %(methods)s::TEXT[], %(ks)s::INTEGER[], %(thinkings)s::TEXT[],"
+              " %(categories)s::TEXT[], %(set_names)s::TEXT[]{more})"
+              " AS t(" + _MANY_COLUMNS + "{more_columns})")
+PG_AS_OF_ARRAYS = (*PG_ARRAYS, "as_ofs")
+PG_LOOKUP_MANY_AS_OF = _LOOKUP_MANY.format(
+    source=_PG_SOURCE.format(more=", %(as_ofs)s::TIMESTAMPTZ[]", more_columns=", as_of"),
+    where=_WHERE_AS_OF, **_HISTORY)
+
+#: The sets of the registry as of a time: each set's revision of that time, unless a deletion.
+LIVE_SETS = "SELECT v.set_name FROM revisions v WHERE " + _live("v", "n", "{at}")
