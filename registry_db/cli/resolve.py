@@ -169,7 +169,6 @@ def _check_deployment_flags(run: dict[str, Any]) -> None:
 def _run_deployment(settings: Any, run: dict[str, Any], path: str, as_json: bool,
                     emit: str | None, shell: bool) -> None:
     """Resolve once per speculating pool of the deployment file; print the answers by pool."""
-    from registry_db.errors import ResolutionRefused
     from registry_db.inputs.deployment import load_deployment
     from registry_db.inputs.request import POOL_STANDS_IN
     from registry_db.resolve.deployment import resolve_deployment
@@ -178,18 +177,12 @@ def _run_deployment(settings: Any, run: dict[str, Any], path: str, as_json: bool
     # The pools replace the run's method and K; these stand in until they do (a --k stays: it
     # is the K the command line's value was stated at).
     run = {**run, **{k: run[k] or v for k, v in POOL_STANDS_IN.items()}}
-    try:
-        request, warnings = _request(run)
-        for finding in warnings:
-            click.echo(finding.render(), err=True)
+
+    def on_pools(request: Any) -> Any:
         with settings.registry() as engine:
-            answer = resolve_deployment(engine, request, deployment)
-    except ResolutionRefused as refusal:
-        if as_json:
-            emit_json(refusal.to_json())
-        else:
-            click.echo(f"refused ({refusal.reason}): {refusal.message}", err=True)
-        sys.exit(1)
+            return resolve_deployment(engine, request, deployment)
+
+    answer = _resolved(run, as_json, on_pools)
     if not as_json:
         for warning in answer.warnings:
             click.echo(f"warning: {warning}", err=True)
@@ -218,26 +211,33 @@ def _run_deployment(settings: Any, run: dict[str, Any], path: str, as_json: bool
 
 def _run_one(settings: Any, run: dict[str, Any], as_json: bool, emit: str | None = None,
              shell: bool = False) -> None:
-    from registry_db.errors import ResolutionRefused
     from registry_db.resolve.plan import resolve as resolve_run
 
-    try:
-        request, warnings = _request(run)
-        for finding in warnings:
-            click.echo(finding.render(), err=True)
-        answer = _on_registry(settings, resolve_run, request)
-    except ResolutionRefused as refusal:
-        if as_json:
-            emit_json(refusal.to_json())
-        else:
-            click.echo(f"refused ({refusal.reason}): {refusal.message}", err=True)
-        sys.exit(1)
+    answer = _resolved(run, as_json, lambda request: _on_registry(settings, resolve_run, request))
     if emit is not None:
         _emit(answer, emit, as_json, shell)
     elif as_json:
         emit_json(answer.to_json())
     else:
         click.echo(format_resolution(answer))
+
+
+def _resolved(run: dict[str, Any], as_json: bool, resolve_with: Any) -> Any:
+    """``resolve_with(request)`` for the request the flags describe, its files' warnings on
+    stderr first; a refusal is printed (the contract's JSON, or one line) and exits 1."""
+    from registry_db.errors import ResolutionRefused
+
+    try:
+        request, warnings = _request(run)
+        for finding in warnings:
+            click.echo(finding.render(), err=True)
+        return resolve_with(request)
+    except ResolutionRefused as refusal:
+        if as_json:
+            emit_json(refusal.to_json())
+        else:
+            click.echo(f"refused ({refusal.reason}): {refusal.message}", err=True)
+        sys.exit(1)
 
 
 def _on_registry(settings: Any, call: Any, arg: Any) -> Any:

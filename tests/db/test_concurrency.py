@@ -71,6 +71,31 @@ def registry_runs(url: str, runs: list[list[str]]) -> list[tuple[int, str]]:
     return out
 
 
+def concurrent_runs(url: str, per_worker: list[list[list[str]]]) -> list[tuple[int, str]]:
+    """Each worker's command lines in a process of its own, all workers at once (threads
+    waiting on the processes); every ``(exit code, stdout)``, and no worker may raise."""
+    results: list[tuple[int, str]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def worker(runs: list[list[str]]) -> None:
+        try:
+            done = registry_runs(url, runs)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread below
+            errors.append(exc)
+            return
+        with lock:
+            results.extend(done)
+
+    threads = [threading.Thread(target=worker, args=(runs,)) for runs in per_worker]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    return results
+
+
 def writer_holds_lock(url: str) -> bool:
     """True while some process is inside a registry write transaction."""
     path = sqlite_path(url)
@@ -163,29 +188,9 @@ def test_four_processes_ten_imports_each(db_url, tmp_path):
         [s], _ = importer.load_paths([path])
         versions[s.name] = {s.content_hash(): ("own", 10)}
 
-    results: list[tuple[int, str]] = []
-    lock = threading.Lock()
-
-    errors: list[BaseException] = []
-
-    def worker(w: int) -> None:
-        runs = [["import", "--json", str((v1, v2)[(w + j) % 2]), str(own[w])]
-                for j in range(10)]
-        try:
-            done = registry_runs(db_url, runs)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread below
-            errors.append(exc)
-            return
-        with lock:
-            results.extend(done)
-
-    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-
-    assert errors == []
+    results = concurrent_runs(db_url, [
+        [["import", "--json", str((v1, v2)[(w + j) % 2]), str(own[w])] for j in range(10)]
+        for w in range(4)])
     assert [rc for rc, _ in results] == [0] * 40
     added = Counter(s["name"] for _, out in results for s in json.loads(out)["sets"]
                     if s["status"] == "added")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import signal
-import threading
 import time
 
 import pytest
@@ -14,7 +13,7 @@ from sqlalchemy import text
 
 from registry_db import store
 from registry_db.store import history
-from tests.db.test_concurrency import registry, registry_runs, writer_holds_lock
+from tests.db.test_concurrency import concurrent_runs, registry, writer_holds_lock
 from tests.helpers import broken_foreign_keys, write_set
 
 pytestmark = pytest.mark.slow
@@ -48,27 +47,9 @@ def test_four_importers_number_revisions_without_gaps(db_url, tmp_path):
     write_set(v1, "shared-b", 8, model="b", al=2.0)
     write_set(v2, "shared-a", 10, model="a", al=2.75)
     write_set(v2, "shared-b", 9, model="b", al=3.0)
-    results: list[tuple[int, str]] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def worker(w: int) -> None:
-        runs = [["import", "--json", "-m", f"worker {w}", str((v1, v2)[(w + j) % 2])]
-                for j in range(6)]
-        try:
-            done = registry_runs(db_url, runs)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread below
-            errors.append(exc)
-            return
-        with lock:
-            results.extend(done)
-
-    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    results = concurrent_runs(db_url, [
+        [["import", "--json", "-m", f"worker {w}", str((v1, v2)[(w + j) % 2])] for j in range(6)]
+        for w in range(4)])
     assert [rc for rc, _ in results] == [0] * 24
 
     import json
