@@ -22,7 +22,24 @@ from registry_db.cli.output import (
 )
 
 
-@click.command("list")
+class _ListsSets(click.Command):
+    """``list`` lists sets; a profile filter given to it (``list --model M``, what a new user
+    tries first) is pointed at ``registry profiles``, which takes it."""
+
+    FILTERS = ("--model", "--method", "--k", "--thinking", "--category", "--set")
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            if exc.option_name not in self.FILTERS:
+                raise
+            raise click.UsageError(
+                f"No such option: {exc.option_name}; `list` lists the sets, and `registry "
+                f"profiles {exc.option_name} ...` lists the profiles that match", ctx) from None
+
+
+@click.command("list", cls=_ListsSets)
 @output_options
 @click.pass_obj
 @handle_errors

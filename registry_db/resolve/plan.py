@@ -67,7 +67,7 @@ def resolve(bind: Bind, request: Request) -> Resolution:
     """
     checks = Checks()
     at = _time(request)
-    with _translated(bind), cursor(bind) as c:
+    with cursor(bind) as c:  # which translates driver errors
         # Only the sets the run names are looked up (most runs name none); every name is read
         # only to refuse an unknown one with the nearest names suggested.
         named = _named_sets(request)
@@ -124,7 +124,7 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
     requests = list(requests)
     checks = Checks()
     with gc_paused(len(requests)):
-        with _translated(bind), cursor(bind, snapshot=True) as c:
+        with cursor(bind, snapshot=True) as c:  # which translates driver errors
             known = frozenset(set_names(c))
             if any(r.as_of is not None for r in requests):
                 at_known = KnownAt(c)

@@ -43,6 +43,18 @@ def test_list_table_json_csv(loaded):
     assert [r["name"] for r in parsed] == ["alpha", "inferencex-golden-al", "zeta"]
 
 
+@pytest.mark.parametrize("flag", ["--model", "--k", "--set"])
+def test_list_given_a_profile_filter_points_at_profiles(loaded, flag):
+    """`list --model M` is what a new user tries first (issue 16): the usage error says which
+    command takes it; any other unknown option keeps click's own message."""
+    result = run(loaded, "list", flag, "x")
+    assert result.exit_code == 2
+    assert f"No such option: {flag}; `list` lists the sets, and `registry profiles {flag} ...`" \
+        in result.stderr
+    other = run(loaded, "list", "--frobnicate")
+    assert other.exit_code == 2 and "registry profiles" not in other.stderr
+
+
 def test_list_of_an_empty_database(db_url):
     assert json.loads(run(db_url, "list", "--json").stdout) == []
     assert "(no rows)" in run(db_url, "list").stdout

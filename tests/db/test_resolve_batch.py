@@ -320,3 +320,16 @@ def test_what_is_stored_matches_every_stored_key(big):
                 f"categories {', '.join(sorted({r[5] for r in rows}))}")
             assert stored[pair].describe(scope) == expected, (pair, scope)
     assert stored[("model-none", "eagle")].describe() == ""
+
+
+def test_one_run_lookup_without_fallback_uses_the_profile_key_index(big):
+    with big.connect() as conn:
+        statement, order = one_statement(conn.dialect.name, 0, False, False)
+        params = one_parameters(Lookup("model-1", "eagle", 3, "off", "chat", None), order)
+        plan = _plan_text(conn, statement, params)
+        index = _key_index(conn)
+    assert index in plan, plan
+    if big.dialect.name == "sqlite":
+        assert (f"SEARCH p USING INDEX {index} (model=? AND speculative_method=? AND "
+                "num_spec_tokens=? AND thinking=? AND category=?)") in plan, plan
+    assert "SCAN p\n" not in plan + "\n" and "Seq Scan on profiles" not in plan, plan
