@@ -197,10 +197,14 @@ def _statements(engine, work) -> list[str]:
 def test_batch_makes_no_per_request_round_trips(big):
     small = _statements(big, lambda conn: resolve_many(conn, generated_requests(10)))
     large = _statements(big, lambda conn: resolve_many(conn, generated_requests(3_000)))
-    # <= 6, + 1: the batch has no_match refusals, which say what is stored (one query).
-    assert len(large) == len(small) <= 7, large
+    # <= 6, + at most 2: no_match refusals say what is stored, one query for the runs in every
+    # set and one for the runs scoped to some (the sets told apart), however many lines.
+    stored = "SELECT DISTINCT p.model, p.speculative_method"
+    for sent in (small, large):
+        assert len(sent) - sum(stored in sql for sql in sent) <= 6, sent
+        assert 1 <= sum(stored in sql for sql in sent) <= 2, sent
+    assert sum(stored in sql for sql in large) == 2  # the 3,000 have misses of both kinds
     assert sum("JOIN profiles p" in sql for sql in large) == 1
-    assert sum("SELECT DISTINCT p.model, p.speculative_method" in sql for sql in large) == 1
 
 
 def test_one_run_is_one_lookup_query(big):
@@ -284,6 +288,40 @@ def test_batch_tells_equal_values_of_other_types_apart(big):
     assert second.reason == "invalid_value" and "num_spec_tokens" in second.message
 
 
+def test_identical_runs_are_planned_once_and_answered_as_each_alone(big):
+    """A batch plans identical runs once; runs that only compare equal (K 1, 1.0 and True;
+    text against a number) are not identical, and each keeps its own answer."""
+    from registry_db.resolve import plan as planner
+
+    base = dict(thinking="off", category="chat")
+    variants = [Request("model-1", "eagle", 1, **base), Request("model-1", "eagle", True, **base),
+                Request("model-1", "eagle", 1.0, **base), Request("model-1", "eagle", 3, **base),
+                Request("model-1", "eagle", 3, **base, hardware="b300"),
+                Request("model-1", "eagle", 3, **base, sets=("north",)),
+                Request("model-1", "eagle", 3, **base, sets=["north"]),  # a list: not shared
+                Request("model-1", "eagle", 3, **base, as_of="2100-01-01"),
+                Request(1, "eagle", 3, **base), Request(True, "eagle", 3, **base)]
+    requests = [r for _ in range(3) for r in variants]
+    calls = []
+    real = planner._plan
+
+    def counting(r, known, checks):
+        calls.append(r)
+        return real(r, known, checks)
+
+    try:
+        planner._plan = counting
+        batch = [a.to_json() for a in resolve_many(big, requests)]
+    finally:
+        planner._plan = real
+    assert batch == [_one(big, r) for r in requests]
+    # Every variant planned once, but the list of sets (unhashable) every time.
+    assert len(calls) == len(variants) + 2
+    k_one, k_true, k_float = batch[:3]
+    assert k_true["refused"]["reason"] == k_float["refused"]["reason"] == "invalid_request"
+    assert k_one != k_true
+
+
 def test_large_batch_leaves_the_garbage_collector_as_it_found_it(big):
     import gc
 
@@ -310,6 +348,7 @@ def test_what_is_stored_matches_every_stored_key(big):
             "p.category FROM profiles p JOIN profile_sets s ON s.id = p.set_id")).all()
     pairs = sorted({(m, meth) for m, meth, *_ in keys}) + [("model-none", "eagle")]
     stored = stored_variants(big, pairs)
+    together = stored_variants(big, pairs, per_set=False)
     scopes = [None, ("north",), ("south", "west"), ("centre", "east", "nowhere"), ()]
     for pair in pairs:
         for scope in scopes:
@@ -319,7 +358,10 @@ def test_what_is_stored_matches_every_stored_key(big):
                 f"thinking {', '.join(sorted({r[4] for r in rows}))}; "
                 f"categories {', '.join(sorted({r[5] for r in rows}))}")
             assert stored[pair].describe(scope) == expected, (pair, scope)
+            if scope is None:  # runs in every set read the sets together: the same text
+                assert together[pair].describe() == expected, pair
     assert stored[("model-none", "eagle")].describe() == ""
+    assert together[("model-none", "eagle")].describe() == ""
 
 
 def test_one_run_lookup_without_fallback_uses_the_profile_key_index(big):
