@@ -13,10 +13,8 @@ message says what the registry does hold for the filters given.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +22,7 @@ from sqlalchemy import column, select, table
 from sqlalchemy.engine import Connection
 
 from registry_db.errors import EmptySelection, NotFound
-from registry_db.store.read import Bind, set_names, unknown_set_message
+from registry_db.store.read import Bind, _connect, set_names, unknown_set_message
 from registry_db.store.schema import profile_sets, profiles
 
 #: The view, declared here as a lightweight construct: its SQL lives only in the migrations.
@@ -223,14 +221,6 @@ def read_coverage(bind: Bind, selection: Selection = Selection()) -> Coverage:
     return Coverage(selection=selection, max_k=max_k, rows=rows, sets=tuple(used))
 
 
-@contextlib.contextmanager
-def _connect(bind: Bind) -> Iterator[Connection]:
-    """A connection: the caller's own, or a new one from an engine."""
-    if isinstance(bind, Connection):
-        yield bind
-        return
-    with bind.connect() as conn:
-        yield conn
 
 
 def _held(sets: tuple[str, ...]):  # noqa: ANN202 - a SQLAlchemy clause

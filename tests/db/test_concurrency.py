@@ -96,6 +96,24 @@ def concurrent_runs(url: str, per_worker: list[list[list[str]]]) -> list[tuple[i
     return results
 
 
+def kill_while_writing(url: str, proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc`` at a random moment while it holds the writers' lock; fails when it
+    finished before it could be killed mid-write."""
+    killed_while_writing = False
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if writer_holds_lock(url):
+            time.sleep(random.uniform(0, 0.15))
+            killed_while_writing = proc.poll() is None
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.002)
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    proc.stderr.close()
+    assert killed_while_writing, "the import finished before it could be killed mid-write"
+
+
 def writer_holds_lock(url: str) -> bool:
     """True while some process is inside a registry write transaction."""
     path = sqlite_path(url)
@@ -139,20 +157,7 @@ def test_killed_import_leaves_no_partial_set(db_url, tmp_path):
     for i in range(20):
         write_set(folder, f"big-{i:02d}", 500, model=f"m{i}", source=f"https://e/{i}.yaml")
         expected[f"big-{i:02d}"] = 500
-    proc = registry(db_url, "import", str(folder))
-    killed_while_writing = False
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and time.monotonic() < deadline:
-        if writer_holds_lock(db_url):
-            time.sleep(random.uniform(0, 0.15))
-            killed_while_writing = proc.poll() is None
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.002)
-    proc.wait(timeout=60)
-    proc.stdout.close()
-    proc.stderr.close()
-    assert killed_while_writing, "the import finished before it could be killed mid-write"
+    kill_while_writing(db_url, registry(db_url, "import", str(folder)))
 
     engine = store.open_registry(db_url)
     try:

@@ -4,16 +4,12 @@ import that changed the set), and a writer killed mid-import leaves no half revi
 
 from __future__ import annotations
 
-import random
-import signal
-import time
-
 import pytest
 from sqlalchemy import text
 
 from registry_db import store
 from registry_db.store import history
-from tests.db.test_concurrency import concurrent_runs, registry, writer_holds_lock
+from tests.db.test_concurrency import concurrent_runs, kill_while_writing, registry
 from tests.helpers import broken_foreign_keys, write_set
 
 pytestmark = pytest.mark.slow
@@ -80,20 +76,7 @@ def test_killed_import_leaves_no_half_revision(db_url, tmp_path):
     for i in range(20):  # every set changes, so the second import writes 20 revisions
         write_set(folder, f"big-{i:02d}", 500, model=f"m{i}", al=3.0,
                   source=f"https://e/{i}.yaml")
-    proc = registry(db_url, "import", "-m", "killed", str(folder))
-    killed_while_writing = False
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and time.monotonic() < deadline:
-        if writer_holds_lock(db_url):
-            time.sleep(random.uniform(0, 0.15))
-            killed_while_writing = proc.poll() is None
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.002)
-    proc.wait(timeout=60)
-    proc.stdout.close()
-    proc.stderr.close()
-    assert killed_while_writing, "the import finished before it could be killed mid-write"
+    kill_while_writing(db_url, registry(db_url, "import", "-m", "killed", str(folder)))
 
     engine = store.open_registry(db_url)
     try:
