@@ -30,14 +30,14 @@ MAX_NAMED_MODELS = 500
 #: on a loaded machine: SQLite 0.39-0.58 → 0.20-0.25 s of CPU; PostgreSQL 0.50-0.56 → 0.04-0.05
 #: s of CPU and 0.94-2.1 → 0.23-0.63 s wall.
 _NO_INT, _NO_TEXT = "CAST(NULL AS INTEGER)", "CAST(NULL AS TEXT)"  # PostgreSQL's UNION wants types
+#: The three DISTINCT passes: K, thinking mode, category, each with the other two NULL.
+_ONE_COLUMN_EACH = (("p.num_spec_tokens", _NO_TEXT, _NO_TEXT), (_NO_INT, "p.thinking", _NO_TEXT),
+                    (_NO_INT, _NO_TEXT, "p.category"))
 _SELECT = " UNION ALL ".join(
     f"SELECT d.model, d.speculative_method, s.name, d.k, d.thinking, d.category FROM ("
     f"SELECT DISTINCT p.model, p.speculative_method, p.set_id, {k} AS k, {thinking} AS thinking, "
     f"{category} AS category FROM profiles p{{where}}) d JOIN profile_sets s ON s.id = d.set_id"
-    for k, thinking, category in (
-        ("p.num_spec_tokens", _NO_TEXT, _NO_TEXT),
-        (_NO_INT, "p.thinking", _NO_TEXT),
-        (_NO_INT, _NO_TEXT, "p.category")))
+    for k, thinking, category in _ONE_COLUMN_EACH)
 
 #: The same across every set, for runs that name none: without the set in the DISTINCT a
 #: (model, method) held by many sets is read once, not once per set (the benchmark's 100,000
@@ -46,10 +46,7 @@ _SELECT = " UNION ALL ".join(
 _SELECT_ALL_SETS = " UNION ALL ".join(
     f"SELECT DISTINCT p.model, p.speculative_method, '' AS name, {k} AS k, {thinking} AS thinking,"
     f" {category} AS category FROM profiles p{{where}}"
-    for k, thinking, category in (
-        ("p.num_spec_tokens", _NO_TEXT, _NO_TEXT),
-        (_NO_INT, "p.thinking", _NO_TEXT),
-        (_NO_INT, _NO_TEXT, "p.category")))
+    for k, thinking, category in _ONE_COLUMN_EACH)
 
 
 @dataclass(frozen=True)

@@ -241,11 +241,14 @@ def _key_index(conn) -> str:
     raise AssertionError("no index on the profile key")
 
 
-def test_one_run_lookup_uses_the_profile_key_index(big):
+@pytest.mark.parametrize("fallback", ["coding", None])
+def test_one_run_lookup_uses_the_profile_key_index(big, fallback):
+    """With a fallback and without (a statement of its own: one probe, no NOT EXISTS)."""
     with big.connect() as conn:
-        statement, order = one_statement(conn.dialect.name, 0)
-        assert statement == LOOKUP_ONE[conn.dialect.name]
-        params = one_parameters(Lookup("model-1", "eagle", 3, "off", "chat", "coding"), order)
+        statement, order = one_statement(conn.dialect.name, 0, False, fallback is not None)
+        if fallback is not None:
+            assert statement == LOOKUP_ONE[conn.dialect.name]
+        params = one_parameters(Lookup("model-1", "eagle", 3, "off", "chat", fallback), order)
         plan = _plan_text(conn, statement, params)
         index = _key_index(conn)
     assert index in plan, plan
@@ -363,15 +366,3 @@ def test_what_is_stored_matches_every_stored_key(big):
     assert stored[("model-none", "eagle")].describe() == ""
     assert together[("model-none", "eagle")].describe() == ""
 
-
-def test_one_run_lookup_without_fallback_uses_the_profile_key_index(big):
-    with big.connect() as conn:
-        statement, order = one_statement(conn.dialect.name, 0, False, False)
-        params = one_parameters(Lookup("model-1", "eagle", 3, "off", "chat", None), order)
-        plan = _plan_text(conn, statement, params)
-        index = _key_index(conn)
-    assert index in plan, plan
-    if big.dialect.name == "sqlite":
-        assert (f"SEARCH p USING INDEX {index} (model=? AND speculative_method=? AND "
-                "num_spec_tokens=? AND thinking=? AND category=?)") in plan, plan
-    assert "SCAN p\n" not in plan + "\n" and "Seq Scan on profiles" not in plan, plan
