@@ -18,7 +18,6 @@ from the contract. The request and the checks of what it states live in
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from collections.abc import Collection, Iterable
 from datetime import datetime
@@ -81,15 +80,6 @@ def resolve(bind: Bind, request: Request) -> Resolution:
     if isinstance(plan, Refusal):
         raise ResolutionRefused(_say_what_exists(bind, [planned], [plan])[0])
     return plan
-
-
-def _translated(bind: Bind) -> contextlib.AbstractContextManager:
-    """Errors as the registry's own; a bare ``sqlite3`` connection's are its caller's to handle."""
-    if isinstance(bind, sqlite3.Connection):
-        return contextlib.nullcontext()
-    from registry_db.store.engine import translated
-
-    return translated()
 
 
 def _time(request: Request) -> datetime | None:
@@ -412,20 +402,20 @@ def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[A
 
     now = [i for i in todo if plans[i].lookup.as_of is None]
     then = [i for i in todo if plans[i].lookup.as_of is not None]
-    with _translated(bind):
-        stored: dict[Any, Any] = {}
-        # A run in every set needs only what all sets hold together (far fewer rows); a run
-        # scoped to some sets needs them told apart.
-        for per_set in (False, True):
-            pairs = {(plans[i].request.model, plans[i].request.method) for i in now
-                     if (plans[i].scope is not None) is per_set}
-            if pairs:
-                stored.update(((pair, per_set), held) for pair, held in
-                              stored_variants(bind, pairs, per_set=per_set).items())
-        if then:
-            stored.update(stored_variants_as_of(bind, {
-                (plans[i].request.model, plans[i].request.method, plans[i].lookup.as_of)
-                for i in then}))
+    # Each reads through lookup.cursor, which translates driver errors.
+    stored: dict[Any, Any] = {}
+    # A run in every set needs only what all sets hold together (far fewer rows); a run
+    # scoped to some sets needs them told apart.
+    for per_set in (False, True):
+        pairs = {(plans[i].request.model, plans[i].request.method) for i in now
+                 if (plans[i].scope is not None) is per_set}
+        if pairs:
+            stored.update(((pair, per_set), held) for pair, held in
+                          stored_variants(bind, pairs, per_set=per_set).items())
+    if then:
+        stored.update(stored_variants_as_of(bind, {
+            (plans[i].request.model, plans[i].request.method, plans[i].lookup.as_of)
+            for i in then}))
     out = list(answers)
     # Described once per (model, method, time, scope): a batch's misses repeat a few of them (the
     # benchmark's 10,000 misses, 10,000 describe calls: 0.32 s of CPU before, by key rows).
