@@ -35,4 +35,21 @@ def gc_paused(size: int = PAUSE_FROM) -> Iterator[None]:
     try:
         yield
     finally:
+        _age_survivors()
         gc.enable()
+
+
+def _age_survivors() -> None:
+    """Move every tracked object into the oldest generation before the collector resumes.
+
+    Everything allocated during the pause is still in the youngest generation, so the first
+    collection after it (due at the next allocation: the pause let the count run far past its
+    threshold) would walk all of it, the batch's answers included, and find nothing: 0.16 s of
+    a 100,000-request batch's 1.5 s, measured. ``freeze`` then ``unfreeze`` splices the lists
+    over in constant time; the oldest generation is walked by the next full collection, as a
+    long-lived object's would be. Skipped when something else keeps objects frozen (a server
+    that froze its heap before forking), whose freeze ``unfreeze`` would undo.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()

@@ -142,29 +142,38 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
 def _once_each(requests: list[Request], plan: Any) -> list[Any]:
     """``plan(r)`` for each request, planning identical runs once: a sweep repeats the same
     run (the benchmark's 100,000 requests hold 62,000 distinct runs), and a plan depends on the
-    run alone. Only runs that state no value and hold plain text are shared: the terms' types
-    are part of the key, since 1, 1.0 and True are equal and only the first is a K."""
+    run alone. Only runs that state no value and whose terms are of their own types are shared
+    (text, an int K, a tuple of names): 1, 1.0 and True are equal in Python and only the first
+    is a K, so a run with a term of another type is planned on its own, every time."""
     memo: dict[tuple, Any] = {}
     out = []
+    add = out.append
     for r in requests:
-        sets = r.sets
-        if (r.workload is not None or r.pin is not None or r.cli is not None
-                or (sets is not None and (type(sets) is not tuple
-                                          or not all(type(n) is str for n in sets)))
-                or (r.as_of is not None and type(r.as_of) is not str)):
-            out.append(plan(r))
+        # The run's terms and their types, read in C: the key is a plain tuple, hashed and
+        # compared without the dataclass's Python-level __hash__ and __eq__ (0.1 s a batch).
+        key = _RUN_OF(r)
+        if tuple(map(type, key)) not in _SHAREABLE or (
+                key[6] is not None and not all(type(n) is str for n in key[6])):
+            add(plan(r))
             continue
-        key = (r, type(r.model), type(r.method), type(r.k), type(r.thinking), type(r.category),
-               type(r.hardware))
-        try:
-            found = memo.get(key)
-        except TypeError:  # a term that cannot be hashed (a list where text belongs)
-            out.append(plan(r))
-            continue
+        found = memo.get(key)
         if found is None:
             found = memo[key] = plan(r)
-        out.append(found)
+        add(found)
     return out
+
+
+#: A run's terms as :func:`_once_each` keys it; ``workload``, ``pin`` and ``cli`` last (a run
+#: that states a value is never shared, so they are always None in a key).
+_RUN_OF = attrgetter("model", "method", "k", "thinking", "category", "hardware", "sets", "as_of",
+                     "workload", "pin", "cli")
+_NONE = type(None)
+#: The types of a run's terms that :func:`_once_each` may share: text and an int K, text or
+#: None for the optional terms, a tuple of set names (checked apart) or None, no stated value.
+_SHAREABLE = frozenset(
+    (str, str, int, thinking, category, hardware, sets, as_of, _NONE, _NONE, _NONE)
+    for thinking in (str, _NONE) for category in (str, _NONE) for hardware in (str, _NONE)
+    for sets in (tuple, _NONE) for as_of in (str, _NONE))
 
 
 # --- planning: everything that needs no profile --------------------------------------------------

@@ -274,8 +274,12 @@ def test_batch_lookup_probes_the_index_for_a_few_keys(big):
             cur.executemany(SQLITE_KEYS_INSERT, keys)
             plan = "\n".join(r[-1] for r in cur.execute("EXPLAIN QUERY PLAN "
                                                          + SQLITE_LOOKUP_MANY))
-            assert f"SEARCH p USING INDEX {index} (model=? AND speculative_method=? AND " \
-                   "num_spec_tokens=? AND thinking=? AND category=?)" in plan, plan
+            # The window's rows from the index alone (it covers the key and the id); the
+            # winners' columns then by primary key.
+            assert f"SEARCH p USING COVERING INDEX {index} (model=? AND speculative_method=? " \
+                   "AND num_spec_tokens=? AND thinking=? AND category=?)" in plan, plan
+            assert "SEARCH p USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
+            assert "SCAN p\n" not in plan + "\n", plan
             return
         cur.execute("EXPLAIN " + PG_LOOKUP_MANY, pg_parameters(keys))
         plan = "\n".join(r[0] for r in cur.fetchall())
@@ -293,7 +297,8 @@ def test_batch_tells_equal_values_of_other_types_apart(big):
 
 def test_identical_runs_are_planned_once_and_answered_as_each_alone(big):
     """A batch plans identical runs once; runs that only compare equal (K 1, 1.0 and True;
-    text against a number) are not identical, and each keeps its own answer."""
+    text against a number) are not identical, and each keeps its own answer: a run with a
+    term of another type than its own is planned every time."""
     from registry_db.resolve import plan as planner
 
     base = dict(thinking="off", category="chat")
@@ -318,8 +323,9 @@ def test_identical_runs_are_planned_once_and_answered_as_each_alone(big):
     finally:
         planner._plan = real
     assert batch == [_one(big, r) for r in requests]
-    # Every variant planned once, but the list of sets (unhashable) every time.
-    assert len(calls) == len(variants) + 2
+    # The five runs of their own types planned once; K True, K 1.0, the list of sets, the
+    # models 1 and True every time.
+    assert len(calls) == 5 + 5 * 3
     k_one, k_true, k_float = batch[:3]
     assert k_true["refused"]["reason"] == k_float["refused"]["reason"] == "invalid_request"
     assert k_one != k_true
