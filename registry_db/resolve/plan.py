@@ -35,7 +35,7 @@ from registry_db.errors import ResolutionRefused
 from registry_db.gcpause import gc_paused
 from registry_db.inputs.as_of import as_of_utc
 from registry_db.inputs.layers import LAYERS, LayerRow
-from registry_db.inputs.request import Checks, Request
+from registry_db.inputs.request import SHARED, Checks, Request
 from registry_db.model import InlineValue, Layer, Refusal, profile_label
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
@@ -64,7 +64,7 @@ def resolve(bind: Bind, request: Request) -> Resolution:
     lookup of the run's profile key, in its category and fallback. With ``as_of``, both read the
     registry as it stood then (the revisions).
     """
-    checks = Checks()
+    checks = SHARED
     at = _time(request)
     with cursor(bind) as c:  # which translates driver errors
         # Only the sets the run names are looked up (most runs name none); every name is read

@@ -331,6 +331,27 @@ def test_identical_runs_are_planned_once_and_answered_as_each_alone(big):
     assert k_one != k_true
 
 
+def test_one_at_a_time_resolutions_share_checks_without_sharing_answers(big):
+    """resolve() remembers the term values it found good across calls: a value equal to a good
+    one but of another type (K True or 1.0 after K 1) is still refused, and
+    what it remembers is bounded."""
+    from registry_db.inputs.request import SHARED, Checks
+
+    good = Request("model-1", "eagle", 1, thinking="off", category="chat")
+    _one(big, good)
+    for bad in (Request("model-1", "eagle", True, thinking="off", category="chat"),
+                Request("model-1", "eagle", 1.0, thinking="off", category="chat"),
+                Request("model-1", "eagle", 65, thinking="off", category="chat")):
+        assert _one(big, bad)["refused"]["reason"] == "invalid_request", bad
+    assert _one(big, good) == resolve_many(big, [good])[0].to_json()
+
+    checks = Checks(lasting=True)
+    for i in range(Checks.LIMIT + 10):
+        assert checks.terms(Request(f"m{i}", "eagle", 3)) is None
+    assert all(len(term) <= Checks.LIMIT for term in checks._good)
+    assert SHARED._good and all(len(term) <= Checks.LIMIT for term in SHARED._good)
+
+
 def test_large_batch_leaves_the_garbage_collector_as_it_found_it(big):
     import gc
 
