@@ -118,49 +118,46 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
             known = frozenset(set_names(c))
             if any(r.as_of is not None for r in requests):
                 at_known = KnownAt(c)
-                plans = _once_each(requests, lambda r: _plan(
+                runs, where = _once_each(requests, lambda r: _plan(
                     r, known if r.as_of is None
                     else at_known(_time(r), bool(_named_sets(r))), checks))
             else:
-                plans = _once_each(requests, lambda r: _plan(r, known, checks))
-            index = lookup_many(c, [p.lookup for p in plans if type(p) is _Plan])
+                runs, where = _once_each(requests, lambda r: _plan(r, known, checks))
+            index = lookup_many(c, [p.lookup for p in runs if type(p) is _Plan])
         answers = _Answers(index)
-        # A plan shared by identical runs is answered once; answers are immutable values.
-        done: dict[int, Any] = {}
-        finished = []
-        for p in plans:
-            if type(p) is _Plan:
-                answer = done.get(id(p))
-                if answer is None:
-                    answer = done[id(p)] = answers.finish(p)
-                finished.append(answer)
-            else:
-                finished.append(p)
-        return _say_what_exists(bind, plans, finished)
+        # Each distinct run answered once (answers are immutable values), then handed to every
+        # request that is that run.
+        finished = [answers.finish(p) if type(p) is _Plan else p for p in runs]
+        finished = _say_what_exists(bind, runs, finished)
+        return list(map(finished.__getitem__, where))
 
 
-def _once_each(requests: list[Request], plan: Any) -> list[Any]:
-    """``plan(r)`` for each request, planning identical runs once: a sweep repeats the same
-    run (the benchmark's 100,000 requests hold 62,000 distinct runs), and a plan depends on the
-    run alone. Only runs that state no value and whose terms are of their own types are shared
-    (text, an int K, a tuple of names): 1, 1.0 and True are equal in Python and only the first
-    is a K, so a run with a term of another type is planned on its own, every time."""
-    memo: dict[tuple, Any] = {}
-    out = []
-    add = out.append
+def _once_each(requests: list[Request], plan: Any) -> tuple[list[Any], list[int]]:
+    """``plan(r)`` for each distinct run of ``requests``, and for each request the place of its
+    run's plan in that list: a sweep repeats the same run (the benchmark's 100,000 requests
+    hold 62,000 distinct runs), and a plan depends on the run alone. Only runs that state no
+    value and whose terms are of their own types are shared (text, an int K, a tuple of
+    names): 1, 1.0 and True are equal in Python and only the first is a K, so a run with a
+    term of another type is planned on its own, every time."""
+    memo: dict[tuple, int] = {}
+    plans: list[Any] = []
+    where: list[int] = []
+    add, put = plans.append, where.append
     for r in requests:
         # The run's terms and their types, read in C: the key is a plain tuple, hashed and
         # compared without the dataclass's Python-level __hash__ and __eq__ (0.1 s a batch).
         key = _RUN_OF(r)
         if tuple(map(type, key)) not in _SHAREABLE or (
                 key[6] is not None and not all(type(n) is str for n in key[6])):
+            put(len(plans))
             add(plan(r))
             continue
         found = memo.get(key)
         if found is None:
-            found = memo[key] = plan(r)
-        add(found)
-    return out
+            found = memo[key] = len(plans)
+            add(plan(r))
+        put(found)
+    return plans, where
 
 
 #: A run's terms as :func:`_once_each` keys it; ``workload``, ``pin`` and ``cli`` last (a run
