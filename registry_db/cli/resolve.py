@@ -305,23 +305,30 @@ def _run_batch(settings: Any, path: str) -> int:
     with gc_paused(len(lines)):
         parsed = parse_lines(lines)
         runs = [p for p in parsed if type(p) is Request or type(p) is DeploymentRun]
-        answers = iter(_on_registry(settings, resolve_runs, runs))
+        resolved = _on_registry(settings, resolve_runs, runs)
+        answers = iter(resolved)
         bad = 0
         block: list[str] = []
+        # The resolver's answers by identity (identical runs share one): each written once.
+        # The answers list outlives this loop, so no identity in it is reused meanwhile.
+        written: dict[int, str] = {}
         for item, (number, line) in zip(parsed, ((n, ln) for n, ln in enumerate(lines, 1)
                                                   if ln.strip())):
+            memo = None
             if not isinstance(item, Refusal):
                 answer, ident = next(answers), item.id
                 if type(answer) is Refusal and answer.reason == RefusalReason.INVALID_REQUEST:
                     # A term the resolver's rules refused (K over 64, thinking 'maybe'): the
                     # line is named, as for a line refused as it was read.
                     answer = Refusal(answer.reason, f"line {number}: {answer.message}")
+                else:
+                    memo = written
             else:  # refused as it was read: the line's id, if it still has one
                 answer, ident = item, line_id(line)
             if type(answer) is Refusal and answer.reason == RefusalReason.INVALID_REQUEST:
                 bad += 1
             # The line's id comes first in its answer, for joining by id.
-            block.append(answer_line(answer, ident))
+            block.append(answer_line(answer, ident, memo))
             if len(block) >= _BLOCK:
                 sys.stdout.write("\n".join(block) + "\n")
                 block.clear()

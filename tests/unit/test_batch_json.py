@@ -68,6 +68,19 @@ def test_template_writes_the_encoders_bytes():
     assert all(json.loads(line) is not None for line in templated if "NaN" not in line)
 
 
+def test_memo_writes_the_same_bytes_for_shared_answers():
+    """A batch's identical runs share one answer object; with the memo each is written once
+    and every line, whatever its id, has the bytes it has without."""
+    rng = random.Random(7)
+    answers = [_answer(rng) for _ in range(2_000)]
+    picked = [rng.choice(answers) for _ in range(10_000)]
+    idents = [rng.choice(IDS) for _ in picked]
+    memo: dict[int, str] = {}
+    lines = [answer_line(a, i, memo) for a, i in zip(picked, idents)]
+    assert lines == [_plain(a, i) for a, i in zip(picked, idents)]
+    assert 0 < len(memo) <= len(answers)
+
+
 def test_template_follows_to_json_keys():
     """The template writes the keys ``Resolution.to_json`` has, in its order (else it is off)."""
     assert batch_json._TEMPLATE_OK
