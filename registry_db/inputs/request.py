@@ -252,7 +252,22 @@ def parse_lines(lines: Iterable[str]) -> list[Request | DeploymentRun | Refusal]
     """Every line of a ``--batch`` input that is not blank, in order; blank lines (spaces
     only, or nothing) get no answer, and refusals keep the input's line numbers."""
     checks = Checks()
-    return [parse_line(line, n, checks) for n, line in enumerate(lines, 1) if line.strip()]
+    # A line repeated word for word is the same request: a trace that asks for one
+    # configuration again and again is read once per distinct line. Only requests are
+    # shared: a refusal names its line.
+    read: dict[str, Request] = {}
+    out: list[Request | DeploymentRun | Refusal] = []
+    add = out.append
+    for n, line in enumerate(lines, 1):
+        found = read.get(line)
+        if found is None:
+            if not line.strip():
+                continue
+            found = parse_line(line, n, checks)
+            if type(found) is Request:
+                read[line] = found
+        add(found)
+    return out
 
 
 def line_id(line: str) -> Any:

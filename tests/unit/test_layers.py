@@ -63,3 +63,18 @@ def test_batch_parsing_returns_refusals_as_values():
     assert found == Refusal(RefusalReason.INVALID_REQUEST, "line 7: k is required (integer)")
     assert found.to_json() == {"refused": {"reason": "invalid_request",
                                            "message": "line 7: k is required (integer)"}}
+
+
+def test_repeated_lines_are_read_once_and_refusals_keep_their_line():
+    """A line repeated word for word is the same request (one object); a repeated refused line
+    still names its own line number, and a line that differs only in its id is its own."""
+    from registry_db.inputs.request import parse_lines
+
+    good = '{"model": "m", "method": "mtp", "k": 3, "thinking": "off", "category": "chat"}'
+    bad = '{"model": "m", "method": "mtp"}'
+    other = good[:-1] + ', "id": 2}'
+    found = parse_lines([good, bad, "", good, bad, other, good])
+    assert found[0] is found[2] is found[5]
+    assert found[0] == parse_line(good, 1)
+    assert [f.message.split(":")[0] for f in (found[1], found[3])] == ["line 2", "line 5"]
+    assert found[4].id == 2 and found[4] is not found[0]
