@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=200, help="as given to generate.py")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=100_000, help="the batch's size")
+    ap.add_argument("--out", type=Path, help="also write every round's figures here, as JSON")
     ap.add_argument("--child", nargs=3, metavar=("URL", "HITS", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -105,9 +106,15 @@ def main(argv: list[str] | None = None) -> int:
                                   capture_output=True, text=True, check=True)
             out[side].append(json.loads(done.stdout))
             print(side, out[side][-1], flush=True)
+    ratios: dict[str, list[float]] = {}
     for key in ("resolve_us", "resolve_many_s"):
-        ratios = [n[key] / o[key] for o, n in zip(out["old"], out["new"])]
-        print(f"{key}: new / old per round {', '.join(f'{r:.2f}' for r in ratios)}")
+        ratios[key] = [n[key] / o[key] for o, n in zip(out["old"], out["new"])]
+        print(f"{key}: new / old per round {', '.join(f'{r:.2f}' for r in ratios[key])}")
+    if args.out is not None:
+        args.out.write_text(json.dumps({
+            "old_url": args.old_url, "new_url": args.new_url, "profiles": args.profiles,
+            "files": args.files, "requests": args.requests, "rounds": out,
+            "new_over_old": ratios}, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
