@@ -44,6 +44,14 @@ def registry_command() -> list[str]:
 GNU_TIME = Path("/usr/bin/time")
 
 
+#: The children run as an installed program runs: with its compiled bytecode cached (the
+#: warm-up run writes it). ``PYTHONDONTWRITEBYTECODE`` in the caller's environment would make
+#: every measured run compile the package's sources again: one ``registry resolve --json`` on
+#: SQLite measured 4.3x ``python -c "import sqlite3"`` that way and 3.2x with the cache, same
+#: machine, 20 runs each (the standard library's own bytecode is cached either way).
+_CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def run_child(cmd: Sequence[str], what: str, stdout: Path | None = None,
               ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
     """Run ``cmd``; its wall and CPU seconds, peak RSS (MiB) and stdout (unless sent to a file).
@@ -56,7 +64,7 @@ def run_child(cmd: Sequence[str], what: str, stdout: Path | None = None,
         rss_file = Path(tmp) / "rss"
         prefix = [str(GNU_TIME), "-f", "%M", "-o", str(rss_file)] if GNU_TIME.exists() else []
         start = time.perf_counter()
-        proc = subprocess.Popen(prefix + list(cmd), stdout=out, stderr=err)
+        proc = subprocess.Popen(prefix + list(cmd), stdout=out, stderr=err, env=_CHILD_ENV)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         proc.returncode = code = os.waitstatus_to_exitcode(status)

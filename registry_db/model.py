@@ -8,7 +8,6 @@ export all speak these names; none of them restates a rule.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -372,5 +371,9 @@ class Pin:
 
 
 def _hash(obj: Any) -> str:
+    # Imported here: every command loads this module, and hashlib (3 ms of start-up, most of
+    # it OpenSSL's) serves only the import and export.
+    import hashlib
+
     data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()

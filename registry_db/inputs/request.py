@@ -259,7 +259,7 @@ def parse_lines(lines: Iterable[str]) -> list[Request | DeploymentRun | Refusal]
     out: list[Request | DeploymentRun | Refusal] = []
     add = out.append
     for n, line in enumerate(lines, 1):
-        found = read.get(line)
+        found: Request | DeploymentRun | Refusal | None = read.get(line)
         if found is None:
             if not line.strip():
                 continue

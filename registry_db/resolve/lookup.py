@@ -19,11 +19,12 @@ into rows in the query) and one statement answers all of them; a batch of 100,00
 is a handful of statements.
 
 The many-runs statement names the stored tables through one set of placeholders, so a lookup
-against other tables (a registry as of a past date) is the same statement over the revisions. The statements run on the DB-API
-cursor of a pooled connection (:func:`cursor`): a resolution is read-only, its SQL is fixed text,
-and rows arrive as plain tuples, so SQLAlchemy's execution layer would only add to every call's
-latency (measured: one lookup on the benchmark's 100,000-profile SQLite registry, 38 µs of CPU on
-the cursor against 100 µs through ``engine.connect()`` and ``exec_driver_sql``, same rows).
+against other tables (a registry as of a past date) is the same statement over the revisions.
+The statements run on the DB-API cursor of a pooled connection (:func:`cursor`): a resolution
+is read-only, its SQL is fixed text, and rows arrive as plain tuples, so SQLAlchemy's execution
+layer would only add to every call's latency (measured: one lookup on the benchmark's
+100,000-profile SQLite registry, 38 µs of CPU on the cursor against 100 µs through
+``engine.connect()`` and ``exec_driver_sql``, same rows).
 Driver errors become the registry's own. Rows stay here: callers get :class:`Winner` tuples by
 lookup.
 """

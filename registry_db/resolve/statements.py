@@ -201,8 +201,8 @@ SQLITE_KEYS_DDL = (
     f"CREATE TEMP TABLE {SQLITE_KEYS_TABLE} ({_KEYS_COLUMNS}, "
     "PRIMARY KEY (lookup_id, preference, set_name)) WITHOUT ROWID")
 SQLITE_KEYS_INSERT = f"INSERT INTO temp.{SQLITE_KEYS_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-SQLITE_LOOKUP_MANY = _LOOKUP_MANY_NARROW.format(source=f"temp.{SQLITE_KEYS_TABLE} t", where=_WHERE_NOW,
-                                         **_CURRENT)
+SQLITE_LOOKUP_MANY = _LOOKUP_MANY_NARROW.format(source=f"temp.{SQLITE_KEYS_TABLE} t",
+                                                where=_WHERE_NOW, **_CURRENT)
 #: The same as of a time: each row's time is text in the stored format.
 SQLITE_AS_OF_TABLE = "registry_resolve_keys_as_of"
 SQLITE_AS_OF_DDL = (
@@ -211,7 +211,7 @@ SQLITE_AS_OF_DDL = (
 SQLITE_AS_OF_INSERT = (f"INSERT INTO temp.{SQLITE_AS_OF_TABLE} "
                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
 SQLITE_LOOKUP_MANY_AS_OF = _LOOKUP_MANY_NARROW.format(source=f"temp.{SQLITE_AS_OF_TABLE} t",
-                                               where=_WHERE_AS_OF, **_HISTORY)
+                                                      where=_WHERE_AS_OF, **_HISTORY)
 
 #: Many runs on PostgreSQL: the lookup rows as one JSON array of arrays, one parameter,
 #: expanded into rows by the server. The same rows as eight parallel arrays for ``unnest`` cost
