@@ -76,6 +76,8 @@ _IS = {"string": lambda v: isinstance(v, str), "integer": is_int, "number": is_n
 
 def join(path: str, key: Any) -> str:
     """The key path of ``key`` under ``path``: ``a.b`` for keys, ``a[2]`` for indexes."""
+    if type(key) is str:  # nearly every call
+        return f"{path}.{key}" if path else key
     if isinstance(key, int) and not isinstance(key, bool):
         return f"{path}[{key}]"
     return f"{path}.{key}" if path else str(key)

@@ -47,6 +47,8 @@ def pos(container: Any, key: Any) -> Position:
 
     Falls back to the container's own position, then to :data:`UNKNOWN` for plain dicts and lists.
     """
+    if type(container) is dict or type(container) is list:  # plain values: no positions
+        return UNKNOWN
     if isinstance(container, YMap) and key in container.value_marks:
         return container.value_marks[key]
     if isinstance(container, YSeq) and isinstance(key, int) and 0 <= key < len(container):

@@ -34,7 +34,7 @@ from yaml.events import (
 )
 
 from registry_db.yaml import load as _loader
-from registry_db.yaml.load import _NON_STR_START, _convert, scalar_kind
+from registry_db.yaml.load import _NON_STR_START, plain_value
 
 #: libyaml's event parser; None when PyYAML was built without it (then always the long way).
 _CParser: Any = getattr(yaml.cyaml, "CParser", None) if yaml.__with_libyaml__ else None
@@ -113,7 +113,7 @@ def _build(get_event: Any) -> Any:
             # are names: those that cannot start a number, bool or null skip the resolver.
             if (event.style is None or event.style == "") and (
                     not value or value[0] in _NON_STR_START):
-                value = _convert(value, scalar_kind(value))
+                value = plain_value(value)
             if event.anchor is not None:
                 anchors[event.anchor] = (value, 1)
         elif kind is MappingStartEvent or kind is SequenceStartEvent:
