@@ -9,8 +9,9 @@ Every run goes through the same three steps, whether it is resolved alone (:func
 with many others (:func:`resolve_many`): :func:`_plan` checks the request, every stated value
 (its K included, at every layer, winning or not) and the named sets, and either answers at once
 or says which profile keys it needs; the keys go to the database in one indexed query
-(:mod:`registry_db.resolve.lookup`) for the run or for the whole batch; :class:`_Answers` picks
-the profile from the few rows, with the fallback category and conflict rules. Nothing falls back
+(:mod:`registry_db.resolve.lookup`) for the run or for the whole batch, whose statement decides
+among the stored profiles; :mod:`registry_db.resolve.finish` builds the answer from the rows it
+returns, or the refusal that says why there are none. Nothing falls back
 silently: every refusal is a :class:`~registry_db.errors.ResolutionRefused` with a reason code
 from the contract. The request and the checks of what it states live in
 :mod:`registry_db.inputs.request`.
@@ -22,7 +23,7 @@ import sqlite3
 from collections.abc import Collection, Iterable
 from datetime import datetime
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from sqlalchemy.engine import Connection, Engine
@@ -36,21 +37,19 @@ from registry_db.gcpause import gc_paused
 from registry_db.inputs.as_of import as_of_utc
 from registry_db.inputs.layers import LAYERS, LayerRow
 from registry_db.inputs.request import SHARED, Checks, Request
-from registry_db.model import InlineValue, Layer, Refusal, profile_label
+from registry_db.model import InlineValue, Layer, Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
+from registry_db.resolve.finish import Answers, Plan, say_what_exists, when_text
 from registry_db.resolve.lookup import (
-    Candidate,
-    Key,
     Lookup,
-    Winner,
     cursor,
     lookup_many,
     lookup_one,
     set_names,
     stored_among,
 )
-from registry_db.resolve.rates import complete, min_variance_rates, rate_from_al
+from registry_db.resolve.rates import complete
 from registry_db.resolve.timeline import KnownAt
 
 __all__ = ["Fallback", "HardwareMismatch", "Request", "Resolution", "resolve", "resolve_many"]
@@ -74,11 +73,11 @@ def resolve(bind: Bind, request: Request) -> Resolution:
         if len(known) < len(named):
             known = frozenset(set_names(c, at))
         plan = planned = _plan(request, known, checks)
-        if isinstance(plan, _Plan):
+        if isinstance(plan, Plan):
             won = lookup_one(c, plan.lookup)
-            plan = _Answers({} if won is None else {plan.lookup: won}).finish(plan)
+            plan = Answers({} if won is None else {plan.lookup: won}).finish(plan)
     if isinstance(plan, Refusal):
-        raise ResolutionRefused(_say_what_exists(bind, [planned], [plan])[0])
+        raise ResolutionRefused(say_what_exists(bind, [planned], [plan])[0])
     return plan
 
 
@@ -123,12 +122,12 @@ def resolve_many(bind: Bind, requests: Iterable[Request]) -> list[Resolution | R
                     else at_known(_time(r), bool(_named_sets(r))), checks))
             else:
                 runs, where = _once_each(requests, lambda r: _plan(r, known, checks))
-            index = lookup_many(c, [p.lookup for p in runs if type(p) is _Plan])
-        answers = _Answers(index)
+            index = lookup_many(c, [p.lookup for p in runs if type(p) is Plan])
+        answers = Answers(index)
         # Each distinct run answered once (answers are immutable values), then handed to every
         # request that is that run.
-        finished = [answers.finish(p) if type(p) is _Plan else p for p in runs]
-        finished = _say_what_exists(bind, runs, finished)
+        finished = [answers.finish(p) if type(p) is Plan else p for p in runs]
+        finished = say_what_exists(bind, runs, finished)
         return list(map(finished.__getitem__, where))
 
 
@@ -175,19 +174,6 @@ _SHAREABLE = frozenset(
 
 # --- planning: everything that needs no profile --------------------------------------------------
 
-class _Plan(NamedTuple):
-    """A request that needs a lookup: where, in which keys, and what it reports on the way."""
-
-    request: Request
-    layer: str
-    scope: frozenset[str] | None  # None: every set
-    keys: tuple[Key, ...]  # the workload's category first (when it has one), then the fallback's
-    fallback: str | None
-    #: What the lookup statement is given: the prefix, category, fallback, sets in scope.
-    lookup: Lookup
-    notes: tuple[str, ...] = ()
-
-
 #: What each layer above the registry states, read from a request in one call.
 _STATED_BY = attrgetter(*(row.input for row in LAYERS if row.input is not None))
 _NOTHING_STATED = (None,) * (len(LAYERS) - 1)
@@ -195,7 +181,7 @@ _REGISTRY = Layer.REGISTRY  # read once: a member lookup on the enum class costs
 
 
 def _plan(req: Request, known: Collection[str], checks: Checks
-          ) -> _Plan | Resolution | Refusal:
+          ) -> Plan | Resolution | Refusal:
     """Check everything that needs no profile; answer at once, or say which keys to look up."""
     refusal = checks.terms(req)
     if refusal is not None:
@@ -205,12 +191,12 @@ def _plan(req: Request, known: Collection[str], checks: Checks
         if sets is not None:
             for name in sets:
                 if name not in known:
-                    return _unknown_set("--set", name, known, _when(req.as_of))
+                    return _unknown_set("--set", name, known, when_text(req.as_of))
         if req.thinking is None:
             return _no_thinking(_REGISTRY)
         if req.category is None:
             return _no_category(_REGISTRY)
-        return _Plan(req, _REGISTRY, None if sets is None else frozenset(sets),
+        return Plan(req, _REGISTRY, None if sets is None else frozenset(sets),
                      ((req.model, req.method, req.k, req.thinking, req.category),), None,
                      Lookup(req.model, req.method, req.k, req.thinking, req.category, None,
                             None if sets is None else _scope(sets),
@@ -219,7 +205,7 @@ def _plan(req: Request, known: Collection[str], checks: Checks
 
 
 def _plan_layers(req: Request, known: Collection[str], checks: Checks
-                 ) -> _Plan | Resolution | Refusal:
+                 ) -> Plan | Resolution | Refusal:
     """:func:`_plan` for a run where a layer above the registry states something: every
     stated value is checked (its K included), then the highest layer that states acceptance
     answers, by its value or from the set it names."""
@@ -238,11 +224,11 @@ def _plan_layers(req: Request, known: Collection[str], checks: Checks
                 f"the run speculates K = {req.k}; a value is refused rather than rescaled"))
     for name in req.sets or ():
         if name not in known:
-            return _unknown_set("--set", name, known, _when(req.as_of))
+            return _unknown_set("--set", name, known, when_text(req.as_of))
     pin = dict((row.layer, found) for row, found in stated).get(Layer.SCENARIO)
     if pin is not None and pin.profiles is not None and pin.profiles not in known:
         return _unknown_set("the scenario's acceptance.profiles", pin.profiles, known,
-                            _when(req.as_of) + "; the registry is not consulted in its place")
+                            when_text(req.as_of) + "; the registry is not consulted in its place")
 
     acceptance = [(row, found) for row, found in stated
                   if row.value(found) is not None or row.names_set(found) is not None]
@@ -267,7 +253,7 @@ def _plan_layers(req: Request, known: Collection[str], checks: Checks
         return _no_category(layer)
     prefix = (req.model, req.method, req.k, req.thinking)
     keys = tuple(prefix + (c,) for c in (req.category, fallback) if c is not None)
-    return _Plan(req, layer, scope, keys, fallback,
+    return Plan(req, layer, scope, keys, fallback,
                  Lookup(*prefix, req.category, fallback, None if scope is None else _scope(scope),
                         None if req.as_of is None else as_of_utc(req.as_of)),
                  notes)
@@ -298,13 +284,6 @@ def _no_category(layer: str) -> Refusal:
         "fallback_category"))
 
 
-def _when(as_of: Any) -> str:
-    """`` as of TIME`` (UTC) for a run as of a time; empty for the current registry."""
-    if as_of is None:
-        return ""
-    return f" as of {as_of_utc(as_of).isoformat().replace('+00:00', 'Z')}"
-
-
 def _unknown_set(where: str, name: str, known: Collection[str], tail: str) -> Refusal:
     # Imported here: the store's models cost a fast command's start-up, and this path is rare.
     from registry_db.store.read import unknown_set_message
@@ -318,141 +297,3 @@ def _inline_answer(value: InlineValue, k: int, layer: str, notes: tuple[str, ...
         per_position_rates=value.per_position_rates)
     return Resolution(al, rate, k, rates, derived, layer, None, None, value.source,
                       warnings=notes)
-
-
-# --- finishing: the profile from the lookup's rows -----------------------------------------------
-
-class _Answers:
-    """Turns plans into answers from one lookup's candidates, sharing what answers share."""
-
-    def __init__(self, index: dict[Lookup, Winner]):
-        self.index = index
-        self._derived: dict[tuple[float, int], tuple[float, ...]] = {}
-
-    def finish(self, plan: _Plan) -> Resolution | Refusal:
-        """The answer to ``plan`` from its lookup's winner (or from there being none).
-
-        The lookup statement has already chosen the category (the workload's or the fallback)
-        and counted the sets in scope that hold it: this builds the answer, or the refusal
-        that says why there is none.
-        """
-        lookup = plan.lookup
-        won = self.index.get(lookup)
-        if won is None:
-            if lookup.fallback is None:
-                return Refusal(R.NO_MATCH, (
-                    f"no profile {profile_label(*plan.keys[0])} in {_scope_text(plan)}, and no "
-                    "fallback_category was requested"))
-            missing = "the workload states no category" if lookup.category is None else (
-                f"the workload's category {lookup.category!r} has no profile")
-            return Refusal(R.FALLBACK_NO_MATCH, (
-                f"{missing} in {_scope_text(plan)}, and the fallback has no profile either: no "
-                f"{profile_label(*plan.keys[-1])}"))
-        key = plan.keys[0][:4] + (won.category,)
-        if won.set_count > 1:
-            return _conflict(key, list(won.candidates), won.set_count)
-        return self.answer(plan, won.candidates[0], key,
-                           None if won.category == lookup.category
-                           else Fallback(lookup.category, won.category))
-
-    def answer(self, plan: _Plan, cand: Candidate, key: Key,
-               fallback: Fallback | None) -> Resolution:
-        """The resolution a profile gives, with its rates stored or derived, and its notes."""
-        k, al = key[2], cand.acceptance_length
-        rates = cand.rates
-        derived = rates is None
-        if rates is None:
-            rates = self._derived.get((al, k))
-            if rates is None:
-                rates = self._derived[(al, k)] = tuple(min_variance_rates(al, k))
-        warnings, mismatch = plan.notes, None
-        run_on, measured_on = plan.request.hardware, cand.hardware
-        # Chip names are compared without case: "B300" on the command line is the b300.
-        if run_on is not None and measured_on is not None \
-                and run_on.casefold() != measured_on.casefold():
-            mismatch = HardwareMismatch(measured_on, run_on)
-        if fallback is not None or mismatch is not None or cand.method != "measured":
-            notes = list(warnings)
-            if fallback is not None:
-                notes.append((f"the workload's category {fallback.replaced!r} has no profile"
-                              if fallback.replaced else "the workload states no category")
-                             + f"; used the fallback category {fallback.category!r}")
-            if mismatch is not None:
-                notes.append(f"the profile was measured on {measured_on} and the run is on "
-                             f"{run_on}; acceptance is reused across hardware")
-            if cand.method != "measured":
-                how = f"copied from {cand.copied_from}" if cand.copied_from else cand.method
-                notes.append(f"the profile's value is not measured ({how})")
-            warnings = tuple(notes)
-        return Resolution(al, rate_from_al(al, k), k, rates, derived, plan.layer,
-                          cand.profile_set, profile_label(*key), cand.source, fallback, mismatch,
-                          warnings, cand.revision)
-
-
-#: Refusals for want of a profile: they also say what is stored for the run's model and method.
-_NO_PROFILE = (R.NO_MATCH, R.FALLBACK_NO_MATCH)
-
-
-def _say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[Any]:
-    """``answers`` with each no-profile refusal saying which K values, thinking modes and
-    categories the run's scope does hold for its model and method.
-
-    One extra query (:func:`registry_db.resolve.stored.stored_variants`), made only when some
-    answer is such a refusal, so that answering costs nothing more.
-    """
-    todo = [i for i, (p, a) in enumerate(zip(plans, answers)) if type(p) is _Plan
-            and type(a) is Refusal and a.reason in _NO_PROFILE]
-    if not todo:
-        return answers
-    from registry_db.resolve.stored import stored_variants, stored_variants_as_of
-
-    now = [i for i in todo if plans[i].lookup.as_of is None]
-    then = [i for i in todo if plans[i].lookup.as_of is not None]
-    # Each reads through lookup.cursor, which translates driver errors.
-    stored: dict[Any, Any] = {}
-    # A run in every set needs only what all sets hold together (far fewer rows); a run
-    # scoped to some sets needs them told apart.
-    for per_set in (False, True):
-        pairs = {(plans[i].request.model, plans[i].request.method) for i in now
-                 if (plans[i].scope is not None) is per_set}
-        if pairs:
-            stored.update(((pair, per_set), held) for pair, held in
-                          stored_variants(bind, pairs, per_set=per_set).items())
-    if then:
-        stored.update(stored_variants_as_of(bind, {
-            (plans[i].request.model, plans[i].request.method, plans[i].lookup.as_of)
-            for i in then}))
-    out = list(answers)
-    # Described once per (model, method, time, scope): a batch's misses repeat a few of them (the
-    # benchmark's 10,000 misses, 10,000 describe calls: 0.32 s of CPU before, by key rows).
-    said: dict[tuple, str] = {}
-    for i in todo:
-        req, scope, at = plans[i].request, plans[i].scope, plans[i].lookup.as_of
-        what = said.get((req.model, req.method, at, scope))
-        if what is None:
-            variants = stored[((req.model, req.method), scope is not None) if at is None
-                              else (req.model, req.method, at)]
-            held = variants.describe(scope)
-            what = said[(req.model, req.method, at, scope)] = (
-                f"stored for {req.model}/{req.method} there: {held}" if held
-                else f"nothing is stored for {req.model}/{req.method} there")
-        out[i] = Refusal(out[i].reason, f"{out[i].message}; {what}")
-    return out
-
-
-def _scope_text(plan: _Plan) -> str:
-    when = _when(plan.lookup.as_of)
-    if plan.layer == "scenario":
-        assert plan.scope is not None  # the scenario's lookup is in its one named set
-        (name,) = plan.scope
-        return f"the scenario's set {name!r}{when}"
-    if plan.scope is None:
-        return f"the registry (every set){when}"
-    return "the registry sets " + ", ".join(repr(s) for s in sorted(plan.scope)) + when
-
-
-def _conflict(key: Key, found: list[Candidate], count: int) -> Refusal:
-    names = ", ".join(c.profile_set for c in found)
-    return Refusal(R.CONFLICT, (
-        f"{count} registry sets hold {profile_label(*key)}: {names}; name one with --set "
-        "(or a scenario's acceptance.profiles)"))

@@ -1,0 +1,186 @@
+"""Finishing a planned run: its answer from the rows the lookup statement chose, or the refusal
+that says why there is none.
+
+:mod:`registry_db.resolve.plan` checks each run and says which profile keys it needs (a
+:class:`Plan`); the lookup statement (:mod:`registry_db.resolve.lookup`) decides among the
+stored profiles in SQL; :class:`Answers` turns each plan and its winner into a
+:class:`~registry_db.resolve.answer.Resolution` (rates stored or derived, the notes an answer
+carries) or a :class:`~registry_db.model.Refusal`, and :func:`say_what_exists` makes every
+no-profile refusal say what the run's scope does hold.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
+    from sqlalchemy.engine import Connection, Engine
+
+    Bind = Engine | Connection | sqlite3.Connection
+
+from registry_db.inputs.as_of import as_of_utc
+from registry_db.inputs.request import Request
+from registry_db.model import Refusal, profile_label
+from registry_db.model import RefusalReason as R
+from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
+from registry_db.resolve.lookup import Candidate, Key, Lookup, Winner
+from registry_db.resolve.rates import min_variance_rates, rate_from_al
+
+__all__ = ["Answers", "Plan", "say_what_exists", "when_text"]
+
+
+class Plan(NamedTuple):
+    """A request that needs a lookup: where, in which keys, and what it reports on the way."""
+
+    request: Request
+    layer: str
+    scope: frozenset[str] | None  # None: every set
+    keys: tuple[Key, ...]  # the workload's category first (when it has one), then the fallback's
+    fallback: str | None
+    #: What the lookup statement is given: the prefix, category, fallback, sets in scope.
+    lookup: Lookup
+    notes: tuple[str, ...] = ()
+
+
+def when_text(as_of: Any) -> str:
+    """`` as of TIME`` (UTC) for a run as of a time; empty for the current registry."""
+    if as_of is None:
+        return ""
+    return f" as of {as_of_utc(as_of).isoformat().replace('+00:00', 'Z')}"
+
+
+class Answers:
+    """Turns plans into answers from one lookup's candidates, sharing what answers share."""
+
+    def __init__(self, index: dict[Lookup, Winner]):
+        self.index = index
+        self._derived: dict[tuple[float, int], tuple[float, ...]] = {}
+
+    def finish(self, plan: Plan) -> Resolution | Refusal:
+        """The answer to ``plan`` from its lookup's winner (or from there being none).
+
+        The lookup statement has already chosen the category (the workload's or the fallback)
+        and counted the sets in scope that hold it: this builds the answer, or the refusal
+        that says why there is none.
+        """
+        lookup = plan.lookup
+        won = self.index.get(lookup)
+        if won is None:
+            if lookup.fallback is None:
+                return Refusal(R.NO_MATCH, (
+                    f"no profile {profile_label(*plan.keys[0])} in {_scope_text(plan)}, and no "
+                    "fallback_category was requested"))
+            missing = "the workload states no category" if lookup.category is None else (
+                f"the workload's category {lookup.category!r} has no profile")
+            return Refusal(R.FALLBACK_NO_MATCH, (
+                f"{missing} in {_scope_text(plan)}, and the fallback has no profile either: no "
+                f"{profile_label(*plan.keys[-1])}"))
+        key = plan.keys[0][:4] + (won.category,)
+        if won.set_count > 1:
+            return _conflict(key, list(won.candidates), won.set_count)
+        return self.answer(plan, won.candidates[0], key,
+                           None if won.category == lookup.category
+                           else Fallback(lookup.category, won.category))
+
+    def answer(self, plan: Plan, cand: Candidate, key: Key,
+               fallback: Fallback | None) -> Resolution:
+        """The resolution a profile gives, with its rates stored or derived, and its notes."""
+        k, al = key[2], cand.acceptance_length
+        rates = cand.rates
+        derived = rates is None
+        if rates is None:
+            rates = self._derived.get((al, k))
+            if rates is None:
+                rates = self._derived[(al, k)] = tuple(min_variance_rates(al, k))
+        warnings, mismatch = plan.notes, None
+        run_on, measured_on = plan.request.hardware, cand.hardware
+        # Chip names are compared without case: "B300" on the command line is the b300.
+        if run_on is not None and measured_on is not None \
+                and run_on.casefold() != measured_on.casefold():
+            mismatch = HardwareMismatch(measured_on, run_on)
+        if fallback is not None or mismatch is not None or cand.method != "measured":
+            notes = list(warnings)
+            if fallback is not None:
+                notes.append((f"the workload's category {fallback.replaced!r} has no profile"
+                              if fallback.replaced else "the workload states no category")
+                             + f"; used the fallback category {fallback.category!r}")
+            if mismatch is not None:
+                notes.append(f"the profile was measured on {measured_on} and the run is on "
+                             f"{run_on}; acceptance is reused across hardware")
+            if cand.method != "measured":
+                how = f"copied from {cand.copied_from}" if cand.copied_from else cand.method
+                notes.append(f"the profile's value is not measured ({how})")
+            warnings = tuple(notes)
+        return Resolution(al, rate_from_al(al, k), k, rates, derived, plan.layer,
+                          cand.profile_set, profile_label(*key), cand.source, fallback, mismatch,
+                          warnings, cand.revision)
+
+
+#: Refusals for want of a profile: they also say what is stored for the run's model and method.
+_NO_PROFILE = (R.NO_MATCH, R.FALLBACK_NO_MATCH)
+
+
+def say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[Any]:
+    """``answers`` with each no-profile refusal saying which K values, thinking modes and
+    categories the run's scope does hold for its model and method.
+
+    One extra query (:func:`registry_db.resolve.stored.stored_variants`), made only when some
+    answer is such a refusal, so that answering costs nothing more.
+    """
+    todo = [i for i, (p, a) in enumerate(zip(plans, answers)) if type(p) is Plan
+            and type(a) is Refusal and a.reason in _NO_PROFILE]
+    if not todo:
+        return answers
+    from registry_db.resolve.stored import stored_variants, stored_variants_as_of
+
+    now = [i for i in todo if plans[i].lookup.as_of is None]
+    then = [i for i in todo if plans[i].lookup.as_of is not None]
+    # Each reads through lookup.cursor, which translates driver errors.
+    stored: dict[Any, Any] = {}
+    # A run in every set needs only what all sets hold together (far fewer rows); a run
+    # scoped to some sets needs them told apart.
+    for per_set in (False, True):
+        pairs = {(plans[i].request.model, plans[i].request.method) for i in now
+                 if (plans[i].scope is not None) is per_set}
+        if pairs:
+            stored.update(((pair, per_set), held) for pair, held in
+                          stored_variants(bind, pairs, per_set=per_set).items())
+    if then:
+        stored.update(stored_variants_as_of(bind, {
+            (plans[i].request.model, plans[i].request.method, plans[i].lookup.as_of)
+            for i in then}))
+    out = list(answers)
+    # Described once per (model, method, time, scope): a batch's misses repeat a few of them (the
+    # benchmark's 10,000 misses, 10,000 describe calls: 0.32 s of CPU before, by key rows).
+    said: dict[tuple, str] = {}
+    for i in todo:
+        req, scope, at = plans[i].request, plans[i].scope, plans[i].lookup.as_of
+        what = said.get((req.model, req.method, at, scope))
+        if what is None:
+            variants = stored[((req.model, req.method), scope is not None) if at is None
+                              else (req.model, req.method, at)]
+            held = variants.describe(scope)
+            what = said[(req.model, req.method, at, scope)] = (
+                f"stored for {req.model}/{req.method} there: {held}" if held
+                else f"nothing is stored for {req.model}/{req.method} there")
+        out[i] = Refusal(out[i].reason, f"{out[i].message}; {what}")
+    return out
+
+
+def _scope_text(plan: Plan) -> str:
+    when = when_text(plan.lookup.as_of)
+    if plan.layer == "scenario":
+        assert plan.scope is not None  # the scenario's lookup is in its one named set
+        (name,) = plan.scope
+        return f"the scenario's set {name!r}{when}"
+    if plan.scope is None:
+        return f"the registry (every set){when}"
+    return "the registry sets " + ", ".join(repr(s) for s in sorted(plan.scope)) + when
+
+
+def _conflict(key: Key, found: list[Candidate], count: int) -> Refusal:
+    names = ", ".join(c.profile_set for c in found)
+    return Refusal(R.CONFLICT, (
+        f"{count} registry sets hold {profile_label(*key)}: {names}; name one with --set "
+        "(or a scenario's acceptance.profiles)"))
