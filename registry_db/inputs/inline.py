@@ -13,17 +13,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from registry_db.errors import Finding
+from registry_db.inputs.readers import AL_RANGE, K_RANGE, category_check, rates, rates_sum_off
 from registry_db.inputs.schema import (
-    AL_RANGE,
-    K_RANGE,
     Check,
     Checker,
     Field,
     Map,
-    category_check,
     join,
-    rates,
-    rates_sum_off,
 )
 from registry_db.model import INLINE_KEYS, PIN_KEYS, SUM_TOLERANCE, InlineValue, Pin, Refusal
 from registry_db.model import RefusalReason as R

@@ -19,17 +19,13 @@ from typing import Any
 
 from registry_db.errors import Finding
 from registry_db.inputs.inline import check_inline_value, check_pin
+from registry_db.inputs.readers import AL_RANGE, K_RANGE, category_check, rates, rates_sum_off
 from registry_db.inputs.schema import (
-    AL_RANGE,
-    K_RANGE,
     Check,
     Checker,
     Field,
     Map,
-    category_check,
     join,
-    rates,
-    rates_sum_off,
     type_name,
 )
 from registry_db.model import (

@@ -18,7 +18,8 @@ from typing import Any
 
 from registry_db.errors import Finding, InvalidInput
 from registry_db.inputs.inline import INLINE_VALUE, PIN, invalid_value
-from registry_db.inputs.schema import Check, Checker, Field, Map, category_check
+from registry_db.inputs.readers import category_check
+from registry_db.inputs.schema import Check, Checker, Field, Map
 from registry_db.model import THINKING_MODES, WORKLOAD_KEYS, InlineValue, Pin
 
 

@@ -1,0 +1,84 @@
+"""The readers and checks that several inputs' schemas share: per-position rates, AL within
+[1, K + 1], K's range, a category's shape, and how far rates sum from what AL implies.
+
+Each is written once, with its one message, and used as a row's ``content`` or ``checks`` in
+the tables of :mod:`registry_db.inputs.profile_set` and :mod:`registry_db.inputs.inline`
+(the spec states the same rules for a profile and an inline value).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from registry_db.inputs.schema import (
+    Check,
+    Checker,
+    good_category,
+    join,
+    k_problem,
+    malformed_category,
+)
+from registry_db.yaml.nodes import pos
+
+__all__ = ["AL_RANGE", "K_RANGE", "al_in_range", "category_check", "rates", "rates_sum_off"]
+
+
+def rates(ck: Checker, seq: list, m: dict, sub: str, got: dict) -> tuple[float, ...] | None:
+    """``per_position_rates``: K numbers in [0, 1], non-increasing (spec: Profiles).
+
+    Returns the rates only when all of that holds; the sum against AL is the caller's rule.
+    """
+    key = "per_position_rates"
+    k = got.get("num_spec_tokens")
+    values = ck.numbers(seq, sub, key)
+    good = values is not None
+    if k is not None and len(seq) != k:
+        ck.error(pos(m, key), sub, "rates_count",
+                 f"{key} has {len(seq)} entries but num_spec_tokens is {k}; give one rate "
+                 "per speculative position")
+        good = False
+    if values is None:
+        return None
+    for i, r in enumerate(values):
+        if not 0.0 <= r <= 1.0:
+            ck.error(pos(seq, i), join(sub, i), "rate_out_of_range",
+                     f"rate {r!r} lies outside [0, 1]; each is a probability")
+            good = False
+    for i in range(1, len(values)):
+        if values[i] > values[i - 1]:
+            ck.error(pos(seq, i), join(sub, i), "rates_rise",
+                     f"rate {values[i]!r} at position {i + 1} is above the "
+                     f"{values[i - 1]!r} before it; rates never rise, since p_i is the "
+                     "chance that the first i drafts are all accepted")
+            good = False
+    return tuple(values) if good else None
+
+
+def rates_sum_off(rates: Iterable[float], expected: float, tolerance: float) -> float | None:
+    """How far the rates' sum lies from ``expected``, or None when it is within ``tolerance``."""
+    total = math.fsum(rates)
+    # A hair of slack so that a sum exactly 0.01 away, after float rounding, still passes.
+    if abs(total - expected) <= tolerance + 1e-9:
+        return None
+    return total
+
+
+def al_in_range(al: float, got: dict) -> str | None:
+    """AL in [1, K + 1] for the K read before it (profiles and inline values alike)."""
+    k = got.get("num_spec_tokens")
+    if k is None or 1 <= al <= k + 1:
+        return None
+    return (f"acceptance_length {al!r} lies outside [1, {k + 1}] for K = {k}; AL counts the "
+            "bonus token, so it is at least 1 and at most K + 1")
+
+
+#: ``num_spec_tokens`` of a profile or an inline value: K in [1, MAX_K].
+K_RANGE = Check("bad_k", lambda k, got: k_problem("num_spec_tokens", k))
+AL_RANGE = Check("al_out_of_range", al_in_range)
+
+
+def category_check(label: str) -> Check:
+    """``bad_category`` for a field holding a category, its message naming ``label``."""
+    return Check("bad_category", lambda v, got: None if good_category(v)
+                 else malformed_category(f"{label} ", v))
