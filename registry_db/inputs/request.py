@@ -292,11 +292,7 @@ def request_from_json(obj: Any, checks: Checks | None = None) -> Request | Refus
     ``checks`` is shared across calls). The keys are the rows' batch keys."""
     # The common line is checked in one pass; anything else takes the long way, which says
     # exactly what is wrong.
-    json_types, any_keys = layers.JSON_TYPES, layers.ANY_KEYS
-    if not (type(obj) is dict and all(obj.get(key) is not None for key in layers.REQUIRED_KEYS)
-            and all(type(value) is json_types.get(key) or key in any_keys
-                    or value is None and key in json_types  # null is "not given", if known
-                    for key, value in obj.items())
+    if not (type(obj) is dict and _well_shaped(obj)
             and all(check(value) for key, check in layers.ITEM_CHECKS
                     if (value := obj.get(key)) is not None)):
         refusal = _malformed(obj)
@@ -314,6 +310,29 @@ def request_from_json(obj: Any, checks: Checks | None = None) -> Request | Refus
                 return found
             values[i] = found
     return Request(*values)
+
+
+def _well_shaped(obj: dict) -> bool:
+    """Whether ``obj``'s keys are known, each value of its key's JSON type (or null, "not
+    given"), and every required key given: a function of its keys and its values' types
+    alone, so a shape found good is remembered (a batch has a handful; 0.05 s of 100,000
+    lines)."""
+    shape = (tuple(obj), tuple(map(type, obj.values())))
+    if shape in _GOOD_SHAPES:
+        return True
+    json_types, any_keys = layers.JSON_TYPES, layers.ANY_KEYS
+    good = (all(obj.get(key) is not None for key in layers.REQUIRED_KEYS)
+            and all(type(value) is json_types.get(key) or key in any_keys
+                    or value is None and key in json_types  # null is "not given", if known
+                    for key, value in obj.items()))
+    if good:
+        if len(_GOOD_SHAPES) >= 4096:  # bounded: a caller's lines may come in many shapes
+            _GOOD_SHAPES.clear()
+        _GOOD_SHAPES.add(shape)
+    return good
+
+
+_GOOD_SHAPES: set[tuple] = set()
 
 
 @dataclass(frozen=True, slots=True)

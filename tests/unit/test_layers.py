@@ -78,3 +78,18 @@ def test_repeated_lines_are_read_once_and_refusals_keep_their_line():
     assert found[0] == parse_line(good, 1)
     assert [f.message.split(":")[0] for f in (found[1], found[3])] == ["line 2", "line 5"]
     assert found[4].id == 2 and found[4] is not found[0]
+
+
+def test_a_good_shape_remembered_still_lets_no_bad_line_through():
+    """The batch line check remembers shapes (keys and value types) it found good; a line of
+    another shape, however close, is checked in full."""
+    good = {"model": "m", "method": "mtp", "k": 3, "thinking": "off", "category": "chat"}
+    assert type(request_from_json(dict(good))) is Request
+    assert type(request_from_json(dict(good))) is Request  # the remembered shape
+    for bad in ({**good, "k": True}, {**good, "k": 3.0}, {**good, "model": None},
+                {k: v for k, v in good.items() if k != "method"}, {**good, "modle": "m"},
+                {**good, "sets": ["a", 1]}, {**good, "sets": "a"}):
+        found = request_from_json(bad)
+        assert type(found) is Refusal and found.reason == RefusalReason.INVALID_REQUEST, bad
+    assert type(request_from_json({**good, "sets": ["a"]})) is Request
+    assert type(request_from_json({**good, "sets": ["a", 2]})) is Refusal  # items still checked
