@@ -319,8 +319,7 @@ class Checker:
 
     def read(self, f: Field, m: dict, path: str, got: dict) -> Any:
         """``m[f.key]`` by its row; report what is wrong and return None if anything is."""
-        # A good value needs neither its position nor its key path: both are worked out only
-        # where something is reported or a reader goes deeper (1.7 million fields an import).
+        # Position and key path only for a finding or a deeper reader (1.7M fields an import).
         key = f.key
         if key not in m:
             required = f.required(got) if callable(f.required) else f.required
