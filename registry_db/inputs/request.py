@@ -326,7 +326,7 @@ def _well_shaped(obj: dict) -> bool:
                     or value is None and key in json_types  # null is "not given", if known
                     for key, value in obj.items()))
     if good:
-        if len(_GOOD_SHAPES) >= 4096:  # bounded: a caller's lines may come in many shapes
+        if len(_GOOD_SHAPES) >= Checks.LIMIT:  # bounded: lines may come in many shapes
             _GOOD_SHAPES.clear()
         _GOOD_SHAPES.add(shape)
     return good

@@ -30,8 +30,8 @@ MAX_NAMED_MODELS = 500
 #: were read before: the benchmark's 1,000,000 profiles, a batch whose 10,000 misses name all
 #: 1,042 models, 0.67 s for what is stored then, 0.20 s now (SQLite; same answers). On
 #: PostgreSQL at 100,000 profiles it costs about 12 ms more (0.10 against 0.09 s), which one
-#: statement for both dialects is worth.
-#: ``{agg}`` is the dialect's aggregate (:data:`_AGGREGATE`).
+#: statement for both dialects is worth. ``{ks}``, ``{modes}`` and ``{categories}`` are the
+#: dialect's aggregate (:data:`_AGGREGATE`) of each column, filled in by :func:`_statement`.
 _SELECT = ("SELECT d.model, d.speculative_method, s.name, d.ks, d.modes, d.categories FROM ("
            "SELECT p.model, p.speculative_method, p.set_id, {ks} AS ks, {modes} AS modes, "
            "{categories} AS categories FROM profiles p{{where}} "
