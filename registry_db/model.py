@@ -9,6 +9,7 @@ export all speak these names; none of them restates a rule.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -303,6 +304,52 @@ class Keyed:
 
 
 @dataclass(frozen=True)
+class Uncertainty:
+    """How sure a value measured from counts is: the standard error of its AL over ``drafts``
+    verification steps; ``exact`` False when the variance is the largest the totals allow."""
+
+    drafts: int
+    stderr: float
+    exact: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"drafts": self.drafts, "stderr": self.stderr, "exact": self.exact}
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The raw counts a profile's AL was computed from (contract, third round: a registry_db
+    extension of the spec). ``accepted_per_position[i]`` counts the steps that accepted at least
+    i + 1 drafts."""
+
+    drafts: int
+    draft_tokens: int
+    accepted_tokens: int
+    accepted_per_position: tuple[int, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's ``counts`` mapping (``accepted_per_position`` only when known)."""
+        out: dict[str, Any] = {"drafts": self.drafts, "draft_tokens": self.draft_tokens,
+                               "accepted_tokens": self.accepted_tokens}
+        if self.accepted_per_position is not None:
+            out["accepted_per_position"] = list(self.accepted_per_position)
+        return out
+
+    def uncertainty(self, k: int) -> Uncertainty:
+        """The standard error of AL = 1 + X̄ over the drafting steps, X the drafts a step
+        accepts: with the per-position counts a_i, Var X = Σ (2i − 1) a_i / D − μ² exactly;
+        with totals only, the largest variance they allow, μ (K − μ)."""
+        d = self.drafts
+        mu = self.accepted_tokens / d
+        if self.accepted_per_position is not None:
+            second = sum((2 * i - 1) * a for i, a in enumerate(self.accepted_per_position, 1))
+            var, exact = second / d - mu * mu, True
+        else:
+            var, exact = mu * (k - mu), False
+        return Uncertainty(d, math.sqrt(max(var, 0.0) / d), exact)
+
+
+@dataclass(frozen=True)
 class Profile(Keyed):
     """One validated profile of a set."""
 
@@ -317,10 +364,13 @@ class Profile(Keyed):
     provenance: Provenance | None = None
     rationale: str | None = None
     copied_from: str | None = None
+    #: The counts the value was computed from (None: not known).
+    counts: Counts | None = None
 
     def canonical(self) -> dict[str, Any]:
-        """A JSON-able form used for the set's content hash."""
-        return {
+        """A JSON-able form used for the set's content hash (``counts`` only when known, so a
+        set without them keeps the hash it had before counts existed)."""
+        out = {
             "key": list(self.key),
             "acceptance_length": self.acceptance_length,
             "method": self.method,
@@ -330,6 +380,9 @@ class Profile(Keyed):
             "rationale": self.rationale,
             "copied_from": self.copied_from,
         }
+        if self.counts is not None:
+            out["counts"] = self.counts.to_json()
+        return out
 
 
 @dataclass(frozen=True)
