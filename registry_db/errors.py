@@ -7,11 +7,16 @@ them for callers to catch as :class:`RegistryError`.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from registry_db.model import Refusal
+
+#: What writing the output fails with when it has nowhere to go (a full disk, `> /dev/full`, a
+#: closed pipe): the command line's edge reports it, no database translator claims it.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EPIPE})
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,11 @@ class DatabaseUnavailable(DatabaseError):
     """The server cannot be reached or the file cannot be opened."""
 
 
+class NoRegistry(DatabaseUnavailable):
+    """No registry there: a missing SQLite file, or an empty database, which a command that
+    only reads (or is refused) does not create or migrate."""
+
+
 class SchemaOutOfDate(DatabaseError):
     """The database's revision is not the code's head (older, newer, or unknown)."""
 
@@ -141,3 +151,10 @@ class QueryInterrupted(RegistryError):
     """Ctrl-C stopped the analyst's query (exit 130, as a shell reports SIGINT)."""
 
     exit_code = 130
+
+
+class QueryTerminated(QueryInterrupted):
+    """SIGTERM stopped the analyst's query, on the server too (exit 143, as a shell reports
+    SIGTERM)."""
+
+    exit_code = 143

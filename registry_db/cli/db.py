@@ -176,7 +176,8 @@ def current(settings, as_json: bool) -> None:
     from registry_db import store
 
     url = settings.url
-    with store.registry(url, check_schema=False) as engine:
+    store.require_existing(url)  # never creates a file: a missing one is no registry (exit 3)
+    with store.registry(url, check_schema=False, readonly=True) as engine:
         revision = store.current_revision(engine)
     head = store.HEAD_REVISION
     if as_json:

@@ -19,6 +19,7 @@ from registry_db.cli.output import (
     json_option,
     output_options,
 )
+from registry_db.model import INT_LIMIT
 
 #: The columns of ``registry history``, in the contract's order.
 HISTORY_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles",
@@ -57,9 +58,9 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool) ->
 
 @click.command("diff")
 @click.argument("set_name", metavar="SET", shell_complete=complete_set_names)
-@click.option("--from", "from_", type=click.IntRange(min=0), metavar="REV",
+@click.option("--from", "from_", type=click.IntRange(min=0, max=INT_LIMIT), metavar="REV",
               help="The older revision (default: the one before --to; 0: nothing).")
-@click.option("--to", type=click.IntRange(min=1), metavar="REV",
+@click.option("--to", type=click.IntRange(min=1, max=INT_LIMIT), metavar="REV",
               help="The newer revision (default: the latest).")
 @json_option
 @click.pass_obj

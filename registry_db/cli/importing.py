@@ -8,7 +8,6 @@ bar goes to stderr for large imports, and only when stderr is a terminal.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -60,15 +59,14 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
     from registry_db.cli.output import report_findings
     from registry_db.store import write as importer
 
-    url = settings.url
     with _Progress() as progress:
         sets, warnings = importer.load_paths(paths, progress)
-        if dry_run and _missing_sqlite_file(url):
-            report = importer.preview_sets(sets)
+        if dry_run:
+            report = _dry_run(settings, sets, prune)
         else:
             with settings.registry(create=True) as engine:
-                report = importer.import_sets(engine, sets, dry_run=dry_run, progress=progress,
-                                              prune=prune, message=message)
+                report = importer.import_sets(engine, sets, progress=progress, prune=prune,
+                                              message=message)
     warnings = [] if quiet else warnings + list(report.warnings)
     if warnings:
         report_findings(warnings, as_json=False)
@@ -78,11 +76,17 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
     _print_report(report)
 
 
-def _missing_sqlite_file(url: str) -> bool:
-    from registry_db.store.urls import sqlite_path
+def _dry_run(settings: Any, sets: Any, prune: bool) -> Any:
+    """What the import would do, read through a read-only connection; against no registry (a
+    missing file, an empty database) every set would be added, and nothing is created."""
+    from registry_db.errors import NoRegistry
+    from registry_db.store import write as importer
 
-    path = sqlite_path(url)
-    return url.startswith("sqlite") and path is not None and not Path(path).exists()
+    try:
+        with settings.registry(readonly=True) as engine:
+            return importer.import_sets(engine, sets, dry_run=True, prune=prune)
+    except NoRegistry:
+        return importer.preview_sets(sets)
 
 
 def _print_report(report: Any) -> None:

@@ -179,7 +179,7 @@ def _run_deployment(settings: Any, run: dict[str, Any], path: str, as_json: bool
     run = {**run, **{k: run[k] or v for k, v in POOL_STANDS_IN.items()}}
 
     def on_pools(request: Any) -> Any:
-        with settings.registry() as engine:
+        with settings.registry(readonly=True) as engine:
             return resolve_deployment(engine, request, deployment)
 
     answer = _resolved(run, as_json, on_pools)
@@ -261,7 +261,7 @@ def _on_registry(settings: Any, call: Any, arg: Any) -> Any:
             pass
         finally:
             conn.close()
-    with settings.registry() as engine:
+    with settings.registry(readonly=True) as engine:
         return call(engine, arg)
 
 

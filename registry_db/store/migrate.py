@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import (
     DatabaseError,
-    DatabaseUnavailable,
+    NoRegistry,
     RegistryError,
     SchemaOutOfDate,
 )
@@ -243,29 +243,37 @@ def _known_revisions() -> list[str]:
 
 
 def require_existing(url: str) -> None:
-    """Raise :class:`~registry_db.errors.DatabaseUnavailable` ("no registry at PATH", exit 3)
-    when ``url`` is an SQLite file that does not exist; connecting would create it."""
+    """Raise :class:`~registry_db.errors.NoRegistry` ("no registry at PATH", exit 3) when
+    ``url`` is an SQLite file that does not exist; connecting would create it."""
     path = sqlite_path(url)
-    if path and path != ":memory:" and not Path(path).exists():
-        raise DatabaseUnavailable(
+    if path and not Path(path).exists():
+        raise NoRegistry(
             f"no registry at {path}: the file does not exist (check --database or "
             f"${ENV_VAR}; `registry import PATH` or `registry db upgrade` creates one)")
 
 
-def open_registry(url: str, *, readonly: bool = False, create: bool | None = None) -> Engine:
-    """An engine on a registry database at the head (created there when empty).
+def _no_registry(url: str) -> NoRegistry:
+    return NoRegistry(
+        f"no registry here: {redact(url)} is an empty database, and a command that only reads "
+        "creates nothing (`registry import PATH` or `registry db upgrade` creates the registry)")
 
-    With ``readonly``, an existing database is checked through the read-only connection, so a
-    user with read permission only can still open it; only an empty one needs a writer.
-    ``create`` (default: not ``readonly``) says whether a missing SQLite file may be created;
-    when it may not, :class:`~registry_db.errors.DatabaseUnavailable` says "no registry at
-    PATH", so that a command that only reads never leaves an empty database behind a typo.
+
+def open_registry(url: str, *, readonly: bool = False, create: bool | None = None) -> Engine:
+    """An engine on a registry database at the head.
+
+    With ``readonly``, the database is checked through the read-only connection, so a user
+    with read permission only can still open it. ``create`` (default: not ``readonly``) says
+    whether a missing SQLite file may be created and an empty database brought to the head;
+    when it may not, :class:`~registry_db.errors.NoRegistry` says "no registry" (exit 3): a
+    command that only reads, or is refused, never creates or migrates anything.
     """
     path = sqlite_path(url)
     may_create = not readonly if create is None else create
     if not may_create:
         require_existing(url)
-    if readonly and not (path and not Path(path).exists()):
+    # Checked read-only first whenever nothing may be created: even a writer's connection
+    # writes (SQLite's switch to WAL turns an empty file into a database).
+    if (readonly or not may_create) and not (path and not Path(path).exists()):
         engine = make_engine(url, readonly=True)
         try:
             found, empty = schema_state(engine, url)
@@ -273,13 +281,22 @@ def open_registry(url: str, *, readonly: bool = False, create: bool | None = Non
             engine.dispose()
             raise
         engine.dispose()  # a fresh pool: callers may still add "connect" listeners
-        if found == HEAD_REVISION:
+        if found == HEAD_REVISION and readonly:
             return engine
-        if not empty:
+        if found != HEAD_REVISION and not empty:
             raise _out_of_date(found, url)
+        if found != HEAD_REVISION and not may_create:
+            raise _no_registry(url)
     engine = make_engine(url)
     try:
-        ensure_schema(engine, url)
+        found, empty = schema_state(engine, url)
+        if found != HEAD_REVISION:
+            if not empty:
+                raise _out_of_date(found, url)
+            if not may_create:
+                raise _no_registry(url)
+            with translated(url):
+                upgrade(engine, "head")
     except BaseException:
         engine.dispose()
         raise
@@ -293,12 +310,12 @@ def open_registry(url: str, *, readonly: bool = False, create: bool | None = Non
 def registry(url: str, *, readonly: bool = False, check_schema: bool = True,
              create: bool | None = None) -> Iterator[Engine]:
     """The one way to hold an engine for a command: opened by :func:`open_registry` (or, with
-    ``check_schema=False``, a bare engine for the ``db`` commands that inspect or change the
-    schema itself), driver errors translated, and disposed afterwards. ``create`` is
-    :func:`open_registry`'s: may a missing SQLite file be created."""
+    ``check_schema=False``, a bare engine, read-only with ``readonly``, for the ``db`` commands
+    that inspect or change the schema itself), driver errors translated, and disposed
+    afterwards. ``create`` is :func:`open_registry`'s: may a missing SQLite file be created."""
     with translated(url):
         engine = (open_registry(url, readonly=readonly, create=create) if check_schema
-                  else make_engine(url))
+                  else make_engine(url, readonly=readonly))
         try:
             yield engine
         finally:
