@@ -219,7 +219,12 @@ def reader(settings, name: str, password: str | None) -> None:
                          "opens the file read-only and needs no role")
     roles.check_role_name(name)
     with store.registry(url, check_schema=False) as engine:
-        roles.create_reader(engine, name, password)
+        made = roles.create_reader(engine, name, password)
     click.echo(roles.reader_url(url, name))
     click.echo(f"{name}: LOGIN, SELECT on the registry's tables and views; query as it with "
                f"--query-url or REGISTRY_QUERY_URL", err=True)
+    if made.revoked:
+        click.echo("revoked from PUBLIC in this database (every role's default here; grant "
+                   f"back to a role that needs it): {'; '.join(made.revoked)}", err=True)
+    for what in made.remains:
+        click.echo(f"warning: {name} may still use {what}", err=True)
