@@ -80,6 +80,11 @@ class NotFound(RegistryError):
     """A named set (or other object) is not in the database."""
 
 
+class DataWouldBeLost(RegistryError):
+    """A schema downgrade would destroy data the older schema cannot hold; ``--force`` says to
+    go ahead (exit 1)."""
+
+
 class EmptySelection(RegistryError):
     """Filters that match no stored profile; the message says what the registry does hold."""
 

@@ -47,6 +47,9 @@ _URL_RE = re.compile(
 #: Query parameters that carry a secret (libpq's ``password`` and ``sslpassword``).
 SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 
+#: The longest file name and path Linux file systems hold (NAME_MAX, PATH_MAX), in bytes.
+_NAME_BYTES, _PATH_BYTES = 255, 4096
+
 #: What the SQLite URLs an in-memory database are spelled as (SQLAlchemy's and SQLite's).
 _MEMORY = ("", ":memory:")
 
@@ -139,9 +142,14 @@ def check_url(url: str, *, in_memory: bool = False) -> str:
                                      and 1 <= int(port) <= 65535):
             raise UsageError(f"{redact(url)}: the port{where} {port!r} is not a number from 1 "
                              "to 65535")
-    if not in_memory and parts.backend == "sqlite" and sqlite_path(url) is None:
+    path = sqlite_path(url) if parts.backend == "sqlite" else None
+    if not in_memory and parts.backend == "sqlite" and path is None:
         raise UsageError(f"{redact(url)} is an in-memory SQLite database, which is gone when "
                          "the command ends; give a file path (-d registry.db)")
+    if path is not None and (len(os.fsencode(path)) > _PATH_BYTES or any(
+            len(os.fsencode(part)) > _NAME_BYTES for part in path.split(os.sep))):
+        raise UsageError(f"the SQLite path {path[:60]!r}... is longer than a file system "
+                         f"holds ({_NAME_BYTES} bytes a name, {_PATH_BYTES} a path)")
     return url
 
 

@@ -119,6 +119,8 @@ def test_sqlite_path_reads_uri_filenames_as_sqlite_does(url, path):
     ("postgresql+psycopg:///db?host=h&port=abc", "port (?port=) 'abc'"),
     ("sqlite:///:memory:", "in-memory SQLite database"),
     ("sqlite://", "in-memory SQLite database"),
+    ("sqlite:///" + "x" * 256, "longer than a file system holds"),
+    ("sqlite:///" + "/x" * 2100, "longer than a file system holds"),
 ])
 def test_a_bad_url_is_a_usage_error_that_says_why(url, words):
     with pytest.raises(UsageError) as caught:
