@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from registry_db.model import Refusal
+from registry_db.model import Refusal, visible
 
 #: What writing the output fails with when it has nowhere to go (a full disk, `> /dev/full`, a
 #: closed pipe): the command line's edge reports it, no database translator claims it.
@@ -32,10 +32,12 @@ class Finding:
     severity: str = "error"
 
     def render(self) -> str:
-        """``FILE:LINE:COL: PATH: MESSAGE`` (warnings say so)."""
+        """``FILE:LINE:COL: PATH: MESSAGE`` (warnings say so), on one line: a control character
+        in the file's name, the key or the message is shown as its escape
+        (:func:`registry_db.model.visible`), so a file named ``a\nb.yaml`` cannot split it."""
         where = f"{self.file}:{self.line}:{self.column}"
         what = self.message if self.severity == "error" else f"warning: {self.message}"
-        return f"{where}: {self.path or '(document)'}: {what}"
+        return visible(f"{where}: {self.path or '(document)'}: {what}")
 
     def to_json(self) -> dict:
         """The contract's problem object."""

@@ -20,6 +20,7 @@ from registry_db.cli.output import (
     output_options,
     readable,
 )
+from registry_db.model import visible
 
 CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acceptance_length",
                "method", "sets")
@@ -71,7 +72,8 @@ def render_table(grid: Any) -> str:
     # Marks hang to the right of the numbers, so that the numbers of a column stay aligned.
     marks = [max((len(r.cells[i].marks) for r in grid.rows), default=0)
              for i in range(grid.max_k)]
-    body = [[*r.key, *(_value(c) + c.marks.ljust(w) for c, w in zip(r.cells, marks))]
+    body = [[*map(visible, r.key), *(_value(c) + c.marks.ljust(w)
+                                     for c, w in zip(r.cells, marks))]
             for r in grid.rows]
     widths = [max(len(x) for x in col) for col in zip(head + ks, *body)]
 

@@ -17,9 +17,10 @@ from registry_db.cli.output import (
     emit_rows,
     handle_errors,
     json_option,
+    one_line,
     output_options,
 )
-from registry_db.model import INT_LIMIT
+from registry_db.model import INT_LIMIT, visible
 
 #: The columns of ``registry history``, in the contract's order.
 HISTORY_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles",
@@ -94,14 +95,15 @@ def diff(settings: Any, set_name: str, from_: int | None, to: int | None,
 
 def render_changes(changes: Any) -> str:
     """The text form of changes: one line per changed field ("no changes" when none)."""
-    lines = [line for c in changes for line in c.lines()]
+    lines = [visible(line) for c in changes for line in c.lines()]
     return "\n".join(lines) if lines else "(no changes)"
 
 
 @click.command("delete")
 @click.argument("names", nargs=-1, required=True, metavar="SET...",
                 shell_complete=complete_set_names)
-@click.option("-m", "--message", metavar="MESSAGE", help="Why, kept with the revisions.")
+@click.option("-m", "--message", metavar="MESSAGE", callback=one_line,
+              help="Why, kept with the revisions (one line).")
 @json_option
 @click.pass_obj
 @handle_errors
@@ -125,5 +127,5 @@ def delete(settings: Any, names: tuple[str, ...], message: str | None, as_json: 
                              "profiles": d.profiles, "revision": d.revision} for d in gone]})
         return
     for d in gone:
-        click.echo(f"deleted  {d.name}  (revision {d.revision}, had {d.profiles} "
+        click.echo(f"deleted  {visible(d.name)}  (revision {d.revision}, had {d.profiles} "
                    f"profile{'s' if d.profiles != 1 else ''})")

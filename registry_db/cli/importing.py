@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, handle_errors, json_option
-from registry_db.model import ImportStatus
+from registry_db.cli.output import emit_json, handle_errors, json_option, one_line
+from registry_db.model import ImportStatus, visible
 
 #: Imports of at least this many sets get a progress bar (on a terminal).
 PROGRESS_MIN_SETS = 20
@@ -26,8 +26,8 @@ PROGRESS_MIN_SETS = 20
                    "with each updated set's per-profile changes; write nothing.")
 @click.option("--prune", is_flag=True,
               help="Also delete every stored set that the given files do not declare.")
-@click.option("-m", "--message", metavar="MESSAGE",
-              help="Why, kept with every revision this import writes.")
+@click.option("-m", "--message", metavar="MESSAGE", callback=one_line,
+              help="Why, kept with every revision this import writes (one line).")
 @click.option("-q", "--quiet", is_flag=True,
               help="Print no warnings (overlapping keys, names that differ from file names, "
                    "skipped subfolders); errors are still printed.")
@@ -95,8 +95,8 @@ def _print_report(report: Any) -> None:
     for s in report.sets:
         count = f"({s.profiles} profile{'s' if s.profiles != 1 else ''})"
         moved = f"  (moved from {s.moved_from})" if s.moved_from else ""
-        click.echo(f"{s.status:<{width_status}}  {s.name:<{width_name}}  {count}  "
-                   f"{s.file or ''}{moved}".rstrip())
+        click.echo(visible(f"{s.status:<{width_status}}  {s.name:<{width_name}}  {count}  "
+                           f"{s.file or ''}{moved}".rstrip()))  # a file's name: one line
     if report.changes:
         from registry_db.cli.history import render_changes
 

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from registry_db.errors import InvalidInput, RegistryError
+from registry_db.model import control_problem, visible
 
 
 def handle_errors(fn: Callable) -> Callable:
@@ -28,7 +29,7 @@ def handle_errors(fn: Callable) -> Callable:
             report_findings(exc.findings, as_json=bool(kwargs.get("as_json")))
             sys.exit(exc.exit_code)
         except RegistryError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(visible(f"Error: {exc}"), err=True)  # a name or path: one line
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
@@ -65,6 +66,14 @@ def output_options(fn: Callable) -> Callable:
 
     checked = click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")(checked)
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(checked)
+
+
+def one_line(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A text option's callback (``-m MESSAGE``): control characters are a usage error."""
+    problem = None if value is None else control_problem(f"--{param.name}", value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
 
 
 def json_option(fn: Callable) -> Callable:
@@ -113,7 +122,10 @@ def emit_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], as_json: bo
 
 def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """An aligned plain-text table, numbers on the right and rounded for reading."""
-    text = [["" if v is None else str(readable(v)) for v in r] for r in rows]
+    # Cells are shown with control characters escaped: a name stored before the rule that
+    # refuses them, or a file's name, must not drive the terminal or break the table.
+    columns = [visible(c) for c in columns]
+    text = [["" if v is None else visible(str(readable(v))) for v in r] for r in rows]
     widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
     numeric = [all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool)
                    for r in rows if r[i] is not None) and any(r[i] is not None for r in rows)

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from registry_db.cli.output import emit_rows, format_table, handle_errors, output_options, readable
+from registry_db.model import visible
 
 
 def _params(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict:
@@ -212,7 +213,7 @@ def _stream_table(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None
                and any(r[i] is not None for r in block) for i in range(len(columns))]
     out: list[str] = []
     for row in rows:
-        cells = ["" if v is None else str(readable(v)) for v in row]
+        cells = ["" if v is None else visible(str(readable(v))) for v in row]
         out.append("  ".join(c.rjust(w) if num else c.ljust(w)
                              for c, w, num in zip(cells, widths, numeric)).rstrip())
         if len(out) >= _WRITE_BLOCK:

@@ -20,6 +20,7 @@ from registry_db.cli.output import (
     output_options,
     readable_list,
 )
+from registry_db.model import visible
 
 
 class _ListsSets(click.Command):
@@ -89,13 +90,14 @@ def show(settings: Any, set_name: str, as_json: bool) -> None:
                    "imported_at": summary.imported_at.isoformat(),
                    "caveats": list(ps.caveats), "profiles": doc["profiles"]})
         return
-    click.echo(f"set:      {ps.name}")
-    click.echo(f"file:     {ps.file or ''}")
+    # Names, paths and texts with control characters escaped (a text's line breaks kept).
+    click.echo(f"set:      {visible(ps.name)}")
+    click.echo(f"file:     {visible(ps.file or '')}")
     click.echo(f"imported: {summary.imported_at.isoformat()}")
     if ps.caveats:
         click.echo("caveats:")
         for c in ps.caveats:
-            click.echo(f"  - {c}")
+            click.echo(f"  - {_lines(c)}")
     click.echo("")
     emit_rows(["profile", "acceptance_length", "per_position_rates", "method", "hardware",
                "source"],
@@ -106,11 +108,15 @@ def show(settings: Any, set_name: str, as_json: bool) -> None:
     if notes:
         click.echo("")
         for p in notes:
-            click.echo(f"{p.label}:")
+            click.echo(f"{visible(p.label)}:")
             if p.copied_from:
-                click.echo(f"  copied_from: {p.copied_from}")
+                click.echo(f"  copied_from: {visible(p.copied_from)}")
             if p.rationale:
-                click.echo(f"  rationale:   {p.rationale}")
+                click.echo(f"  rationale:   {_lines(p.rationale)}")
+
+
+def _lines(text: str) -> str:
+    return "\n".join(visible(line) for line in text.split("\n"))
 
 
 @click.command("conflicts")

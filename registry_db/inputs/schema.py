@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from registry_db.errors import Finding
-from registry_db.model import CATEGORY_RE, INT_LIMIT, MAX_K, MAX_LENGTH
+from registry_db.model import CATEGORY_RE, INT_LIMIT, MAX_K, MAX_LENGTH, control_problem
 from registry_db.yaml.nodes import Position, key_pos, mark, pos
 
 _LEADING_ZERO_RE = re.compile(r"[-+]?0[0-9]+")
@@ -130,6 +130,11 @@ def too_long(what: str, value: str, limit_name: str) -> str | None:
         return None
     return (f"{what} is {len(value):,} characters long; the registry stores at most {limit:,} "
             "(docs/decisions.md, Limits)")
+
+
+def name_check(what: str) -> Check:
+    """A name's characters (:func:`registry_db.model.control_problem`) as a field's check."""
+    return Check("control_character", lambda v, got: control_problem(what, v))
 
 
 def k_problem(label: str, k: int) -> str | None:
