@@ -53,6 +53,34 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (f.file, f.line, f.column, f.path, f.code))
 
 
+#: Findings shown per file; the rest are counted in one last finding (``more_problems``).
+MAX_FINDINGS_PER_FILE = 100
+
+
+def cap_findings(findings: Sequence[Finding]) -> list[Finding]:
+    """The first :data:`MAX_FINDINGS_PER_FILE` findings of each file (in the given order), then
+    one finding per file saying how many more there are: a file with 300,000 unknown keys is
+    100 lines and a count, not 300,000 lines."""
+    out: list[Finding] = []
+    kept: dict[str, int] = {}
+    more: dict[str, list[Finding]] = {}
+    for f in findings:
+        if kept.get(f.file, 0) < MAX_FINDINGS_PER_FILE:
+            kept[f.file] = kept.get(f.file, 0) + 1
+            out.append(f)
+        else:
+            more.setdefault(f.file, []).append(f)
+    for file, rest in more.items():
+        errors = sum(1 for f in rest if f.is_error)
+        last = max(i for i, f in enumerate(out) if f.file == file)
+        out.insert(last + 1, Finding(
+            file, rest[0].line, rest[0].column, "", "more_problems",
+            f"{len(rest):,} more problem(s) in this file are not shown ({errors:,} error(s), "
+            f"{len(rest) - errors:,} warning(s)); fix the first {MAX_FINDINGS_PER_FILE} and "
+            "run again", "error" if errors else "warning"))
+    return out
+
+
 class RegistryError(Exception):
     """Base of every expected failure. ``exit_code`` follows the contract."""
 

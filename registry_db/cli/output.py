@@ -46,10 +46,14 @@ def report_findings(findings: Sequence[Any], as_json: bool) -> None:
         return
     for f in findings:
         click.echo(f.render(), err=True)
-    errors = sum(1 for f in findings if f.severity == "error")
-    warnings = len(findings) - errors
+    shown = [f for f in findings if f.code != "more_problems"]  # errors.cap_findings' counts
+    errors = sum(1 for f in shown if f.severity == "error")
+    warnings = len(shown) - errors
+    capped = len(findings) - len(shown)
     if errors or warnings:
-        click.echo(f"{errors} error(s), {warnings} warning(s)", err=True)
+        click.echo(f"{errors} error(s), {warnings} warning(s)" + (
+            f" shown; {capped} file(s) have more, counted on their last line" if capped
+            else ""), err=True)
 
 
 # --- output --------------------------------------------------------------------------------------
