@@ -298,13 +298,13 @@ def _key(curve: Curve, run: _Run, report: Facts) -> _Key | None:
         run.used.add(method[1])
     elif (stated := facts.stated("method")) is not None:
         method = (stated.value, ("", ""))
-    else:
+    elif "method" not in facts.unreadable:
         report.error(top, "no_method", "the header names no speculative method ('Measured on "
                      "MODEL (CHIP, vLLM METHOD)', 'method: M', a speculative config); name it "
                      f"in --map (files: {{{curve.name}: {{method: METHOD}}}})")
     user = user_facts(mapped, curve.name, run.flags)
     category = _agreed(curve, "category", None, user, report)
-    if category is None:
+    if category is None and "category" not in facts.unreadable:
         report.error(top, "no_category", "the header states no workload category ('dataset: "
                      "coding'); give --category C, or in --map files: "
                      f"{{{curve.name}: {{category: C}}}}")
@@ -339,10 +339,12 @@ def _build(curve: Curve, run: _Run) -> tuple[ProfileSet, _Where] | None:
         for f in run.curve_map.facts(curve.name):
             if f.name in ("hardware", "engine_image"):
                 facts.error(f.origin, "copy_not_measured",
-                            f"{f.origin.label}: {curve.name} says its values were copied, so "
-                            f"its {f.name} is its source's, which the header states; remove "
-                            "the entry")
-        user = {n: f for n, f in user.items() if not (n in MEASURED and f.origin.file == "")}
+                            f"{curve.name} says its values were copied, so its {f.name} is its "
+                            "source's, which its header states; remove the entry",
+                            path=f"files.{curve.name}.{f.name}")
+        # flags describe the inputs' measurements, and a copy's chip and image its source's
+        user = {n: f for n, f in user.items() if not (
+            n in MEASURED and f.origin.file == "" or n in ("hardware", "engine_image"))}
     stated = facts.stated("model")
     if stated and not copied and stated.value != curve.model:
         facts.warn(stated.origin, "model_mismatch",
@@ -407,14 +409,15 @@ def _provenance(curve: Curve, mode: str, source: str, user: Mapping[str, Fact], 
     if not copied:
         for name, code, what in (("engine_image", "missing_engine_image", "IMAGE"),
                                  ("hardware", "no_hardware", "CHIP")):
-            if fields[name] is None:
+            if fields[name] is None and name not in facts.unreadable:
                 flag = FLAGS[name]
                 facts.error(top, code,
                             f"the file states no {name.replace('_', ' ')}, which a measured "
                             f"profile requires; give {flag} {what}, or in --map files: "
                             f"{{{curve.name}: {{{name}: {what}}}}} (it is never guessed)")
     has_temperature = sampling["temperature"] is not None
-    if not has_temperature and (not copied or any(v is not None for v in sampling.values())):
+    if not has_temperature and "sampling.temperature" not in facts.unreadable and (
+            not copied or any(v is not None for v in sampling.values())):
         # at the mode's own line when it has one, else where the shared sampling is stated
         said = next((f.origin for f in facts.by_key.values() if f.mode == mode),
                     next((f.origin for f in facts.prefixed("sampling.", mode)), top))

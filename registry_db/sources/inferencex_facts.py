@@ -147,8 +147,10 @@ class Fact:
 
 
 def shown(value: Any) -> str:
-    """A value as messages quote it."""
-    return repr(value) if isinstance(value, str) else json.dumps(value)
+    """A value as messages quote it (counts as their mapping)."""
+    if isinstance(value, str):
+        return repr(value)
+    return json.dumps(value.to_json() if hasattr(value, "to_json") else value)
 
 
 @dataclass
@@ -159,9 +161,14 @@ class Facts:
     by_key: dict[tuple[str, str | None, int | None], Fact] = field(default_factory=dict)
     caveats: list[Fact] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    #: fields stated with a value that could not be read (already an error: not "missing")
+    unreadable: set[str] = field(default_factory=set)
+    #: every statement, the agreeing repeats too, in the order read
+    said: list[Fact] = field(default_factory=list)
 
     def add(self, fact: Fact) -> None:
         """Record ``fact``; a second statement of its field with another value is an error."""
+        self.said.append(fact)
         if fact.name == "caveat":
             self.caveats.append(fact)
             return
@@ -201,6 +208,6 @@ class Facts:
         self.findings.append(Finding(origin.file, origin.line, origin.column, "header", code,
                                      message, severity="warning"))
 
-    def error(self, origin: Origin, code: str, message: str) -> None:
-        self.findings.append(Finding(origin.file, origin.line, origin.column, "header", code,
+    def error(self, origin: Origin, code: str, message: str, path: str = "header") -> None:
+        self.findings.append(Finding(origin.file, origin.line, origin.column, path, code,
                                      message))

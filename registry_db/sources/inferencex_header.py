@@ -174,6 +174,7 @@ class _Reader:
         try:
             value = read_value(name, raw)
         except BadValue as exc:
+            self.facts.unreadable.add(name)
             self.facts.error(origin, "bad_header_value",
                              f"{name.split('.')[-1]} {raw.strip()!r} cannot be read: {exc}; "
                              "fix the header")
