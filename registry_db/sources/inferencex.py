@@ -1,9 +1,9 @@
 """InferenceX's golden AL curves (``golden_al_distribution/*.yaml``) read as profile sets.
 
-A curve file is a comment header (read by :mod:`registry_db.sources.inferencex_header`) and a
-body ``MODEL: {thinking_on: {K: AL}, thinking_off: {K: AL}}``, a cell perhaps followed by a
-counter comment (``3: 2.51  # AR=0.50; accepted=126838; proposed=252426; drafts=84142``). Each
-(thinking mode, K) cell becomes one profile: the AL exactly as written, the counts when given,
+A curve file (read by :mod:`registry_db.sources.inferencex_curve`) is a comment header of facts
+(:mod:`registry_db.sources.inferencex_forms`) and a body of cells ``MODEL: {thinking_on: {K:
+AL}}``, a cell perhaps followed by a counter comment. Each (thinking mode, K) cell becomes one
+profile: the AL exactly as written, the counts when given,
 ``method: measured`` with a provenance per thinking mode built from the header's facts and what
 the user says of the file (flags, the map's ``files:`` entry). A header that says the values
 were copied makes ``copied`` profiles whose ``copied_from`` names the source curve's profile.
@@ -20,11 +20,9 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from registry_db.errors import Finding, InvalidInput, UsageError, sort_findings
-from registry_db.inputs.schema import is_int, is_number
 from registry_db.model import (
     SAMPLING_KEYS,
     Counts,
@@ -35,62 +33,22 @@ from registry_db.model import (
     profile_label,
     set_name_problem,
 )
+from registry_db.sources.inferencex_curve import Cell, Curve, read_curve
 from registry_db.sources.inferencex_facts import Fact, Facts, Origin, field_label, shown
-from registry_db.sources.inferencex_header import Header, read_counters, read_header, rounds_to
+from registry_db.sources.inferencex_header import rounds_to
 from registry_db.sources.inferencex_map import FLAGS, CurveMap, load_map, user_facts
-from registry_db.sources.output import Ingested, rendered, safe_name, spec_problems
+from registry_db.sources.inferencex_sets import Built, Where, merge, per_file, spec_say, unused
+from registry_db.sources.output import Ingested, rendered, safe_name
 from registry_db.sources.profile_set import collect_files
-from registry_db.yaml.load import MAX_FILE_BYTES, key_pos, load_yaml, mark, pos
 
 __all__ = ["NAME", "DESCRIPTION", "CurveMap", "load_map", "read", "read_inferencex"]
 
 NAME = "inferencex"
 DESCRIPTION = "InferenceX golden AL curves (golden_al_distribution/*.yaml), or folders of them"
 
-MODES = {"thinking_on": "on", "thinking_off": "off"}
-#: Cell values the collectors write for a cell that produced no AL: left out, with a warning.
-NOT_MEASURED = ("N/A", None)
-METADATA_KEY = "_metadata"
-#: What a body's ``_metadata`` may say (``draft-model``: ce4e6f073 of InferenceX).
-METADATA = {"draft-model": "draft_model"}
 #: Facts that describe a measurement: a copied curve never takes them from a flag.
 MEASURED = ("hardware", "engine_image", "tp", "benchmark", "prompts")
 YAML_NAMES = (".yaml", ".yml")
-
-
-#: Where each fact of a set's profiles came from: ``(mode, field)`` for the provenance,
-#: ``(None, field)`` for the key, ``("cell", mode, K)`` for the value.
-_Where = dict[tuple, Origin]
-
-
-class Cell(NamedTuple):
-    """One (thinking mode, K) value of a curve, as written."""
-
-    mode: str
-    k: int
-    al: float
-    text: str
-    where: tuple[int, int]
-
-
-@dataclass
-class Curve:
-    """One curve file, read: its header's facts and the body's cells."""
-
-    path: Path
-    file: str
-    header: Header
-    model: str
-    model_where: tuple[int, int]
-    cells: list[Cell]
-
-    @property
-    def facts(self) -> Facts:
-        return self.header.facts
-
-    @property
-    def name(self) -> str:
-        return self.path.name
 
 
 @dataclass
@@ -126,18 +84,19 @@ def read_inferencex(paths: Iterable[str], *, name: str | None = None,
     run = _Run(curve_map or CurveMap(), flags, source_base)
     findings: list[Finding] = []
     for path in collect_files(paths, findings):
-        curve = _read_curve(path, str(path), findings)
+        curve = read_curve(path, str(path), findings)
         if curve is not None:
             run.curves.append(curve)
-    built: list[tuple[str, ProfileSet, _Where]] = []
+    built: list[Built] = []
     for curve in run.curves:
         made = _build(curve, run)
         findings.extend(curve.facts.findings)
         if made is not None and not any(f.is_error for f in curve.facts.findings):
-            if not _spec_say(curve.file, *made, findings):
+            if not spec_say(curve.file, *made, findings):
                 built.append((curve.file, *made))
-    findings.extend(_unused(run))
-    sets = _merge(built, name, findings) if name is not None else _per_file(built, findings)
+    referred = [c.header.copy_source[0] for c in run.curves if c.header.copy_source]
+    findings.extend(unused(run.curve_map, [c.name for c in run.curves] + referred, run.used))
+    sets = merge(built, name, findings) if name is not None else per_file(built, findings)
     findings = sort_findings(list(dict.fromkeys(findings)))
     bad = {f.file for f in findings if f.is_error}
     if bad and not keep_going:
@@ -155,124 +114,6 @@ def read(paths: Iterable[str | os.PathLike], **options: Any
     except InvalidInput as exc:
         return [], exc.findings
     return list(result.sets), list(result.warnings)
-
-
-# --- reading one file ----------------------------------------------------------------------------
-
-def _read_curve(path: Path, file: str, findings: list[Finding]) -> Curve | None:
-    """One file's header and cells; what is wrong with its body goes to ``findings``."""
-    try:
-        data = path.read_bytes()[:MAX_FILE_BYTES + 1]
-    except OSError as exc:
-        findings.append(Finding(file, 1, 1, "", "unreadable_file",
-                                f"cannot read the file: {exc.strerror or exc}"))
-        return None
-    if len(data) > MAX_FILE_BYTES:
-        findings.append(Finding(file, 1, 1, "", "file_too_large",
-                                f"the file is larger than {MAX_FILE_BYTES} bytes"))
-        return None
-    try:
-        doc = load_yaml(data, file)
-    except InvalidInput as exc:
-        findings.extend(exc.findings)
-        return None
-    text = data.decode("utf-8").removeprefix("\ufeff")  # load_yaml checked it is UTF-8
-    header = read_header(text, file)
-    errors = sum(f.is_error for f in findings)
-    body = _body(doc, file, text.splitlines(), header.facts, findings)
-    if body is None or sum(f.is_error for f in findings) > errors:
-        findings.extend(header.facts.findings)  # refused: the header's say is still heard
-        return None
-    return Curve(path, file, header, *body)
-
-
-def _body(doc: Any, file: str, lines: list[str], facts: Facts, findings: list[Finding]
-          ) -> tuple[str, tuple[int, int], list[Cell]] | None:
-    """``MODEL: {thinking_on: {K: AL}}``: the source's model name, where, and the cells."""
-    def error(where: tuple[int, int], at: str, code: str, message: str) -> None:
-        findings.append(Finding(file, max(where[0], 1), max(where[1], 1), at, code, message))
-
-    shape = "MODEL: {thinking_on: {K: AL}, thinking_off: {K: AL}}"
-    if not isinstance(doc, dict):
-        error(mark(doc), "", "not_a_curve", f"not an InferenceX golden AL file: the body is "
-              f"not a mapping {shape}")
-        return None
-    models = [k for k in doc if k != METADATA_KEY]
-    if len(models) != 1:
-        where = key_pos(doc, models[1]) if len(models) > 1 else mark(doc)
-        what = (f"{len(models)} model keys ({', '.join(map(repr, models))})" if models
-                else "no model key")
-        error(where, str(models[1]) if len(models) > 1 else "", "not_one_model",
-              f"{what}; a golden AL file holds exactly one model's curve, {shape}")
-        return None
-    _metadata(doc.get(METADATA_KEY), file, facts)
-    model = models[0]
-    modes = doc[model]
-    if not isinstance(model, str) or not isinstance(modes, dict) or not modes:
-        error(pos(doc, model), str(model), "not_a_curve",
-              f"not an InferenceX golden AL file: expected {shape}")
-        return None
-    cells = []
-    for mode_key, values in modes.items():
-        at = f"{model}.{mode_key}"
-        if mode_key not in MODES:
-            error(key_pos(modes, mode_key), at, "unknown_mode",
-                  f"{mode_key!r} is not a thinking mode; use thinking_on or thinking_off")
-            continue
-        if not isinstance(values, dict) or not values:
-            error(pos(modes, mode_key), at, "not_a_curve",
-                  f"{mode_key} must map each K (num_speculative_tokens) to its AL")
-            continue
-        for k, al in values.items():
-            cell, w = f"{at}.{k}", pos(values, k)
-            if not is_int(k) or k < 1:
-                error(key_pos(values, k), cell, "bad_k",
-                      f"K {k!r} is not a positive integer (num_speculative_tokens)")
-            elif al in NOT_MEASURED:
-                findings.append(Finding(file, w[0], w[1], cell, "cell_not_measured",
-                                        f"{mode_key} K={k} has no value ({al!r}); left out, "
-                                        "never interpolated", severity="warning"))
-            elif not is_number(al):
-                error(w, cell, "bad_al", f"AL {al!r} is not a number")
-            elif not math.isfinite(al):
-                error(w, cell, "al_not_finite", f"AL {al!r} is not finite")
-            elif not 1 <= al <= k + 1:
-                error(w, cell, "al_out_of_range",
-                      f"AL {al!r} lies outside [1, {k + 1}] for K = {k}; AL counts the bonus "
-                      "token, so it is at least 1 and at most K + 1")
-            else:
-                text, _, comment = lines[w[0] - 1][w[1] - 1:].partition("#")
-                cells.append(Cell(MODES[mode_key], k, float(al), text.strip(), w))
-                if comment.strip():
-                    _cell_counts(cells[-1], comment, w[1] + len(text) + 1, file, facts)
-    return model, key_pos(doc, model), cells
-
-
-def _metadata(meta: Any, file: str, facts: Facts) -> None:
-    """The body's ``_metadata`` mapping: the keys :data:`METADATA` knows become facts."""
-    if not isinstance(meta, dict):
-        return
-    for key, value in meta.items():
-        line, column = pos(meta, key)
-        origin = Origin(file, line, column, f"line {line}")
-        if key in METADATA and isinstance(value, str) and value.strip():
-            facts.add(Fact(METADATA[key], value.strip(), origin))
-        else:
-            facts.warn(origin, "unknown_metadata",
-                       f"_metadata {key!r} is not something the reader knows; left out")
-
-
-def _cell_counts(cell: Cell, comment: str, column: int, file: str, facts: Facts) -> None:
-    """A cell's counter comment: its counts become a fact of that (mode, K)."""
-    counts, problems = read_counters(comment.strip())
-    column += len(comment) - len(comment.lstrip())
-    line = cell.where[0]
-    for at, what in problems:
-        facts.warn(Origin(file, line, column + at, f"line {line}"), "bad_counts",
-                   f"{what}; left out")
-    if counts is not None:
-        facts.add(Fact("counts", counts, Origin(file, line, column, f"line {line}"),
-                       cell.mode, cell.k))
 
 
 # --- one curve's profiles ------------------------------------------------------------------------
@@ -314,9 +155,9 @@ def _key(curve: Curve, run: _Run, report: Facts) -> _Key | None:
 
 
 def _agreed(curve: Curve, name: str, mode: str | None, user: Mapping[str, Fact],
-            report: Facts, header_only: bool = False) -> Fact | None:
+            report: Facts) -> Fact | None:
     """The header's fact ``name`` for ``mode``, or the user's; both, and they must agree."""
-    said, given = curve.facts.get(name, mode), None if header_only else user.get(name)
+    said, given = curve.facts.get(name, mode), user.get(name)
     if said is None or given is None:
         return said or given
     same = (str(said.value).lower() == str(given.value).lower() if name == "hardware"
@@ -329,7 +170,7 @@ def _agreed(curve: Curve, name: str, mode: str | None, user: Mapping[str, Fact],
     return said
 
 
-def _build(curve: Curve, run: _Run) -> tuple[ProfileSet, _Where] | None:
+def _build(curve: Curve, run: _Run) -> tuple[ProfileSet, Where] | None:
     """The curve's set, and where each profile's facts came from (for the validator's say)."""
     facts = curve.facts
     key = _key(curve, run, facts)
@@ -343,8 +184,9 @@ def _build(curve: Curve, run: _Run) -> tuple[ProfileSet, _Where] | None:
                             "source's, which its header states; remove the entry",
                             path=f"files.{curve.name}.{f.name}")
         # flags describe the inputs' measurements, and a copy's chip and image its source's
-        user = {n: f for n, f in user.items() if not (
-            n in MEASURED and f.origin.file == "" or n in ("hardware", "engine_image"))}
+        user = {n: f for n, f in user.items()
+                if not ((n in MEASURED and f.origin.file == "") or n in ("hardware",
+                                                                       "engine_image"))}
     stated = facts.stated("model")
     if stated and not copied and stated.value != curve.model:
         facts.warn(stated.origin, "model_mismatch",
@@ -352,7 +194,7 @@ def _build(curve: Curve, run: _Run) -> tuple[ProfileSet, _Where] | None:
                    f"{curve.model!r}; the values' key is used")
     _check_declared(curve)
     source = (f"{run.source_base.rstrip('/')}/{curve.name}" if run.source_base else curve.file)
-    where: _Where = {("cell", c.mode, c.k): Origin(curve.file, *c.where, f"line {c.where[0]}")
+    where: Where = {("cell", c.mode, c.k): Origin(curve.file, *c.where, f"line {c.where[0]}")
                      for c in curve.cells}
     for name, path in (("category", "category"), ("method", "speculative_method")):
         given = facts.stated(name) or user.get(name)
@@ -365,13 +207,11 @@ def _build(curve: Curve, run: _Run) -> tuple[ProfileSet, _Where] | None:
     if key is None:
         return None  # after the provenances, so that everything missing is said at once
     copy = _copy_source(curve, run) if copied else None
+    if copied and copy is None:
+        return None
     profiles = []
     for cell in curve.cells:
-        copied_from = None
-        if copied:
-            if copy is None:
-                return None
-            copied_from = _copied_from(curve, copy, key, cell)
+        copied_from = None if copy is None else _copied_from(curve, copy, key, cell)
         counts = facts.counts(cell.mode, cell.k)
         if counts is not None:
             _check_counts(curve, cell, counts)
@@ -441,11 +281,13 @@ def _check_counts(curve: Curve, cell: Cell, counts: Fact) -> None:
     c: Counts = counts.value
     exact = 1 + c.accepted_tokens / c.drafts if c.drafts else math.inf
     if not rounds_to(exact, cell.text):
+        elsewhere = (f" (the counts on {counts.origin.label})"
+                     if counts.origin.line != cell.where[0] else "")
         curve.facts.warn(Origin(curve.file, *cell.where, f"line {cell.where[0]}"),
                          "al_disagrees_with_counts",
                          f"AL {cell.text} is not 1 + accepted / drafts = 1 + "
-                         f"{c.accepted_tokens} / {c.drafts} = {exact:.6g} ({counts.origin.label})"
-                         " to its rounding; the file's AL is kept")
+                         f"{c.accepted_tokens} / {c.drafts} = {exact:.6g}{elsewhere} to its "
+                         "rounding; the file's AL is kept")
 
 
 def _check_declared(curve: Curve) -> None:
@@ -490,8 +332,16 @@ def _copy_source(curve: Curve, run: _Run) -> _Source | None:
     inputs = [c for c in run.curves if c.name == name]
     source = next((c for c in inputs if c.path.parent == curve.path.parent),
                   inputs[0] if inputs else None)
-    if source is None and (curve.path.parent / name).is_file():
-        source = _read_curve(curve.path.parent / name, str(curve.path.parent / name), [])
+    beside = curve.path.parent / name
+    if source is None and beside.is_file():
+        problems: list[Finding] = []
+        source = read_curve(beside, str(beside), problems)
+        if source is None:
+            first = next(f for f in problems if f.is_error)
+            facts.error(origin, "copied_source_unreadable",
+                        f"copied from {name}, and {beside} is not a curve it can read: "
+                        f"{first.render()}")
+            return None
     if source is not None:
         key = _key(source, run, Facts(source.file))
         if key is None:
@@ -530,77 +380,3 @@ def _copied_from(curve: Curve, source: _Source, key: _Key, cell: Cell) -> str:
     return label
 
 
-# --- sets ----------------------------------------------------------------------------------------
-
-def _unused(run: _Run) -> list[Finding]:
-    """A warning for each map entry no input used (a misspelt name does nothing otherwise)."""
-    names = {c.name for c in run.curves} | {c.header.copy_source[0] for c in run.curves
-                                             if c.header.copy_source}
-    out = []
-    for (section, key), at in run.curve_map.where.items():
-        used = key in names if section == "files" else (section, key) in run.used
-        if not used:
-            out.append(Finding(run.curve_map.file or "", at[0], at[1], f"{section}.{key}",
-                               "unused_map_entry", f"{key!r} matched no input; check its "
-                               "spelling", severity="warning"))
-    return out
-
-
-def _per_file(built: list[tuple[str, ProfileSet, _Where]], findings: list[Finding]
-              ) -> list[ProfileSet]:
-    out: list[ProfileSet] = []
-    named: dict[str, str] = {}
-    for file, ps, _ in built:
-        if ps.name in named:
-            findings.append(Finding(file, 1, 1, "", "duplicate_set_name",
-                                    f"this file's set would be named {ps.name!r}, as "
-                                    f"{named[ps.name]}'s is; give --name to merge them, or "
-                                    "rename one file"))
-            continue
-        named[ps.name] = file
-        out.append(ps)
-    return out
-
-
-def _merge(built: list[tuple[str, ProfileSet, _Where]], name: str, findings: list[Finding]
-           ) -> list[ProfileSet]:
-    """One set of every file's profiles; a file holding a key another holds is left out."""
-    profiles: list[Profile] = []
-    caveats: list[str] = []
-    seen: dict[tuple, str] = {}
-    for file, ps, where in built:
-        twins = [p for p in ps.profiles if p.key in seen]
-        for p in twins:
-            at = where[("cell", p.thinking, p.num_spec_tokens)]
-            findings.append(Finding(
-                file, at.line, at.column, p.label, "duplicate_profile_key",
-                f"profile {p.label} is in both {seen[p.key]} and {file}; one set holds one "
-                f"value per key: give one curve its own method name with --map (files: "
-                f"{{{Path(file).name}: {{method: {p.speculative_method}-VARIANT}}}}), or "
-                "leave out --name to make one set per file"))
-        if not twins:
-            seen.update((p.key, file) for p in ps.profiles)
-            profiles.extend(ps.profiles)
-            caveats.extend(ps.caveats)
-    return [ProfileSet(name, tuple(dict.fromkeys(caveats)), tuple(profiles))] if profiles else []
-
-
-def _spec_say(file: str, ps: ProfileSet, where: _Where, findings: list[Finding]) -> bool:
-    """What the registry's validator says of ``ps``, at the line, map entry or flag that gave
-    the value (the user never sees the YAML it was said of); True when anything is an error."""
-    said = False
-    for index, what, f in spec_problems(ps):
-        p = ps.profiles[index] if index is not None else None
-        origin = None
-        if p is not None:
-            field_name = what.removeprefix("provenance.")
-            origin = (where.get((p.thinking, field_name)) or where.get((None, field_name))
-                      or where.get(("cell", p.thinking, p.num_spec_tokens)))
-        if origin is not None and origin.file:
-            findings.append(Finding(origin.file, origin.line, origin.column, what, f.code,
-                                    f.message))
-        else:
-            prefix = f"{origin.label}: " if origin is not None else ""
-            findings.append(Finding(file, 1, 1, what, f.code, prefix + f.message))
-        said = True
-    return said

@@ -1,14 +1,11 @@
-"""The comment header of an InferenceX golden AL file, read by a table of line forms.
+"""How an InferenceX curve's comment header is read by a table of line forms.
 
-Each row of :data:`FORMS` is one form of line that InferenceX's collectors (or the people who
-edited their output) write: its pattern and the fields its groups fill, and, for a line holding
-a list (``name: value | ...``, ``(B300, vLLM MTP, draft: X)``, a JSON block), the reader of that
-list with its own table (:data:`ITEMS`, :data:`KEYS`). A row may continue over the lines after
-it (a sentence wrapped in two, a JSON block). The first row that matches a line reads it; a new
-form is one row. A line no row reads is a warning at ``FILE:LINE``, never a guess, except in a
-curve that says it was copied, whose unread lines are the reasoning that becomes its rationale.
-
-:data:`docs/inferencex.md` lists each row with the real file and commit it was read from.
+The table itself is :data:`registry_db.sources.inferencex_forms.FORMS`; this module is what
+reads by it: a :class:`Form` row (a pattern, the field each group fills, the reader of a group
+holding a list), the lines a row may continue over (a sentence wrapped in two, a JSON block),
+and the list readers the rows name. The first row that matches a line reads it. A line no row
+reads is a warning at ``FILE:LINE``, never a guess, except in a curve that says it was copied,
+whose unread lines are the reasoning that becomes its rationale.
 """
 
 from __future__ import annotations
@@ -22,10 +19,6 @@ from typing import NamedTuple
 from registry_db.model import Counts
 from registry_db.sources.inferencex_facts import BadValue, Fact, Facts, Origin, read_value
 
-#: The engines a "Measured on" item names before the method (``vLLM EAGLE3``).
-_ENGINES = "vLLM|SGLang|TRT-LLM|TensorRT-LLM|ATOM"
-_BENCH = r"[A-Z][\w-]*(?: [A-Z][\w-]*)*"   # capitalised words: SPEED-Bench Qualitative
-_CAT = r"[a-z0-9_-]+"
 _COPIED_RE = re.compile(r"\b(?:copied|provisional)(?:\b|_)", re.I)
 #: ``copied from GLM-5.2`` / ``copied from the base curve`` / ``copied from glm5.2_mtp.yaml``.
 _COPIED_FROM_RE = re.compile(
@@ -112,9 +105,10 @@ def header_lines(text: str) -> list[Line]:
     return out
 
 
-def read_header(text: str, file: str) -> Header:
-    """Read the header of one file's ``text`` (without a BOM); ``file`` names the findings."""
-    reader = _Reader(Header(Facts(file)))
+def read_lines(text: str, file: str, forms: tuple[Form, ...]) -> Header:
+    """Read the header of one file's ``text`` (without a BOM) by the table ``forms``; ``file``
+    names the findings."""
+    reader = _Reader(Header(Facts(file)), forms)
     lines = header_lines(text)
     at = 0
     while at < len(lines):
@@ -129,9 +123,10 @@ def read_header(text: str, file: str) -> Header:
 
 
 class _Reader:
-    def __init__(self, header: Header):
+    def __init__(self, header: Header, forms: tuple[Form, ...]):
         self.header = header
         self.facts = header.facts
+        self.forms = forms
 
     def origin(self, span: Span, offset: int) -> Origin:
         line, column = span.at(offset)
@@ -139,7 +134,7 @@ class _Reader:
 
     def line(self, lines: list[Line], at: int) -> int:
         """Read the line at ``at`` (and any it continues on); returns how many it took."""
-        for form in FORMS:
+        for form in self.forms:
             span = Span((lines[at],))
             m = form.pattern.match(span.text)
             if m is None and form.starts is not None and form.starts.match(span.text):
@@ -212,12 +207,12 @@ def _where(m: re.Match[str], group: str, base: int) -> tuple[str, int, str | Non
     return m[group], base + m.start(group), m.groupdict().get("mode")
 
 
-def _items(sep: str) -> ListReader:
-    """Each part read by the first of :data:`ITEMS` that matches it whole."""
+def items(sep: str, table: tuple[Form, ...]) -> ListReader:
+    """Each part read by the first form of ``table`` that matches it whole."""
     def read(r: _Reader, m: re.Match[str], group: str, span: Span, base: int) -> bool:
         text, offset, mode = _where(m, group, base)
         for part, at in _parts(text, sep):
-            for item in ITEMS:
+            for item in table:
                 if found := item.pattern.fullmatch(part):
                     r.read(item, found, span, offset + at, mode)
                     break
@@ -227,7 +222,7 @@ def _items(sep: str) -> ListReader:
     return read
 
 
-def _pairs(sep: str, keys: Mapping[str, str], other: str | None = None) -> ListReader:
+def pairs(sep: str, keys: Mapping[str, str], other: str | None = None) -> ListReader:
     """``name: value`` (or ``name=value``) parts, each name looked up in ``keys``; a name it
     lacks is a setting of that name when ``other`` says so (``"settings."``), else a warning.
     A first name it lacks means the line is not this form (it may be prose)."""
@@ -247,14 +242,16 @@ def _pairs(sep: str, keys: Mapping[str, str], other: str | None = None) -> ListR
     return read
 
 
-def _name_value(r: _Reader, m: re.Match[str], group: str, span: Span, base: int) -> bool:
-    """One ``name=value`` item, its name looked up in :data:`KEYS`."""
-    name = KEYS.get(m["name"])
-    if name is None:
-        r.warn_item(span, base + m.start(), m.group())
-    else:
-        r.fill(name, m["value"], span, base + m.start("value"), m.groupdict().get("mode"))
-    return True
+def name_value(keys: Mapping[str, str]) -> ListReader:
+    """One ``name=value`` item, its name looked up in ``keys``."""
+    def read(r: _Reader, m: re.Match[str], group: str, span: Span, base: int) -> bool:
+        name = keys.get(m["name"])
+        if name is None:
+            r.warn_item(span, base + m.start(), m.group())
+        else:
+            r.fill(name, m["value"], span, base + m.start("value"), m.groupdict().get("mode"))
+        return True
+    return read
 
 
 #: ``name=value``, ``name: value`` or ``name value`` (the thinking lines use all three).
@@ -262,9 +259,13 @@ _TOKEN_RE = re.compile(r"\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?:[=:]\s*|\s+)(?
 _KWARGS_RE = re.compile(r"chat_template_kwargs\s*[:=]\s*(?P<json>\{.*\})")
 
 
-def _mode_pairs(r: _Reader, m: re.Match[str], group: str, span: Span, base: int) -> bool:
+def mode_pairs(keys: Mapping[str, str]) -> ListReader:
     """A thinking line's sampling and settings, as the collectors write them."""
-    text, offset, mode = _where(m, group, base)
+    return lambda r, m, group, span, base: _mode_pairs(keys, r, *_where(m, group, base), span)
+
+
+def _mode_pairs(keys: Mapping[str, str], r: _Reader, text: str, offset: int, mode: str | None,
+                span: Span) -> bool:
     kwargs = _KWARGS_RE.search(text)
     if kwargs:
         r.fill("settings.chat_template_kwargs", kwargs["json"], span,
@@ -279,7 +280,7 @@ def _mode_pairs(r: _Reader, m: re.Match[str], group: str, span: Span, base: int)
             rest = text[at:]
             r.warn_item(span, offset + at + len(rest) - len(rest.lstrip()), rest)
             break
-        name = KEYS.get(token["name"])
+        name = keys.get(token["name"])
         if name is None:
             r.warn_item(span, offset + token.start("name"), token.group())
         else:
@@ -288,9 +289,15 @@ def _mode_pairs(r: _Reader, m: re.Match[str], group: str, span: Span, base: int)
     return True
 
 
-def _json_block(r: _Reader, m: re.Match[str], group: str, span: Span, base: int) -> bool:
-    """A JSON object of the collector's inputs, each key by :data:`KEYS`."""
-    text, offset, mode = _where(m, group, base)
+def json_block(keys: Mapping[str, str], speculative: Mapping[str, str]) -> ListReader:
+    """A JSON object of the collector's inputs, each key by ``keys``; the one ``keys`` names
+    ``speculative_config`` is a JSON object of its own, its names by ``speculative``."""
+    return lambda r, m, group, span, base: _json_block(keys, speculative, r,
+                                                       *_where(m, group, base), span)
+
+
+def _json_block(keys: Mapping[str, str], speculative: Mapping[str, str], r: _Reader, text: str,
+                offset: int, mode: str | None, span: Span) -> bool:
     try:
         doc = json.loads(text)
     except ValueError:
@@ -300,8 +307,8 @@ def _json_block(r: _Reader, m: re.Match[str], group: str, span: Span, base: int)
     for key, value in doc.items():
         raw = value if isinstance(value, str) else json.dumps(value)
         at = offset + max(text.find(json.dumps(key)), 0)
-        name = KEYS.get(key)
-        if name == "speculative_config" and _spec_config(r, raw, span, at, mode):
+        name = keys.get(key)
+        if name == "speculative_config" and _spec_config(speculative, r, raw, span, at, mode):
             continue
         if name is None or name == "speculative_config":
             r.warn_item(span, at, f"{key}: {raw}")
@@ -310,8 +317,9 @@ def _json_block(r: _Reader, m: re.Match[str], group: str, span: Span, base: int)
     return True
 
 
-def _spec_config(r: _Reader, raw: str, span: Span, offset: int, mode: str | None) -> bool:
-    """A speculative config as JSON: its names by :data:`SPECULATIVE`, others as settings."""
+def _spec_config(speculative: Mapping[str, str], r: _Reader, raw: str, span: Span, offset: int,
+                 mode: str | None) -> bool:
+    """A speculative config as JSON: its names by ``speculative``, others as settings."""
     try:
         config = json.loads(raw)
     except ValueError:
@@ -320,7 +328,7 @@ def _spec_config(r: _Reader, raw: str, span: Span, offset: int, mode: str | None
         return False
     for key, value in config.items():
         text = value if isinstance(value, str) else json.dumps(value)
-        r.fill(SPECULATIVE.get(key, f"settings.{key}"), text, span, offset, mode)
+        r.fill(speculative.get(key, f"settings.{key}"), text, span, offset, mode)
     return True
 
 
@@ -360,7 +368,7 @@ def rounds_to(exact: float, written: str) -> bool:
     return abs(float(written) - exact) <= 0.5 * 10 ** -decimals + 1e-12
 
 
-def _counters(r: _Reader, m: re.Match[str], group: str, span: Span, base: int) -> bool:
+def counters(r: _Reader, m: re.Match[str], group: str, span: Span, base: int) -> bool:
     """``thinking_on k=3: AR=...; accepted=...; proposed=...; drafts=...``: one cell's counts."""
     text, offset, mode = _where(m, group, base)
     counts, problems = read_counters(text)
@@ -369,112 +377,3 @@ def _counters(r: _Reader, m: re.Match[str], group: str, span: Span, base: int) -
     if counts is not None:
         r.facts.add(Fact("counts", counts, r.origin(span, offset), mode, int(m["k"])))
     return True
-
-
-# --- the tables ----------------------------------------------------------------------------------
-
-#: The names the headers give fields, in ``name: value`` lists, ``name=value`` items and the
-#: JSON block (``@on``: that thinking mode only). A name not here is a warning at its line.
-KEYS: dict[str, str] = {
-    "dataset": "category", "CATEGORY": "category",
-    "temperature": "sampling.temperature", "temp": "sampling.temperature",
-    "top_p": "sampling.top_p", "top_k": "sampling.top_k", "output_len": "sampling.max_tokens",
-    "max_tokens": "sampling.max_tokens", "SPEEDBENCH_OUTPUT_LEN": "sampling.max_tokens",
-    "image": "engine_image", "IMAGE": "engine_image", "TP": "tp", "method": "method",
-    "Draft model": "draft_model",
-    # the served model's own name and revision: the profile's model is the catalog's
-    "model": "settings.target_model", "MODEL": "settings.target_model",
-    "MODEL_REVISION": "settings.target_revision", "PRECISION": "settings.precision",
-    "chat_template_kwargs": "settings.chat_template_kwargs",
-    "CHAT_TEMPLATE_KWARGS_ON": "settings.chat_template_kwargs@on",
-    "CHAT_TEMPLATE_KWARGS_OFF": "settings.chat_template_kwargs@off",
-    "SPEEDBENCH_SPECULATIVE_CONFIG": "speculative_config",
-    "SPEEDBENCH_SEED": "settings.seed", "SPEEDBENCH_CONCURRENCY": "settings.concurrency",
-    "SPEEDBENCH_PREPARE_REVISION": "settings.speedbench_prepare_revision",
-    "Prepared dataset SHA256": "settings.prepared_dataset_sha256",
-    "target weights": "settings.target_weights", "target KV cache": "settings.target_kv_cache",
-    "MTP_LIST": "ks", "THINKING_MODES": "modes",
-    **{name: f"settings.{name}" for name in (
-        "presence_penalty", "frequency_penalty", "repetition_penalty", "min_p", "seed",
-        "concurrency", "context", "draft_sample_method", "rejection_sample_method",
-        "enable_adaptive_verification", "engram cpu_offload", "draft_snapshot")},
-}
-#: A speculative config's names; any other is a setting under its own name (vLLM's keys).
-SPECULATIVE = {"method": "method", "model": "draft_model", "revision": "settings.draft_revision"}
-
-
-def _form(name: str, pattern: str, fills: Mapping[str, str] | None = None,
-          rest: tuple[str, ListReader] | None = None, starts: str | None = None) -> Form:
-    return Form(name, re.compile(pattern), fills or {}, rest,
-                re.compile(starts) if starts else None)
-
-
-#: What an item of a list holds (``Measured on m (B300, TP4, vLLM MTP, draft: X)``,
-#: ``Image: IMAGE; H200; TP=1; ...``): each matches the item whole.
-ITEMS: tuple[Form, ...] = (
-    _form("chip", r"(?P<hardware>[A-Z]{1,3}[0-9]{2,4}[A-Z]?)", {"hardware": "hardware"}),
-    _form("tp", r"TP\s*=?\s*(?P<tp>[0-9]+)", {"tp": "tp"}),
-    _form("engine release and method", rf"(?P<engine_image>(?:{_ENGINES}) [0-9]\S*)"
-          r"(?: native)? (?P<method>[A-Za-z]\S*)",
-          {"engine_image": "engine_image", "method": "method"}),
-    _form("engine and method", rf"(?:{_ENGINES})(?: native)? (?P<method>[A-Za-z]\S*)",
-          {"method": "method"}),
-    _form("draft", r"draft: (?P<draft_model>\S+)", {"draft_model": "draft_model"}),
-    _form("prompts", r"all (?P<prompts>[0-9]+) requests succeeded(?: in every cell)?",
-          {"prompts": "prompts"}),
-    _form("output length", r"maximum output length (?P<max_tokens>[0-9]+)",
-          {"max_tokens": "sampling.max_tokens"}),
-    _form("run of a mode", r"thinking_(?P<mode>on|off) (?P<run>\S+)", {"run": "run"}),
-    _form("name=value", r"(?P<name>[A-Za-z_]+)=(?P<value>\S+)",
-          rest=("name", _name_value)),
-)
-
-#: Every line form, first match wins. The real line each was read from: docs/inferencex.md.
-FORMS: tuple[Form, ...] = (
-    _form("run", r"Source (?:GitHub Actions )?run:\s*(?P<run>\S+)$", {"run": "run"}),
-    _form("run per mode", r"Source GitHub Actions runs:\s*(?P<runs>.+)$",
-          rest=("runs", _items(";"))),
-    _form("evidence", r"Source evidence:\s*(?P<run>\S+)$", {"run": "run"}),
-    _form("lengths refused", r"(?P<caveat>Draft lengths? [0-9][0-9 ,-]* (?:rejected|refused) .+)$",
-          {"caveat": "caveat"}),
-    _form("benchmark", r"Acceptance Length \(AL\)(?: reference values)? measured with "
-          rf"(?P<benchmark>{_BENCH})(?: (?P<category>{_CAT}))?\.$",
-          {"benchmark": "benchmark", "category": "category"}),
-    _form("benchmark and cells", rf"(?P<benchmark>{_BENCH}) (?P<category>{_CAT}); "
-          r"(?P<items>.+?)\.?$", {"benchmark": "benchmark", "category": "category"},
-          rest=("items", _items(";"))),
-    _form("workload", rf"(?P<category>{_CAT}), (?P<prompts>[0-9]+) successful requests, "
-          r"(?P<max_tokens>[0-9]+) maximum output tokens\.$",
-          {"category": "category", "prompts": "prompts", "max_tokens": "sampling.max_tokens"}),
-    _form("counts", r"thinking_(?P<mode>on|off) k=(?P<k>[0-9]+): (?P<counts>.+)$",
-          rest=("counts", _counters)),
-    _form("thinking mode", r"thinking_(?P<mode>on|off)(?![A-Za-z0-9_])\s*:?\s*(?P<pairs>.*?)\.?$",
-          rest=("pairs", _mode_pairs)),
-    _form("speculative-config", r"speculative-config\s*:\s*(?P<pairs>.*)$",
-          rest=("pairs", _pairs(r"\|", SPECULATIVE, other="settings."))),
-    _form("measured on", r"Measured on (?P<model>\S+) \((?P<items>[^)]*)\)"
-          r"(?:,? per num_speculative_tokens)?\.?$", {"model": "model"},
-          rest=("items", _items("[,;]")), starts=r"Measured on "),
-    _form("key", r"key = num_speculative_tokens(?: \((?P<method>\S+) level\))?"
-          r"(?:; value = golden AL|; AL includes the target verification token\.)$",
-          {"method": "method"}),
-    _form("image", r"(?:[Ee]ngine[_ ]image|[Ii]mage)\s*:\s*(?P<engine_image>[^\s;|]+)"
-          r"(?:;\s*(?P<items>.+?))?\.?$", {"engine_image": "engine_image"},
-          rest=("items", _items(";"))),
-    _form("target", r"Target: (?P<target>\S+) @ (?P<revision>[^\s;]+)(?:; (?P<pairs>.+?))?\.?$",
-          {"target": "settings.target_model", "revision": "settings.target_revision"},
-          rest=("pairs", _pairs(";", KEYS))),
-    _form("MTP head", r"Native (?P<method>MTP) head: (?P<draft>\S+) @ (?P<revision>[^\s;]+)"
-          r"(?:; (?P<weights>.+?))?\.?$",
-          {"method": "method", "draft": "draft_model", "revision": "settings.draft_revision",
-           "weights": "settings.draft_weights"}),
-    _form("JSON block", r"(?P<json>\{.*\})$", rest=("json", _json_block), starts=r"\{$"),
-    # Read, and nothing to record: SGLang's counters without the drafted tokens (counts need
-    # them), where the curve was collected by, what the format's comments mean.
-    _form("AL formula", r"AL = 1 \+ sum\(.+\) / sum\(.+\)$"),
-    _form("AL arithmetic", r"= 1 \+ [0-9]+ / [0-9]+ = [0-9.]+ -> [0-9.]+$"),
-    _form("collector", r"(?:Auto-generated by|Collector:) \S+.*$"),
-    _form("format notes", r"(?:AL includes the bonus token|Counter comments retain) .+$"),
-    _form("inherited", r"Inherited value provenance \(.+\):$"),
-    _form("name: value list", r"(?P<pairs>[^:|]+:\s*\S.*)$", rest=("pairs", _pairs(r"\|", KEYS))),
-)
