@@ -500,3 +500,29 @@ def test_counts_on_a_header_line_and_a_cell_that_disagree_are_an_error(tmp_path)
     errors = [f for f in exc.value.findings if f.code == "conflicting_header"]
     assert [(f.line, f.column) for f in errors] == [(24, 16)]
     assert "on line 4" in errors[0].message
+
+
+def test_a_copy_whose_source_beside_it_is_no_curve_says_so(tmp_path):
+    shutil.copy(REAL / GLM53, tmp_path)
+    (tmp_path / "glm5.2_mtp.yaml").write_text("glm-5.2-fp8: [1.84]\n")
+    with pytest.raises(InvalidInput) as exc:
+        read_inferencex([str(tmp_path / "glm5.3_mtp.yaml")])
+    (finding,) = exc.value.findings
+    assert finding.code == "copied_source_unreadable" and "not_a_curve" not in finding.message
+    assert f"{tmp_path / 'glm5.2_mtp.yaml'}:1:" in finding.message
+
+
+def test_a_json_block_that_lists_other_cells_than_the_body_is_a_warning(tmp_path):
+    path = edited(tmp_path, f"{Q56}/qwen3.827b_bf16_mtp.yaml", '"MTP_LIST": "3"',
+                  '"MTP_LIST": "3 4"')
+    with pytest.raises(InvalidInput) as exc:  # still no temperature: the warning is said too
+        read_inferencex([path], hardware="b300")
+    (w,) = [f for f in exc.value.findings if f.code == "header_body_differ"]
+    assert (w.line, w.message) == (11, "the header lists 3 4 but the body holds 3")
+
+
+def test_metadata_the_reader_does_not_know_is_a_warning(tmp_path):
+    path = edited(tmp_path, f"{CE4E}/minimaxm3_eagle3.yaml", "_metadata:\n",
+                  "_metadata:\n  note: re-run\n")
+    result = read_inferencex([path], engine_image=IMAGE)
+    assert [(w.code, w.line) for w in result.warnings] == [("unknown_metadata", 12)]
