@@ -70,11 +70,20 @@ def _names(ck: Checker, raw: dict, m: dict, sub: str, got: dict) -> dict[str, st
 
 
 def _files(ck: Checker, raw: dict, m: dict, sub: str, got: dict) -> dict[str, dict]:
+    """Each file's entry: ``{field: (value, where)}``, sampling's fields as ``sampling.NAME``."""
     out = {}
     for key, entry in raw.items():
         read = FILE_ENTRY.read(ck, entry, join(sub, str(key)), pos(raw, key))
-        if read is not None and isinstance(key, str):
-            out[key] = {"_entry": entry, **{k: v for k, v in read.items() if v is not None}}
+        if read is None or not isinstance(key, str):
+            continue
+        fields: dict[str, tuple[Any, Where]] = {}
+        for name, value in read.items():
+            if name == "sampling" and value is not None:
+                fields.update((f"sampling.{k}", (v, pos(entry["sampling"], k)))
+                              for k, v in value.items())
+            elif value is not None:
+                fields[name] = (value, pos(entry, name))
+        out[key] = fields
     return out
 
 
@@ -93,8 +102,8 @@ class CurveMap:
     models: Mapping[str, str] = field(default_factory=dict)
     #: input file name (``minimaxm3_eagle3_gqa.yaml``) -> the method its profiles get
     methods: Mapping[str, str] = field(default_factory=dict)
-    #: input file name -> {field: value} (``sampling`` a mapping of its own)
-    files: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: input file name -> {field: (value, where the entry writes it)}
+    files: Mapping[str, Mapping[str, tuple[Any, Where]]] = field(default_factory=dict)
     file: str | None = None
     #: (section, key) -> where the entry is written, so that an unused one can be pointed at
     where: Mapping[tuple[str, str], Where] = field(default_factory=dict)
@@ -103,7 +112,7 @@ class CurveMap:
         """The method the map gives file ``name``, and the entry that gives it."""
         entry = self.files.get(name, {})
         if "method" in entry:
-            return entry["method"], ("files", name)
+            return entry["method"][0], ("files", name)
         if name in self.methods:
             return self.methods[name], ("methods", name)
         return None
@@ -113,7 +122,7 @@ class CurveMap:
         """The catalog model of file ``name`` (its entry's) or of the source spelling."""
         entry = self.files.get(name or "", {})
         if "model" in entry:
-            return entry["model"], ("files", name or "")
+            return entry["model"][0], ("files", name or "")
         if source_model is not None and source_model in self.models:
             return self.models[source_model], ("models", source_model)
         return None
@@ -121,25 +130,10 @@ class CurveMap:
     def facts(self, name: str) -> list[Fact]:
         """File ``name``'s entry as facts (fields as :data:`~inferencex_facts.FIELDS` names
         them), each naming the map's line."""
-        entry = self.files.get(name)
-        if not entry:
-            return []
-        raw = entry["_entry"]
-        out = []
-        for key, value in entry.items():
-            if key in ("_entry", "model", "method"):
-                continue
-            if key == "sampling":
-                for sub, v in value.items():
-                    line, column = pos(raw["sampling"], sub)
-                    out.append(Fact(f"sampling.{sub}", v, Origin(
-                        self.file or "", line, column,
-                        f"files.{name}.sampling.{sub} in {self.file}")))
-                continue
-            line, column = pos(raw, key)
-            out.append(Fact(key, value, Origin(self.file or "", line, column,
-                                               f"files.{name}.{key} in {self.file}")))
-        return out
+        return [Fact(key, value, Origin(self.file or "", line, column,
+                                        f"files.{name}.{key} in {self.file}"))
+                for key, (value, (line, column)) in self.files.get(name, {}).items()
+                if key not in ("model", "method")]
 
 
 def load_map(path: str) -> CurveMap:
@@ -155,7 +149,7 @@ def load_map(path: str) -> CurveMap:
         for key in (got[section] or {}):
             where[(section, key)] = key_pos(doc[section], key)
     for name, method in methods.items():
-        other = files.get(name, {}).get("method")
+        other = files.get(name, {}).get("method", (None,))[0]
         if other is not None and other != method:
             line, column = pos(doc["files"][name], "method")
             ck.error((line, column), f"files.{name}.method", "map_disagrees",

@@ -423,3 +423,18 @@ def test_a_temperature_past_float_is_a_one_line_error(tmp_path):
     assert result.stderr.splitlines()[0] == (
         f"{path}:1:34: header: temperature '1e999' cannot be read: it is not a finite number; "
         "fix the header")
+
+
+@pytest.mark.parametrize("text, found", [
+    ("methods: {c.yaml: mtp}\nfiles: {c.yaml: {method: eagle3}}\n", ("map_disagrees", 2)),
+    ("files: {c.yaml: {tp: -1}}\n", ("negative_count", 1)),
+    ("files: {c.yaml: {sampling: {top_p: 2}}}\n", ("top_p_out_of_range", 1)),
+    ("files: {c.yaml: {category: Coding}}\n", ("bad_category", 1)),
+    ("files: {c.yaml: {chip: b300}}\n", ("unknown_key", 1)),
+])
+def test_a_map_files_entry_is_checked_by_the_specs_own_rows(tmp_path, text, found):
+    path = tmp_path / "map.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidInput) as exc:
+        load_map(str(path))
+    assert [(x.code, x.line) for x in exc.value.findings] == [found]

@@ -526,3 +526,16 @@ def test_metadata_the_reader_does_not_know_is_a_warning(tmp_path):
                   "_metadata:\n  note: re-run\n")
     result = read_inferencex([path], engine_image=IMAGE)
     assert [(w.code, w.line) for w in result.warnings] == [("unknown_metadata", 12)]
+
+
+def test_the_readmes_map_reads_the_specs_two_example_files(tmp_path):
+    readme = (REAL.parents[4] / "README.md").read_text()
+    block = re.search(r"<!-- example: map -->\n```yaml\n(.*?)```", readme, re.S)[1]
+    (tmp_path / "map.yaml").write_text(block)
+    result = read_inferencex([real(DSV41), real(GLM53)],
+                             curve_map=load_map(str(tmp_path / "map.yaml")))
+    got = {ps.name: ps.profiles for ps in result.sets}
+    assert got["dsv41flash_dspark"][0].provenance.hardware == "b300"
+    (copy,) = got["glm5.3_mtp"]
+    assert (copy.model, copy.copied_from) == ("glm-5.3", "glm-5.2-fp8/mtp/k3/thinking-on/coding")
+    assert result.warnings == ()
