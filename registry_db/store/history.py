@@ -29,11 +29,18 @@ from registry_db.errors import NotFound
 from registry_db.model import Profile, ProfileSet
 from registry_db.store.bulk import chunks
 from registry_db.store.engine import run_write
-from registry_db.store.read import _connect, _provenances, _utc, unknown_set_message
+from registry_db.store.read import (
+    _connect,
+    _provenances,
+    _utc,
+    read_counts,
+    unknown_set_message,
+)
 from registry_db.store.schema import (
     profile_sets,
     profiles,
     revision_caveats,
+    revision_counts,
     revision_profiles,
     revision_rates,
     revisions,
@@ -133,10 +140,11 @@ def next_revisions(conn: Connection, names: Sequence[str]) -> dict[str, int]:
 
 
 def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str | None, str, int]],
-                   message: str | None, now: datetime) -> None:
+                   message: str | None, now: datetime, counts: bool = True) -> None:
     """Record a revision of each set in ``entries`` — ``(name, revision, action, file, hash,
     profiles)`` — copying its content from the current tables, where the importer has just
-    written it with ``profile_sets.revision`` = that revision."""
+    written it with ``profile_sets.revision`` = that revision. ``counts`` False: no profile of
+    theirs has counts (one statement fewer per chunk)."""
     if not entries:
         return
     _insert_revisions(conn, [{
@@ -165,6 +173,17 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
             "INSERT INTO revision_rates (profile_id, position, rate) "
             "SELECT rp.id, r.position, r.rate FROM profile_rates r "
             "JOIN profiles p ON p.id = r.profile_id "
+            f"JOIN profile_sets s ON s.id = p.set_id {current} "
+            "JOIN revision_profiles rp ON rp.revision_id = v.id AND rp.position = p.position "
+            f"{where}"), params)
+        if not counts:
+            continue
+        conn.execute(text(
+            "INSERT INTO revision_counts (profile_id, drafts, draft_tokens, accepted_tokens, "
+            "accepted_per_position, al_stderr) "
+            "SELECT rp.id, c.drafts, c.draft_tokens, c.accepted_tokens, "
+            "c.accepted_per_position, c.al_stderr FROM profile_counts c "
+            "JOIN profiles p ON p.id = c.profile_id "
             f"JOIN profile_sets s ON s.id = p.set_id {current} "
             "JOIN revision_profiles rp ON rp.revision_id = v.id AND rp.position = p.position "
             f"{where}"), params)
@@ -291,12 +310,13 @@ def _build(conn: Connection, rid: int, name: str, file: str | None) -> ProfileSe
                                             revision_rates.c.position)):
         rates[pid].append(rate)
     provs = _provenances(conn, select(p.provenance_id).where(p.revision_id == rid))
+    counts = read_counts(conn, revision_counts, in_revision)
     return ProfileSet(name=name, caveats=caveats, file=file, profiles=tuple(Profile(
         model=model, speculative_method=smethod, num_spec_tokens=k, thinking=thinking,
         category=category, acceptance_length=al, method=method,
         per_position_rates=tuple(rates[pid]) if pid in rates else None,
         provenance=None if prov is None else provs[prov], rationale=rationale,
-        copied_from=copied)
+        copied_from=copied, counts=counts.get(pid))
         for pid, model, smethod, k, thinking, category, al, method, prov, rationale, copied
         in rows))
 

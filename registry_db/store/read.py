@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import Table, and_, func, select
 from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import NotFound
 from registry_db.model import (
     PROFILE_KEY_FIELDS,
+    Counts,
     Keyed,
     Profile,
     ProfileSet,
@@ -30,6 +33,7 @@ from registry_db.model import (
     setting_value,
 )
 from registry_db.store.schema import (
+    profile_counts,
     profile_rates,
     profile_sets,
     profiles,
@@ -255,6 +259,7 @@ def _build(conn: Connection, ids: list[int], names: Sequence[str],
         rates[pid].append(rate)
 
     provs = _provenances(conn, select(p.provenance_id).where(p.set_id.in_(ids)))
+    counts = read_counts(conn, profile_counts, in_sets)
 
     by_set: dict[int, list[Profile]] = defaultdict(list)
     for (pid, sid, model, smethod, k, thinking, category, al, method, prov_id, rationale,
@@ -264,9 +269,26 @@ def _build(conn: Connection, ids: list[int], names: Sequence[str],
             category=category, acceptance_length=al, method=method,
             per_position_rates=tuple(rates[pid]) if pid in rates else None,
             provenance=None if prov_id is None else provs[prov_id],
-            rationale=rationale, copied_from=copied))
+            rationale=rationale, copied_from=copied, counts=counts.get(pid)))
     return [ProfileSet(name=n, caveats=tuple(caveats[i]), profiles=tuple(by_set[i]), file=f)
             for i, n, f in zip(ids, names, files)]
+
+
+def read_counts(conn: Connection, table: Table, cited: Any) -> dict[int, Counts]:
+    """``profile id -> Counts`` for the profiles ``cited`` (a subquery of ids) in ``table``
+    (``profile_counts`` or ``revision_counts``, which have the same columns)."""
+    c = table.c
+    return {pid: counts_from_row(d, dt, a, per) for pid, d, dt, a, per in conn.execute(
+        select(c.profile_id, c.drafts, c.draft_tokens, c.accepted_tokens,
+               c.accepted_per_position).where(c.profile_id.in_(cited)))}
+
+
+def counts_from_row(drafts: int, draft_tokens: int, accepted_tokens: int,
+                    accepted_per_position: str | None) -> Counts:
+    """A stored counts row as :class:`~registry_db.model.Counts` (the per-position counts are a
+    JSON array of integers)."""
+    per = None if accepted_per_position is None else tuple(json.loads(accepted_per_position))
+    return Counts(int(drafts), int(draft_tokens), int(accepted_tokens), per)
 
 
 def _provenances(conn: Connection, cited) -> dict[int, Provenance]:  # noqa: ANN001

@@ -35,9 +35,10 @@ from registry_db.model import (
     profile_label,
 )
 from registry_db.store import history, read
-from registry_db.store.bulk import CHUNK, chunks, insert_many, provenance_ids
+from registry_db.store.bulk import CHUNK, chunks, counts_row, insert_many, provenance_ids
 from registry_db.store.engine import run_write
 from registry_db.store.schema import (
+    profile_counts,
     profile_rates,
     profile_sets,
     profiles,
@@ -355,7 +356,9 @@ def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str, str]],
     # Replaced provenances stay: the earlier revisions cite them.
     history.record_current(conn, [(s.name, numbers[s.name], str(status), s.file, h,
                                    len(s.profiles))
-                                  for s, h, status in changed], message, now)
+                                  for s, h, status in changed], message, now,
+                           counts=any(p.counts is not None for s, _, _ in changed
+                                      for p in s.profiles))
 
 
 def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int, int]) -> None:
@@ -370,11 +373,17 @@ def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int,
         "provenance_id": None if p.provenance is None else prov_ids[id(p.provenance)],
         "rationale": p.rationale, "copied_from": p.copied_from,
     } for i, p in enumerate(s.profiles)])
-    if not any(p.per_position_rates for p in s.profiles):
+    with_rates = any(p.per_position_rates for p in s.profiles)
+    with_counts = any(p.counts is not None for p in s.profiles)
+    if not (with_rates or with_counts):
         return
     ids = dict(conn.execute(select(profiles.c.position, profiles.c.id)
                             .where(profiles.c.set_id == set_id)).all())
-    insert_many(conn, profile_rates, [
-        {"profile_id": ids[i], "position": k, "rate": float(r)}
-        for i, p in enumerate(s.profiles) if p.per_position_rates
-        for k, r in enumerate(p.per_position_rates, 1)])
+    if with_rates:
+        insert_many(conn, profile_rates, [
+            {"profile_id": ids[i], "position": k, "rate": float(r)}
+            for i, p in enumerate(s.profiles) if p.per_position_rates
+            for k, r in enumerate(p.per_position_rates, 1)])
+    if with_counts:
+        insert_many(conn, profile_counts, [counts_row(ids[i], p) for i, p in enumerate(s.profiles)
+                                           if p.counts is not None])
