@@ -30,6 +30,7 @@ from registry_db.model import (
     ProfileSet,
     Provenance,
     Sampling,
+    Uncertainty,
     setting_value,
 )
 from registry_db.store.schema import (
@@ -88,11 +89,17 @@ class ProfileSummary(Keyed):
     acceptance_length: float
     method: str
     source: str | None
+    counts: Counts | None = None
 
     @property
     def acceptance_rate(self) -> float:
         """(AL − 1) / K, as the resolver and the ``acceptance_profiles`` view compute it."""
         return (self.acceptance_length - 1) / self.num_spec_tokens
+
+    @property
+    def uncertainty(self) -> Uncertainty | None:
+        """The standard error of the AL, from its counts (None without them)."""
+        return None if self.counts is None else self.counts.uncertainty(self.num_spec_tokens)
 
 
 @contextlib.contextmanager
@@ -175,11 +182,13 @@ def list_profiles(bind: Bind, *, model: str | None = None, method: str | None = 
     unknown name raises :class:`NotFound` naming the known sets). One query; the model and
     method filters use the profile key's index.
     """
-    p, ps, pr = profiles.c, profile_sets.c, provenances.c
+    p, ps, pr, c = profiles.c, profile_sets.c, provenances.c, profile_counts.c
     query = (select(p.model, p.speculative_method, p.num_spec_tokens, p.thinking, p.category,
-                    ps.name, p.acceptance_length, p.method, pr.source)
+                    ps.name, p.acceptance_length, p.method, pr.source, c.drafts,
+                    c.draft_tokens, c.accepted_tokens, c.accepted_per_position)
              .join_from(profiles, profile_sets, p.set_id == ps.id)
              .outerjoin(provenances, pr.id == p.provenance_id)
+             .outerjoin(profile_counts, c.profile_id == p.id)
              .order_by(p.model, p.speculative_method, p.num_spec_tokens, p.thinking,
                        p.category, ps.name))
     for column, value in ((p.model, model), (p.speculative_method, method),
@@ -195,7 +204,12 @@ def list_profiles(bind: Bind, *, model: str | None = None, method: str | None = 
             if missing:
                 raise NotFound(unknown_set_message(missing[0], set_names(conn)))
             query = query.where(ps.name.in_(sorted(known)))
-        return [ProfileSummary(*row) for row in conn.execute(query)]
+        return [ProfileSummary(
+            r.model, r.speculative_method, r.num_spec_tokens, r.thinking, r.category,
+            profile_set=r.name, acceptance_length=r.acceptance_length, method=r.method,
+            source=r.source, counts=None if r.drafts is None else counts_from_row(
+                r.drafts, r.draft_tokens, r.accepted_tokens, r.accepted_per_position))
+            for r in conn.execute(query)]
 
 
 # --- whole sets ----------------------------------------------------------------------------------
