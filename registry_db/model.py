@@ -323,6 +323,13 @@ class Uncertainty:
         return {"drafts": self.drafts, "stderr": self.stderr, "exact": self.exact}
 
 
+def z_score(old: float, old_stderr: float, new: float, new_stderr: float) -> float | None:
+    """How many combined standard errors ``new`` lies from ``old``: (new − old) /
+    √(old_stderr² + new_stderr²); None when both errors are 0 (no spread to measure by)."""
+    spread = math.hypot(old_stderr, new_stderr)
+    return None if spread == 0 else (new - old) / spread
+
+
 @dataclass(frozen=True)
 class Counts:
     """The raw counts a profile's AL was computed from (contract, third round: a registry_db

@@ -2,10 +2,10 @@
 
 The grid itself is SQL: the view ``profile_coverage`` (migrations 0003 and 0005) crosses every
 stored (model, speculative_method) pair with both thinking modes, every stored category and K
-from 1 to the largest K, and puts each cell's holders (and their counts' stderr) beside it. This module narrows that grid to a
-:class:`Selection` (the sets that count as the registry, and filters on the key's columns) and
-groups it into :class:`Row` objects of :class:`Cell` objects, which a table, a JSON document or a
-plot draws. Nothing here knows about output formats.
+from 1 to the largest K, and puts each cell's holders (and their counts' stderr) beside it.
+This module narrows that grid to a :class:`Selection` (the sets that count as the registry, and
+filters on the key's columns) and groups it into :class:`Row` objects of :class:`Cell` objects,
+which a table, a JSON document or a plot draws. Nothing here knows about output formats.
 
 A selection that matches no stored profile is :class:`~registry_db.errors.EmptySelection`, whose
 message says what the registry does hold for the filters given.

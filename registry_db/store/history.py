@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 from registry_db.errors import NotFound
 from registry_db.model import Profile, ProfileSet
 from registry_db.store.bulk import chunks
+from registry_db.store.drift import drift
 from registry_db.store.engine import run_write
 from registry_db.store.read import (
     _connect,
@@ -92,18 +93,24 @@ class Change:
     profile: str | None
     change: str  # added | removed | changed
     fields: dict[str, tuple[Any, Any]]
+    #: How far a changed AL moved, in combined standard errors (both sides with counts).
+    z: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's change object."""
-        return {"profile": self.profile, "change": self.change,
-                "fields": {k: {"from": a, "to": b} for k, (a, b) in self.fields.items()}}
+        """The contract's change object; a changed AL with counts on both sides has its ``z``."""
+        out: dict[str, Any] = {k: {"from": a, "to": b} for k, (a, b) in self.fields.items()}
+        if self.z is not None and "acceptance_length" in out:
+            out["acceptance_length"]["z"] = self.z
+        return {"profile": self.profile, "change": self.change, "fields": out}
 
     def lines(self) -> list[str]:
-        """The text form: one line per changed field, ``old → new``."""
+        """The text form: one line per changed field, ``old → new`` (and the AL's z)."""
         label = self.profile if self.profile is not None else "(set)"
         if not self.fields:
             return [f"{self.change:<8} {label}"]
+        z = "" if self.z is None else f"  (z = {self.z:.1f})"
         return [f"{self.change:<8} {label}  {name}: {_show(a)} → {_show(b)}"
+                + (z if name == "acceptance_length" else "")
                 for name, (a, b) in self.fields.items()]
 
 
@@ -361,7 +368,8 @@ def diff_sets(old: ProfileSet | None, new: ProfileSet | None) -> list[Change]:
         elif a is not None and b is not None:
             fields = _fields(a, b)
             if fields:
-                changes.append(Change(a.label, "changed", fields))
+                changes.append(Change(a.label, "changed", fields,
+                                      drift(a, b) if "acceptance_length" in fields else None))
     return changes
 
 
@@ -380,6 +388,8 @@ def _flatten(p: Profile) -> dict[str, Any]:
         else [float(r) for r in p.per_position_rates],
         "method": p.method, "rationale": p.rationale, "copied_from": p.copied_from,
     }
+    if p.counts is not None:
+        out.update((f"counts.{k}", v) for k, v in p.counts.to_json().items())
     pv = p.provenance
     if pv is not None:
         for name in ("source", "run", "benchmark", "prompts", "hardware", "engine_image", "tp"):

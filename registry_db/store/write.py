@@ -6,11 +6,13 @@ write transaction (:func:`registry_db.store.run_write`). Inside that transaction
 lock, each set is classified ``added``, ``updated`` (its old rows are replaced) or ``unchanged``
 (same content hash: not rewritten), so concurrent importers agree with some serial order.
 Each added or updated set is also recorded as a new revision of itself
-(:mod:`registry_db.store.history`), in the same transaction; ``prune`` deletes the stored sets the
-import does not declare, as ``deleted`` revisions. Provenances are deduplicated by content hash
-across profiles and sets, and kept while any revision cites them. Rows go in with Core
-``executemany`` (``COPY`` on PostgreSQL), never one statement per row, and ids are read back
-per set, so a large import costs a few statements a file.
+(:mod:`registry_db.store.history`), in the same transaction; a value with counts that moves by
+more than 3 combined standard errors draws a warning (:mod:`registry_db.store.drift`);
+``prune`` deletes the stored sets the import does not declare, as ``deleted`` revisions.
+Provenances are deduplicated by content hash across profiles and sets, and kept while any
+revision cites them. Rows go in with Core ``executemany`` (``COPY`` on PostgreSQL), never one
+statement per row, and ids are read back per set, so a large import costs a few statements a
+file.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from registry_db.model import (
 )
 from registry_db.store import history, read
 from registry_db.store.bulk import CHUNK, chunks, counts_row, insert_many, provenance_ids
+from registry_db.store.drift import drift_warnings
 from registry_db.store.engine import run_write
 from registry_db.store.schema import (
     profile_counts,
@@ -167,7 +170,8 @@ def _import_sets(engine: Engine, sets: list[ProfileSet], dry_run: bool,
             summaries = {s.name: s for s in read.list_sets(conn) if s.name in set(pruned)}
             results += [SetResult(n, summaries[n].file, ImportStatus.DELETED,
                                   summaries[n].profiles) for n in pruned]
-        warnings = _overlap_warnings(conn, sets, ignore=pruned)
+        warnings = _overlap_warnings(conn, sets, ignore=pruned) + drift_warnings(
+            conn, [s for s, r in zip(sets, results) if r.status == ImportStatus.UPDATED])
         changes: list[tuple[str, tuple]] = []
         if dry_run:
             updated = [s for s, r in zip(sets, results) if r.status == ImportStatus.UPDATED]
