@@ -45,10 +45,10 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
     changed is reported `unchanged` and not rewritten. A set that now comes from another file
     than at its last import is reported `(moved from OLD)`. Sets that share profile keys get
     one warning per pair of sets; a value with counts that moves by |z| > 3 against the stored
-    revision (both with counts) gets a warning of its own. Every set added or updated becomes a new revision
-    (`registry history`); --prune deletes the stored sets the files do not declare, each
-    deletion a revision too. Waits for other writers up to REGISTRY_LOCK_TIMEOUT seconds
-    (exit 3 after that).
+    revision (both with counts) gets a warning of its own. Every set added or updated becomes
+    a new revision (`registry history`); --prune deletes the stored sets the files do not
+    declare, each deletion a revision too. Waits for other writers up to REGISTRY_LOCK_TIMEOUT
+    seconds (exit 3 after that).
 
     \b
     Example:
