@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 from registry_db.inputs.counts import COUNTS
 from registry_db.inputs.profile_set import check_profile_set
 from registry_db.inputs.schema import Checker
-from registry_db.model import COUNT_LIMIT, Counts, Profile, ProfileSet, Provenance, Sampling, z_score
+from registry_db.model import (
+    COUNT_LIMIT,
+    Counts,
+    Profile,
+    ProfileSet,
+    Provenance,
+    Sampling,
+    z_score,
+)
 from registry_db.sources.render import render_set
 from registry_db.yaml.load import load_yaml
 
