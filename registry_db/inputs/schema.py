@@ -175,8 +175,7 @@ class Field:
     blank_message: str | None = None
     nonfinite: str = "not_finite"
     limit: str | None = None
-    #: The largest magnitude an integer may have (its column's).
-    bound: int = INT_LIMIT
+    bound: int = INT_LIMIT  # the largest magnitude an integer may have (its column's)
     checks: tuple[Check, ...] = ()
     #: Whether a failed check makes the field read as absent for the rules after it.
     drop_on_failure: bool = True
@@ -218,10 +217,10 @@ class Map:
 
     def read(self, ck: Checker, doc: Any, path: str, where: Position | None = None,
              outer: dict | None = None) -> dict | None:
-        """Every field of ``doc`` (None where absent or invalid), or None if it is no mapping.
+        """Every field of ``doc`` (None where absent or invalid), or None if it is no mapping;
+        with ``outer``, the enclosing mapping's fields too (this one's checks may read them).
 
         Whether anything was wrong is the checker's count of errors, before and after.
-        ``outer``: the enclosing mapping's fields, which this one's checks may read too.
         """
         if not ck.mapping(doc, mark(doc) if where is None else where, path, self.what,
                           self.not_a_mapping):

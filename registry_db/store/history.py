@@ -30,13 +30,7 @@ from registry_db.model import Profile, ProfileSet
 from registry_db.store.bulk import chunks
 from registry_db.store.drift import drift
 from registry_db.store.engine import run_write
-from registry_db.store.read import (
-    _connect,
-    _provenances,
-    _utc,
-    read_counts,
-    unknown_set_message,
-)
+from registry_db.store.read import _connect, _provenances, _utc, read_counts, unknown_set_message
 from registry_db.store.schema import (
     profile_sets,
     profiles,
@@ -176,24 +170,19 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
             "p.thinking, p.category, p.acceptance_length, p.method, p.provenance_id, "
             "p.rationale, p.copied_from "
             f"FROM profiles p JOIN profile_sets s ON s.id = p.set_id {current} {where}"), params)
-        conn.execute(text(
-            "INSERT INTO revision_rates (profile_id, position, rate) "
-            "SELECT rp.id, r.position, r.rate FROM profile_rates r "
-            "JOIN profiles p ON p.id = r.profile_id "
-            f"JOIN profile_sets s ON s.id = p.set_id {current} "
-            "JOIN revision_profiles rp ON rp.revision_id = v.id AND rp.position = p.position "
-            f"{where}"), params)
-        if not counts:
-            continue
-        conn.execute(text(
-            "INSERT INTO revision_counts (profile_id, drafts, draft_tokens, accepted_tokens, "
-            "accepted_per_position, al_stderr) "
-            "SELECT rp.id, c.drafts, c.draft_tokens, c.accepted_tokens, "
-            "c.accepted_per_position, c.al_stderr FROM profile_counts c "
-            "JOIN profiles p ON p.id = c.profile_id "
-            f"JOIN profile_sets s ON s.id = p.set_id {current} "
-            "JOIN revision_profiles rp ON rp.revision_id = v.id AND rp.position = p.position "
-            f"{where}"), params)
+        # Rates and counts of a profile follow it to its copy (by file position).
+        children = [("revision_rates", "profile_rates", "position, rate")]
+        if counts:
+            children.append(("revision_counts", "profile_counts", "drafts, draft_tokens, "
+                             "accepted_tokens, accepted_per_position, al_stderr"))
+        for copy, table, columns in children:
+            conn.execute(text(
+                f"INSERT INTO {copy} (profile_id, {columns}) SELECT rp.id, "
+                + ", ".join(f"r.{c.strip()}" for c in columns.split(",")) + f" FROM {table} r "
+                "JOIN profiles p ON p.id = r.profile_id "
+                f"JOIN profile_sets s ON s.id = p.set_id {current} "
+                "JOIN revision_profiles rp ON rp.revision_id = v.id AND rp.position = p.position "
+                f"{where}"), params)
 
 
 def _insert_revisions(conn: Connection, rows: list[dict[str, Any]]) -> None:
