@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 
 from registry_db import store
-from registry_db.model import Sampling
+from registry_db.model import Counts, Sampling
 from registry_db.sources.inferencex import read_inferencex
 from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics
 from tests.helpers import run_cli as run
@@ -156,3 +156,21 @@ def test_a_fifo_in_an_imported_folder_is_said_skipped(db_url, tmp_path):
         assert result.exit_code == 0, result.output
         assert (f"{tmp_path / 'x.yaml'}:0:0: (document): warning: a FIFO (named pipe), not a "
                 "regular file; skipped") in result.stderr
+
+
+def test_a_curve_with_counter_comments_imports_its_counts(db_url, engine, tmp_path):
+    """qwen3.827b_bf16_mtp.yaml (SemiAnalysisAI/InferenceX 67ba7fb5ee54, README under real/):
+    each cell's counter comment is the stored profile's counts, with its standard error."""
+    curve = REAL / "SemiAnalysisAI-InferenceX-67ba7fb5ee54" / "qwen3.827b_bf16_mtp.yaml"
+    ingested = read_inferencex([str(curve)])
+    ingest_validate_import(db_url, tmp_path / "acceptance", "inferencex", curve)
+    (stored,) = store.load_sets(engine, ["qwen3.827b_bf16_mtp"])
+    assert stored.content_hash() == ingested.sets[0].content_hash()
+    assert {(p.thinking, p.num_spec_tokens): p.counts for p in stored.profiles}[("on", 3)] == (
+        Counts(drafts=84142, draft_tokens=252426, accepted_tokens=126838))
+    listed = json.loads(run("-d", db_url, "profiles", "--model", "qwen3.8-27b", "--k", "3",
+                            "--thinking", "on", "--json").stdout)
+    ((got,),) = [listed]
+    assert got["acceptance_length"] == 2.51
+    assert got["counts"] == {"drafts": 84142, "draft_tokens": 252426, "accepted_tokens": 126838}
+    assert got["uncertainty"]["drafts"] == 84142 and got["uncertainty"]["exact"] is False

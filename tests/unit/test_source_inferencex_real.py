@@ -530,9 +530,12 @@ def test_metadata_the_reader_does_not_know_is_a_warning(tmp_path):
 
 def test_the_readmes_map_reads_the_specs_two_example_files(tmp_path):
     readme = (REAL.parents[4] / "README.md").read_text()
-    block = re.search(r"<!-- example: map -->\n```yaml\n(.*?)```", readme, re.S)[1]
-    (tmp_path / "map.yaml").write_text(block)
-    result = read_inferencex([real(DSV41), real(GLM53)],
+    sections = re.findall(r"`((?:files|models): \{.*?\})`", readme)
+    assert len(sections) == 2
+    (tmp_path / "map.yaml").write_text("\n".join(sections) + "\n")
+    for name in (GLM53, f"{MAIN}/glm5.2_mtp.yaml"):  # the copy's source beside it
+        shutil.copy(REAL / name, tmp_path)
+    result = read_inferencex([real(DSV41), str(tmp_path / "glm5.3_mtp.yaml")],
                              curve_map=load_map(str(tmp_path / "map.yaml")))
     got = {ps.name: ps.profiles for ps in result.sets}
     assert got["dsv41flash_dspark"][0].provenance.hardware == "b300"
