@@ -162,8 +162,7 @@ class _Reader:
                 self.fill(name, m[group], span, base + m.start(group), mode)
         return True
 
-    def fill(self, name: str, raw: str, span: Span, offset: int, mode: str | None,
-             k: int | None = None) -> None:
+    def fill(self, name: str, raw: str, span: Span, offset: int, mode: str | None) -> None:
         name, _, scope = name.partition("@")
         origin = self.origin(span, offset)
         try:
@@ -174,7 +173,7 @@ class _Reader:
                              f"{name.split('.')[-1]} {raw.strip()!r} cannot be read: {exc}; "
                              "fix the header")
             return
-        self.facts.add(Fact(name, value, origin, scope or mode, k))
+        self.facts.add(Fact(name, value, origin, scope or mode))
 
     def warn_item(self, span: Span, offset: int, text: str) -> None:
         self.facts.warn(self.origin(span, offset), "unknown_header_item",

@@ -467,15 +467,24 @@ ON3 = "    3: 2.51  # AR=0.502475973156; accepted=126838; proposed=252426; draft
 
 
 def test_an_al_that_disagrees_with_its_counts_is_a_warning_naming_both(tmp_path):
-    path = edited(tmp_path, Q67_BF16, ON3, ON3.replace("2.51", "2.60"))
+    path = edited(tmp_path, Q67_BF16, ON3, ON3.replace("2.51", "2.50"))
     result = read_inferencex([path])
     (w,) = [w for w in result.warnings if w.code == "al_disagrees_with_counts"]
     assert (w.line, w.column) == (22, 8)
-    assert "AL 2.60 is not 1 + accepted / drafts = 1 + 126838 / 84142 = 2.50743" in w.message
+    assert "AL 2.50 is not 1 + accepted / drafts = 1 + 126838 / 84142 = 2.50743" in w.message
     p = next(p for ps in result.sets for p in ps.profiles
              if (p.thinking, p.num_spec_tokens) == ("on", 3))
-    assert p.acceptance_length == 2.6  # the file's value is kept, with its counts
+    assert p.acceptance_length == 2.5  # the file's value is kept, with its counts
     assert p.counts == Counts(84142, 252426, 126838)
+
+
+def test_an_al_further_from_its_counts_than_the_spec_allows_is_refused_at_its_cell(tmp_path):
+    path = edited(tmp_path, Q67_BF16, ON3, ON3.replace("2.51", "2.60"))
+    with pytest.raises(InvalidInput) as exc:
+        read_inferencex([path])
+    (error,) = [f for f in exc.value.findings if f.is_error]
+    assert (error.line, error.column, error.path) == (22, 8, "counts")
+    assert "they must agree within 0.01" in error.message
 
 
 @pytest.mark.parametrize("comment, said", [
