@@ -108,16 +108,17 @@ def _tally(after: Scrape, before: Scrape | None, k: int) -> Tally:
     c = [steps[str(n)] for n in range(k + 1)]
     drafts = sum(c, Fraction(0))
     accepted = total(sums, ACCEPTED)
+    by_steps = sum((n * c_n for n, c_n in enumerate(c)), Fraction(0))
     if drafts == 0:
         problems.append(problem(
             after.file, after.line_of(STEPS), STEPS, "zero_drafts",
             f"{STEPS}_total did not grow{' between the scrapes' if before else ''}: no "
             "speculative step ran, so there is no acceptance to measure"))
-    elif accepted != sum(n * c_n for n, c_n in enumerate(c)):
+    elif accepted != by_steps:
         problems.append(problem(
             after.file, after.line_of(ACCEPTED), ACCEPTED, "inconsistent_counters",
             f"{ACCEPTED}_total grew by {number(accepted)} but the steps by accepted_tokens "
-            f"account for {number(sum(n * c_n for n, c_n in enumerate(c)))}; the counters are "
+            f"account for {number(by_steps)}; the counters are "
             "inconsistent"))
     if problems:
         raise InvalidInput(problems)
