@@ -10,7 +10,7 @@ several appended, one per line):
 
     AL = 1 + Σ numAcceptedTokens / Σ numRequestsWithDraftTokens
 
-which is TensorRT-LLM's own reduction (``compute_acceptance_length`` in its tests). Its
+which is TensorRT-LLM's own reduction (the ``compute_acceptance_length`` helper of its tests). Its
 Prometheus output has no count of requests with drafts, and ``acceptanceLength`` is a
 per-iteration mean: neither is read.
 """
