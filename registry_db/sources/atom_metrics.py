@@ -25,25 +25,27 @@ from registry_db.errors import Finding, InvalidInput
 from registry_db.model import ProfileSet
 from registry_db.sources.counters import (
     Facts,
-    Scrape,
     Tally,
     acceptance,
-    by_label,
     check_k,
-    deltas,
     draft_token_findings,
     label,
-    label_order,
     measured_set,
-    missing_counters,
-    mixed_servers,
     number,
-    parse_scrape,
     problem,
     stem,
-    total,
 )
 from registry_db.sources.output import Ingested
+from registry_db.sources.scrape import (
+    Scrape,
+    by_label,
+    deltas,
+    label_order,
+    missing_counters,
+    mixed_servers,
+    parse_scrape,
+    total,
+)
 
 NAME = "atom-metrics"
 DESCRIPTION = "ATOM's MTP counters, from /metrics scrapes around a run (exact per position)"

@@ -35,11 +35,13 @@ from registry_db.sources.counters import (
     label,
     measured_set,
     problem,
-    prometheus_line,
     read_input,
     stem,
 )
 from registry_db.sources.output import Ingested
+from registry_db.sources.scrape import (
+    prometheus_line,
+)
 
 NAME = "sglang"
 DESCRIPTION = "SGLang's per-request meta_info (spec_verify_ct, spec_num_correct_drafts)"

@@ -35,11 +35,13 @@ from registry_db.sources.counters import (
     label,
     measured_set,
     problem,
-    prometheus_line,
     read_input,
     stem,
 )
 from registry_db.sources.output import Ingested
+from registry_db.sources.scrape import (
+    prometheus_line,
+)
 
 NAME = "trtllm-stats"
 DESCRIPTION = "TensorRT-LLM's /metrics iteration stats (specDecodingStats)"

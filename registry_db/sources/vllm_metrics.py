@@ -23,26 +23,28 @@ from registry_db.errors import Finding, InvalidInput
 from registry_db.model import ProfileSet
 from registry_db.sources.counters import (
     Facts,
-    Scrape,
     Tally,
     acceptance,
-    by_label,
     check_k,
-    deltas,
     draft_token_findings,
     label,
-    label_order,
     measured_set,
-    missing_counters,
-    mixed_servers,
     number,
-    parse_scrape,
     problem,
     round_rates,
     stem,
-    total,
 )
 from registry_db.sources.output import Ingested
+from registry_db.sources.scrape import (
+    Scrape,
+    by_label,
+    deltas,
+    label_order,
+    missing_counters,
+    mixed_servers,
+    parse_scrape,
+    total,
+)
 
 __all__ = ["DESCRIPTION", "NAME", "Facts", "read", "read_vllm_metrics", "round_rates"]
 
