@@ -506,3 +506,8 @@ def test_a_temperature_that_is_not_finite_is_a_usage_error(command, value):
     assert result.exit_code == 2
     # -inf is below the range's 0 first; nan and inf pass every range test, and are refused.
     assert ("not in the range" if value == "-inf" else "not a finite number") in result.stderr
+
+
+def test_round_needs_two_places_since_the_counts_hold_al_within_a_hundredth():
+    result = run("ingest", "vllm-metrics", AFTER, *ARGS, "--round", "1")
+    assert result.exit_code == 2 and "--round" in result.stderr
