@@ -42,3 +42,29 @@ def test_the_counts_keep_the_contracts_rules(source, path, options, round_to):
         assert sum(a) == c.accepted_tokens
         assert p.per_position_rates is not None
         assert all(abs(r - n / c.drafts) <= 0.01 for r, n in zip(p.per_position_rates, a))
+
+
+COMMANDS = [(source, str(path), ["--before", options["before"]] if options else [])
+            for source, path, options in RUNS if path.name != "adaptive.prom"]
+
+
+@pytest.mark.parametrize("command, path, extra", COMMANDS)
+def test_ingest_writes_the_counts_and_the_file_validates(tmp_path, command, path, extra):
+    """End to end: the command's file carries `counts`, the validator (counts' rules
+    included) accepts it, and reading it back gives the counts the source computed."""
+    from registry_db.sources.profile_set import check_paths
+    from tests.helpers import run_cli
+
+    out = tmp_path / "run.yaml"
+    result = run_cli("ingest", command, path, *extra, "--model", "m", "--method", "mtp", "--k",
+                     "3", "--thinking", "on", "--category", "coding", "--hardware", "b300",
+                     "--engine-image", "img:1", "--temperature", "1.0", "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert "\n  counts:\n    drafts: " in out.read_text()
+    sets, findings = check_paths([out])
+    assert findings == []
+    facts = Facts(model="m", method="mtp", k=3, thinking="on", category="coding",
+                  hardware="b300", engine_image="img:1", sampling=Sampling(temperature=1.0))
+    options = {"before": extra[1]} if extra else {}
+    expected, _ = get_source(command).read([path], facts=facts, **options)
+    assert sets[0].profiles[0].counts == expected[0].profiles[0].counts
