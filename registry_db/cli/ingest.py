@@ -44,44 +44,70 @@ def ingest() -> None:
               help="Merge every input into this one set (default: one set per file, named "
                    "after the file).")
 @click.option("--map", "map_file", metavar="MAP.yaml",
-              help="Catalog names for the source's model spellings (models:) and a method name "
-                   "per input file (methods:); see the README.")
+              help="Catalog names for the source's model spellings (models:), a method per "
+                   "file (methods:), and per file what its header does not say (files:); see "
+                   "the README.")
 @click.option("--engine-image", metavar="IMAGE",
-              help="The engine image the curves were measured with; required for measured "
-                   "curves whose header states none.")
+              help="The engine image the curves were measured with, for files that state "
+                   "none.")
+@click.option("--hardware", metavar="CHIP",
+              help="The chip the curves were measured on, for files that state none.")
+@click.option("--category", metavar="C", callback=lambda ctx, param, value: _category(
+              ctx, param, value),  # defined below, with the counter sources' flags
+              help="The workload category, for files that state none (such as coding).")
+@click.option("--tp", type=click.IntRange(min=0), metavar="N",
+              help="The tensor-parallel width, for files that state none.")
+@click.option("--benchmark", metavar="NAME",
+              help="The prompt set (such as 'SPEED-Bench Qualitative'), for files that state "
+                   "none.")
+@click.option("--prompts", type=click.IntRange(min=0), metavar="N",
+              help="How many prompts each cell ran, for files that state none.")
 @click.option("--source-base", metavar="URL",
               help="Record each file's source as URL/<file name> instead of its path.")
+@click.option("--keep-going", is_flag=True,
+              help="Write the files that have no errors and exit 1 naming the others "
+                   "(default: any error, and nothing is written).")
 @click.option("-o", "--output", "out", default="-", show_default=True, metavar="DIR|FILE|-",
               help=OUTPUT_HELP)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @handle_errors
 def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
-               engine_image: str | None, source_base: str | None, out: str,
-               as_json: bool) -> None:
+               source_base: str | None, keep_going: bool, out: str, as_json: bool,
+               **facts: Any) -> None:
     """Read InferenceX golden AL curves (golden_al_distribution/*.yaml) into profile sets.
 
-    PATH is a curve file or a folder of them. Each (thinking mode, K) cell becomes a measured
-    profile; category, method, hardware, sampling and settings come from the file's header.
-    A header line the reader does not understand is a warning (FILE:LINE); a file that is not
-    a golden AL curve is an error (FILE:LINE:COL) and nothing is written. --json prints
-    the sets written, their files and profile counts, and the warnings.
+    PATH is a curve file or a folder of them. Each (thinking mode, K) cell becomes a profile
+    with the AL as written and, from a counter comment, its counts; the header's facts (run,
+    benchmark, chip, image, TP, sampling per thinking mode, settings) go to the provenance.
+    A fact the header does not state comes from a flag (every file) or the map's files:
+    entry (one file); a flag or entry that disagrees with the header is an error naming
+    both. A header line the reader does not understand is a warning (FILE:LINE); a file
+    that is not a golden AL curve, or lacks what a measured profile needs, is an error
+    (FILE:LINE:COL) and nothing is written, unless --keep-going. --json prints the sets
+    written, their files and profile counts, and the warnings.
 
     \b
     Example:
-        registry ingest inferencex dsv41flash_dspark.yaml \\
-            --engine-image vllm/vllm-openai:v0.22.0 \\
+        registry ingest inferencex dsv41flash_dspark.yaml --hardware b300 --prompts 80 \\
             --source-base https://github.com/OWNER/REPO/blob/main/golden_al_distribution \\
             -o acceptance/
         registry ingest inferencex curves/ --name inferencex-golden-al --map map.yaml \\
             --engine-image vllm/vllm-openai:v0.22.0 -o acceptance/inferencex-golden-al.yaml
     """
+    from registry_db.errors import RegistryError
     from registry_db.sources import inferencex as source
 
     _json_needs_a_file(as_json, out)
     curve_map = source.load_map(map_file) if map_file is not None else None
     result = source.read_inferencex(paths, name=name, curve_map=curve_map,
-                                    engine_image=engine_image, source_base=source_base)
+                                    source_base=source_base, keep_going=keep_going, **facts)
+    if result.refused and not as_json:
+        report_findings(result.refused, as_json=False)
     _finish(result, out, as_json)
+    if result.refused:
+        files = sorted({f.file for f in result.refused if f.is_error})
+        raise RegistryError(f"{len(files)} input(s) refused and not written: "
+                            f"{', '.join(files)}")
 
 
 # --- the counter sources: one set of flags, one way to read them ----------------------------------
@@ -320,9 +346,12 @@ def _finish(result: Any, out: str, as_json: bool = False) -> None:
         report_findings(warnings, as_json=False)
     written = write(result, out)
     if as_json:
-        emit_json({"sets": [{"name": ps.name, "file": path, "profiles": len(ps.profiles)}
+        summary = {"sets": [{"name": ps.name, "file": path, "profiles": len(ps.profiles)}
                             for path, ps in zip(written, result.sets)],
-                   "warnings": [f.to_json() for f in warnings]})
+                   "warnings": [f.to_json() for f in warnings]}
+        if getattr(result, "refused", ()):  # ingest inferencex --keep-going
+            summary["refused"] = [f.to_json() for f in result.refused]
+        emit_json(summary)
         return
     if written != ["-"]:
         for path, ps in zip(written, result.sets):
