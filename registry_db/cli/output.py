@@ -143,13 +143,15 @@ def complete_set_names(ctx: click.Context, param: click.Parameter, incomplete: s
     from click.shell_completion import CompletionItem
 
     try:
+        from registry_db.cli.group import DATABASE_META
         from registry_db.store.engine import make_engine
         from registry_db.store.read import set_names
         from registry_db.store.urls import resolve_url
 
         # No schema check and no migration: a read-only connection (SQLite: mode=ro, which
-        # fails on a missing file instead of creating it) and one query.
-        url = resolve_url(ctx.find_root().params.get("database"))
+        # fails on a missing file instead of creating it) and one query. The database is -d's,
+        # before or after the command.
+        url = resolve_url(ctx.meta.get(DATABASE_META) or ctx.find_root().params.get("database"))
         engine = make_engine(url, readonly=True)
         try:
             names = set_names(engine)
