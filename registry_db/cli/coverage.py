@@ -7,15 +7,15 @@ measured and on cells several sets hold), as JSON listing every cell, or as long
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 import click
 
 from registry_db.cli.output import (
     complete_set_names,
+    csv_text,
     emit_json,
+    emit_lines,
     handle_errors,
     output_options,
     readable,
@@ -36,14 +36,16 @@ CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acce
 @click.pass_obj
 @handle_errors
 def coverage(settings: Any, model: str | None, speculative_method: str | None,
-             sets: tuple[str, ...], category: str | None, as_json: bool, as_csv: bool) -> None:
+             sets: tuple[str, ...], category: str | None, as_json: bool, as_csv: bool,
+             as_nl: bool) -> None:
     """Show which cells hold a profile: a row per (model, method, thinking, category), K across.
 
     Rows are every stored (model, method) pair in both thinking modes and every stored
     category; columns run from K 1 to the largest K stored. A cell shows its AL, or `-` where
     no set holds one (a run there is refused or falls back). Marks: c copied, a assumed,
     l literature, v vendor_spec (not measured); * held by several sets (a run there is a
-    conflict). --json lists every cell, present and missing; --csv prints one line per cell.
+    conflict). --json lists every cell, present and missing (--nl: one row per line); --csv
+    prints one line per cell.
 
     \b
     Example:
@@ -58,6 +60,8 @@ def coverage(settings: Any, model: str | None, speculative_method: str | None,
         grid = read_coverage(engine, selection)
     if as_json:
         emit_json(grid.to_json())
+    elif as_nl:
+        emit_lines(r.to_json() for r in grid.rows)
     elif as_csv:
         click.echo(render_csv(grid), nl=False)
     else:
@@ -95,13 +99,6 @@ def _value(cell: Any) -> str:
 
 def render_csv(grid: Any) -> str:
     """One line per cell, the JSON's fields; sets space-separated, missing values empty, numbers
-    rounded for reading as in every CSV (--json keeps every digit)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in grid.rows:
-        for c in row.cells:
-            writer.writerow([*row.key, c.k, "" if c.acceptance_length is None
-                             else readable(c.acceptance_length), c.method or "",
-                             " ".join(c.sets)])
-    return buf.getvalue()
+    with every digit, as in every CSV (only tables round)."""
+    return csv_text(CSV_COLUMNS, ((*row.key, c.k, c.acceptance_length, c.method,
+                                   " ".join(c.sets)) for row in grid.rows for c in row.cells))

@@ -14,6 +14,7 @@ import click
 from registry_db.cli.output import (
     complete_set_names,
     emit_json,
+    emit_lines,
     emit_rows,
     handle_errors,
     json_option,
@@ -30,12 +31,14 @@ HISTORY_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles
 @output_options
 @click.pass_obj
 @handle_errors
-def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool) -> None:
+def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool,
+            as_nl: bool) -> None:
     """List the revisions of one set (or of every set), newest first.
 
     Every import that adds or changes a set, and every deletion, is a revision: its number
     (1, 2, … per set), action (added, updated, deleted), time (UTC), file, profile count,
-    content hash and message. The table shortens the hash; --json and --csv give it whole.
+    content hash and message. The table shortens the hash; --json, --nl and --csv give it
+    whole.
 
     \b
     Example:
@@ -48,6 +51,9 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool) ->
         found = store.history(engine, set_name)
     if as_json:
         emit_json({"revisions": [r.to_json() for r in found]})
+        return
+    if as_nl:
+        emit_lines(r.to_json() for r in found)
         return
     rows = [(r.set, r.revision, r.action, r.imported_at.isoformat(), r.file, r.profiles,
              r.content_hash if as_csv or r.content_hash is None else r.content_hash[:12],

@@ -53,17 +53,25 @@ def report_findings(findings: Sequence[Any], as_json: bool) -> None:
 
 # --- output --------------------------------------------------------------------------------------
 
+#: The listing formats other than the table, each a flag of :func:`output_options`.
+LISTING_FORMATS = (("as_json", "--json"), ("as_csv", "--csv"), ("as_nl", "--nl"))
+
+
 def output_options(fn: Callable) -> Callable:
-    """``--json`` and ``--csv`` for listings (a readable table otherwise); both at once is a
-    usage error (exit 2), checked here so that every listing command refuses it alike."""
+    """``--json``, ``--csv`` and ``--nl`` for listings (a readable table otherwise); two at once
+    is a usage error (exit 2), checked here so that every listing command refuses it alike."""
 
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("as_json") and kwargs.get("as_csv"):
-            raise click.UsageError("--json and --csv cannot be used together")
+        given = [flag for name, flag in LISTING_FORMATS if kwargs.get(name)]
+        if len(given) > 1:
+            raise click.UsageError(f"{given[0]} and {given[1]} cannot be used together")
         return fn(*args, **kwargs)
 
-    checked = click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")(checked)
+    checked = click.option("--nl", "as_nl", is_flag=True,
+                           help="Print one JSON object per line (newline-delimited JSON).")(checked)
+    checked = click.option("--csv", "as_csv", is_flag=True,
+                           help="Print CSV (numbers with every digit, as --json).")(checked)
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(checked)
 
 
@@ -77,13 +85,20 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
-#: Decimal places that text and CSV output keep (``--json`` keeps every digit).
+def emit_lines(objects: Iterable[Any]) -> None:
+    """Print each object as one line of JSON (``--nl``; nothing at all for none)."""
+    text = "".join(json.dumps(o, ensure_ascii=False, default=str) + "\n" for o in objects)
+    click.echo(text, nl=False)
+
+
+#: Decimal places that tables keep (``--json``, ``--nl`` and ``--csv`` keep every digit).
 READABLE_DIGITS = 4
 
 
 def readable(value: Any) -> Any:
     """A float rounded for reading (0.6140000000000001 -> 0.614, 4.07 stays 4.07); anything
-    else as it is. Text and CSV output use it; ``--json`` never does."""
+    else as it is. Tables and text use it; ``--json``, ``--nl`` and ``--csv`` never do: CSV is
+    for programs."""
     if isinstance(value, float):
         return round(value, READABLE_DIGITS)
     return value
@@ -95,20 +110,27 @@ def readable_list(values: Iterable[float] | None) -> str:
 
 
 def emit_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], as_json: bool = False,
-              as_csv: bool = False) -> None:
-    """Print a listing as JSON (a list of objects, numbers exact), CSV, or an aligned table
-    (numbers rounded for reading)."""
+              as_csv: bool = False, as_nl: bool = False) -> None:
+    """Print a listing as JSON (a list of objects), one object per line, CSV (numbers exact in
+    all three), or an aligned table (numbers rounded for reading)."""
     rows = [list(r) for r in rows]
     if as_json:
         emit_json([dict(zip(columns, r)) for r in rows])
+    elif as_nl:
+        emit_lines(dict(zip(columns, r)) for r in rows)
     elif as_csv:
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(["" if v is None else readable(v) for v in r] for r in rows)
-        click.echo(buf.getvalue(), nl=False)
+        click.echo(csv_text(columns, rows), nl=False)
     else:
         click.echo(format_table(columns, rows))
+
+
+def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """CSV with a header; None is an empty cell, numbers keep every digit (as ``--json``)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(["" if v is None else v for v in r] for r in rows)
+    return buf.getvalue()
 
 
 def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -33,7 +33,7 @@ FULL_COLUMNS = ("profile", "model", "speculative_method", "num_spec_tokens", "th
 @handle_errors
 def profiles(settings: Any, model: str | None, method: str | None, k: int | None,
              thinking: str | None, category: str | None, sets: tuple[str, ...],
-             as_json: bool, as_csv: bool) -> None:
+             as_json: bool, as_csv: bool, as_nl: bool) -> None:
     """List stored profiles, one row each: AL, rate, method, set and source.
 
     Filters combine (all must hold); none lists every profile. The rate is (AL - 1) / K. The
@@ -52,10 +52,10 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
     with settings.registry(readonly=True) as engine:
         found = list_profiles(engine, model=model, method=method, k=k, thinking=thinking,
                               category=category, sets=sets or None)
-    if as_json or as_csv:
+    if as_json or as_csv or as_nl:
         emit_rows(FULL_COLUMNS, [(p.label, *p.key, p.acceptance_length, p.acceptance_rate,
                                   p.method, p.profile_set, p.source) for p in found],
-                  as_json=as_json, as_csv=as_csv)
+                  as_json=as_json, as_csv=as_csv, as_nl=as_nl)
         return
     emit_rows(TABLE_COLUMNS, [(p.label, p.acceptance_length, p.acceptance_rate, p.method,
                                p.profile_set, p.source) for p in found])

@@ -43,7 +43,7 @@ class _ListsSets(click.Command):
 @output_options
 @click.pass_obj
 @handle_errors
-def list_(settings: Any, as_json: bool, as_csv: bool) -> None:
+def list_(settings: Any, as_json: bool, as_csv: bool, as_nl: bool) -> None:
     """List the profile sets: name, file, profiles, caveats, imported_at.
 
     \b
@@ -57,7 +57,7 @@ def list_(settings: Any, as_json: bool, as_csv: bool) -> None:
         sets = store.list_sets(engine)
     emit_rows(["name", "file", "profiles", "caveats", "imported_at"],
               [(s.name, s.file, s.profiles, s.caveats, s.imported_at.isoformat())
-               for s in sets], as_json=as_json, as_csv=as_csv)
+               for s in sets], as_json=as_json, as_csv=as_csv, as_nl=as_nl)
 
 
 @click.command("show")
@@ -119,7 +119,8 @@ def show(settings: Any, set_name: str, as_json: bool) -> None:
 @output_options
 @click.pass_obj
 @handle_errors
-def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool) -> None:
+def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool,
+              as_nl: bool) -> None:
     """List profile keys that two or more sets hold (the resolver refuses them).
 
     \b
@@ -135,8 +136,8 @@ def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool) -> None:
     columns = ["profile", "model", "speculative_method", "num_spec_tokens", "thinking",
                "category", "set_count", "sets"]
     emit_rows(columns, [(c.label, *c.key, c.set_count,
-                         list(c.sets) if as_json else " ".join(c.sets)) for c in found],
-              as_json=as_json, as_csv=as_csv)
+                         list(c.sets) if as_json or as_nl else " ".join(c.sets)) for c in found],
+              as_json=as_json, as_csv=as_csv, as_nl=as_nl)
     if check and found:
         click.echo(f"{len(found)} conflicting profile key(s)", err=True)
         sys.exit(1)

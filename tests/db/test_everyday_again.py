@@ -3,6 +3,8 @@ programs (CSV with every digit, `--nl`), empty filters that say so, completion o
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import click
@@ -11,7 +13,7 @@ from click.testing import CliRunner
 
 from registry_db.cli.group import COMMANDS, main
 from tests.conftest import SEED
-from tests.helpers import run_cli, write_set
+from tests.helpers import reader_role, run_cli, write_set
 
 DSV = "deepseek-v4.1-flash"
 
@@ -20,6 +22,17 @@ DSV = "deepseek-v4.1-flash"
 def seeded(db_url):
     assert run_cli("-d", db_url, "import", str(SEED)).exit_code == 0
     return db_url
+
+
+@pytest.fixture
+def querying(db_url, backend, monkeypatch):
+    """``db_url``, with ``registry query`` running as a reader role on PostgreSQL."""
+    if backend != "postgresql":
+        yield db_url
+        return
+    with reader_role(db_url) as url:
+        monkeypatch.setenv("REGISTRY_QUERY_URL", url)
+        yield db_url
 
 
 def _leaves(cmd: click.Command, path: tuple[str, ...] = ()):
@@ -86,3 +99,69 @@ def test_completion_reads_the_database_given_after_the_subcommand(db_url, tmp_pa
 
 
 assert COMMANDS  # the lazy table the tree is walked from
+
+
+# --- 28.10: CSV writes every digit; --nl on every listing -----------------------------------------
+
+def _floats_equal_their_json(csv_text: str, json_rows: list[dict]) -> int:
+    """Every CSV cell of a float column is the JSON value's repr; returns how many floats."""
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
+    assert len(rows) == len(json_rows)
+    n = 0
+    for row, obj in zip(rows, json_rows):
+        for name, value in obj.items():
+            if isinstance(value, float):
+                assert row[name] == repr(value), (name, row[name], value)
+                n += 1
+    return n
+
+
+def test_csv_writes_every_digit_json_writes(seeded, querying, tmp_path):
+    write_set(tmp_path, "digits", 2, model="m", al=2.5165480322371905)
+    run_cli("-d", seeded, "import", str(tmp_path))
+    as_json = json.loads(run_cli("-d", seeded, "profiles", "--json").stdout)
+    as_csv = run_cli("-d", seeded, "profiles", "--csv").stdout
+    assert _floats_equal_their_json(as_csv, as_json) >= 10
+    assert "2.5165480322371905" in as_csv and "0.6140000000000001" in as_csv
+    # Only the table rounds.
+    table = run_cli("-d", seeded, "profiles", "--model", "m").stdout
+    assert "2.5165 " in table and "2.5165480322371905" not in table
+    cells = json.loads(run_cli("-d", seeded, "coverage", "--model", "m", "--json").stdout)
+    long = run_cli("-d", seeded, "coverage", "--model", "m", "--csv").stdout
+    assert "2.5165480322371905" in long and "2.5165," not in long
+    assert 2.5165480322371905 in [c["acceptance_length"] for r in cells["rows"]
+                                  for c in r["cells"]]
+    query = run_cli("-d", seeded, "query", "--csv",
+                    "SELECT acceptance_rate FROM acceptance_profiles WHERE model = 'm'")
+    assert query.stdout.splitlines()[1] == repr((2.5165480322371905 - 1) / 3)
+
+
+LISTINGS = [("list",), ("profiles",), ("history",), ("coverage",), ("conflicts",)]
+
+
+def _json_items(url: str, args: tuple[str, ...]) -> list:
+    doc = json.loads(run_cli("-d", url, *args, "--json").stdout)
+    return doc["revisions"] if args[0] == "history" else doc["rows"] \
+        if args[0] == "coverage" else doc
+
+
+@pytest.mark.parametrize("args", LISTINGS, ids=" ".join)
+def test_nl_prints_one_json_object_per_line(seeded, tmp_path, args):
+    write_set(tmp_path, "one", 1, model="m")
+    write_set(tmp_path, "two", 1, model="m")  # a conflict for `conflicts`
+    run_cli("-d", seeded, "import", str(tmp_path))
+    result = run_cli("-d", seeded, *args, "--nl")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) >= 1 and all(line.startswith("{") for line in lines)
+    assert [json.loads(line) for line in lines] == _json_items(seeded, args)
+    both = run_cli("-d", seeded, *args, "--nl", "--json")
+    assert both.exit_code == 2 and "--json and --nl cannot be used together" in both.stderr
+
+
+def test_nl_of_an_empty_listing_prints_nothing(db_url, querying):
+    result = run_cli("-d", db_url, "list", "--nl")
+    assert result.exit_code == 0 and result.stdout == ""
+    rows = run_cli("-d", db_url, "query", "--nl", "SELECT 1 AS a, 2.5 AS b UNION ALL "
+                   "SELECT 3, 0.1 ORDER BY a")
+    assert rows.stdout == '{"a": 1, "b": 2.5}\n{"a": 3, "b": 0.1}\n'
