@@ -19,6 +19,8 @@ from registry_db.cli.output import (
     handle_errors,
     output_options,
     readable,
+    table_lines,
+    terminal_width,
 )
 
 CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acceptance_length",
@@ -65,11 +67,12 @@ def coverage(settings: Any, model: str | None, speculative_method: str | None,
     elif as_csv:
         click.echo(render_csv(grid), nl=False)
     else:
-        click.echo(render_table(grid))
+        click.echo(render_table(grid, terminal_width()))
 
 
-def render_table(grid: Any) -> str:
-    """The grid as an aligned table, a footer saying how much is stored and what marks mean."""
+def render_table(grid: Any, width: int | None = None) -> str:
+    """The grid as an aligned table, a footer saying how much is stored and what marks mean;
+    with ``width`` (a terminal's), the key columns are shortened to fit it, never the values."""
     head = ["model", "speculative_method", "thinking", "category"]
     ks = [f"k{k}" for k in range(1, grid.max_k + 1)]
     # Marks hang to the right of the numbers, so that the numbers of a column stay aligned.
@@ -77,14 +80,7 @@ def render_table(grid: Any) -> str:
              for i in range(grid.max_k)]
     body = [[*r.key, *(_value(c) + c.marks.ljust(w) for c, w in zip(r.cells, marks))]
             for r in grid.rows]
-    widths = [max(len(x) for x in col) for col in zip(head + ks, *body)]
-
-    def line(cells: list[str]) -> str:
-        text = [c.ljust(w) if i < len(head) else c.rjust(w)
-                for i, (c, w) in enumerate(zip(cells, widths))]
-        return "  ".join(text).rstrip()
-
-    out = [line(head + ks), line(["-" * w for w in widths]), *(line(b) for b in body)]
+    out = table_lines(head + ks, body, [False] * len(head) + [True] * len(ks), width)
     cells = [c for r in grid.rows for c in r.cells]
     footer = f"{sum(c.present for c in cells)} of {len(cells)} cells stored"
     legend = grid.marks()

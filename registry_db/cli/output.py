@@ -8,6 +8,7 @@ import csv
 import functools
 import io
 import json
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -121,7 +122,7 @@ def emit_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], as_json: bo
     elif as_csv:
         click.echo(csv_text(columns, rows), nl=False)
     else:
-        click.echo(format_table(columns, rows))
+        click.echo(format_table(columns, rows, terminal_width()))
 
 
 def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -133,24 +134,97 @@ def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """An aligned plain-text table, numbers on the right and rounded for reading."""
+#: The gap between a table's columns.
+GAP = "  "
+#: The narrowest a shortened column gets (a header is shortened too; numbers never are).
+NARROWEST = 6
+#: What stands for the characters a shortened cell lost.
+ELLIPSIS = "…"
+
+
+def terminal_width() -> int | None:
+    """The terminal's width when stdout is a terminal (``COLUMNS`` first, as the shell sets
+    it), None in a pipe or a file: what a program reads is never cut."""
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def shorten(text: str, width: int, middle: bool = False) -> str:
+    """``text`` cut to ``width`` characters with ``…``: from the middle when it is a URL or a
+    path (both ends say which) or ``middle`` says so, else at the end."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    keep = width - 1
+    if middle or "/" in text:
+        # A URL's or path's end names the file; its start, the place: keep more of the end.
+        head = keep * 2 // 5
+        return text[:head] + ELLIPSIS + text[len(text) - (keep - head):]
+    return text[:keep] + ELLIPSIS
+
+
+def fit_widths(widths: Sequence[int], floors: Sequence[int], limit: int) -> list[int]:
+    """Column widths whose line (``GAP`` between columns) fits ``limit``: the widest column
+    gives way first, none below its floor (a floor equal to the width: never shortened)."""
+    out = list(widths)
+    excess = sum(out) + len(GAP) * (len(out) - 1) - limit
+    while excess > 0:
+        shrinkable = [i for i, w in enumerate(out) if w > floors[i]]
+        if not shrinkable:
+            break
+        widest = max(out[i] for i in shrinkable)
+        tied = [i for i in shrinkable if out[i] == widest]
+        below = max([out[i] for i in shrinkable if out[i] < widest] +
+                    [max(floors[i] for i in tied)])
+        # Bring the widest down together, no further than the next width or what is needed.
+        step = min(widest - below, -(-excess // len(tied)))
+        for i in tied:
+            cut = min(step, excess)
+            out[i] -= cut
+            excess -= cut
+    return out
+
+
+def table_lines(header: Sequence[str], body: Sequence[Sequence[str]], right: Sequence[bool],
+                width: int | None = None) -> list[str]:
+    """Cells (text already) as aligned lines: ``right`` columns (numbers) to the right and
+    never shortened; with ``width``, the other columns' longest cells are shortened to fit."""
+    cells = [max([0] + [len(r[i]) for r in body]) for i in range(len(header))]
+    widths = [max(len(h), c) for h, c in zip(header, cells)]
+    if width is not None:
+        floors = [min(w, max(NARROWEST, c if num else 0))
+                  for w, c, num in zip(widths, cells, right)]
+        widths = fit_widths(widths, floors, width)
+
+    def line(texts: Sequence[str]) -> str:
+        parts = [shorten(t, w).rjust(w) if num else shorten(t, w).ljust(w)
+                 for t, w, num in zip(texts, widths, right)]
+        return GAP.join(parts).rstrip()
+
+    top = [shorten(h, w) for h, w in zip(header, widths)]
+    # Headers that the cut made alike (acceptance_length, acceptance_rate) are cut in the middle.
+    top = [shorten(h, w, middle=True) if top.count(t) > 1 else t
+           for h, w, t in zip(header, widths, top)]
+    return [line(top), line(["-" * w for w in widths]), *(line(r) for r in body)]
+
+
+def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                 width: int | None = None) -> str:
+    """An aligned plain-text table, numbers on the right and rounded for reading; with
+    ``width`` (:func:`terminal_width` for a terminal), shortened to fit it."""
     text = [["" if v is None else str(readable(v)) for v in r] for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
     numeric = [all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool)
                    for r in rows if r[i] is not None) and any(r[i] is not None for r in rows)
                for i in range(len(columns))]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)]
-        return "  ".join(parts).rstrip()
-
-    out = [line(columns), line(["-" * w for w in widths])]
-    out.extend(line(r) for r in text)
+    out = table_lines(columns, text, numeric, width)
     if not rows:
         out.append("(no rows)")
     return "\n".join(out)
-
 
 
 # --- shell completion ----------------------------------------------------------------------------

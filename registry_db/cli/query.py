@@ -22,6 +22,8 @@ from registry_db.cli.output import (
     handle_errors,
     output_options,
     readable,
+    shorten,
+    terminal_width,
 )
 
 
@@ -144,7 +146,7 @@ def _stream_csv(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None:
 
 def _stream_table(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None:
     block = list(itertools.islice(rows, TABLE_BLOCK))
-    head = format_table(columns, block)
+    head = format_table(columns, block, terminal_width())
     click.echo(head)
     if len(block) < TABLE_BLOCK:
         return
@@ -154,7 +156,7 @@ def _stream_table(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None
                and any(r[i] is not None for r in block) for i in range(len(columns))]
     out: list[str] = []
     for row in rows:
-        cells = ["" if v is None else str(readable(v)) for v in row]
+        cells = [shorten("" if v is None else str(readable(v)), w) for v, w in zip(row, widths)]
         out.append("  ".join(c.rjust(w) if num else c.ljust(w)
                              for c, w, num in zip(cells, widths, numeric)).rstrip())
         if len(out) >= _WRITE_BLOCK:

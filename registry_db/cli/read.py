@@ -19,6 +19,8 @@ from registry_db.cli.output import (
     json_option,
     output_options,
     readable_list,
+    shorten,
+    terminal_width,
 )
 
 
@@ -89,8 +91,11 @@ def show(settings: Any, set_name: str, as_json: bool) -> None:
                    "imported_at": summary.imported_at.isoformat(),
                    "caveats": list(ps.caveats), "profiles": doc["profiles"]})
         return
+    width = terminal_width()
     click.echo(f"set:      {ps.name}")
-    click.echo(f"file:     {ps.file or ''}")
+    # Prose (caveats, rationale) wraps on its own; the path is shortened like a table's cells.
+    file = ps.file or ""
+    click.echo(f"file:     {file if width is None else shorten(file, width - 10)}")
     click.echo(f"imported: {summary.imported_at.isoformat()}")
     if ps.caveats:
         click.echo("caveats:")

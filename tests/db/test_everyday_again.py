@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from registry_db.cli.group import COMMANDS, main
 from tests.conftest import SEED
-from tests.helpers import reader_role, run_cli, write_set
+from tests.helpers import reader_role, run_cli, run_in_terminal, write_set
 
 DSV = "deepseek-v4.1-flash"
 
@@ -165,3 +165,29 @@ def test_nl_of_an_empty_listing_prints_nothing(db_url, querying):
     rows = run_cli("-d", db_url, "query", "--nl", "SELECT 1 AS a, 2.5 AS b UNION ALL "
                    "SELECT 3, 0.1 ORDER BY a")
     assert rows.stdout == '{"a": 1, "b": 2.5}\n{"a": 3, "b": 0.1}\n'
+
+
+# --- 28.8: tables fit the terminal; a pipe is never cut -----------------------------------------
+
+LONG_SOURCE = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"
+               "golden_al_distribution/a_rather_long_file_name_for_a_curve.yaml")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [("list",), ("history",), ("profiles",), ("coverage",),
+                                  ("show", "a-set-with-a-long-name-for-the-terminal")],
+                         ids=" ".join)
+def test_tables_fit_the_terminal_and_a_pipe_is_never_cut(db_url, tmp_path, args):
+    folder = tmp_path / "a-folder-whose-name-is-long-enough-to-overflow-any-terminal-table"
+    write_set(folder, "a-set-with-a-long-name-for-the-terminal", 2, source=LONG_SOURCE,
+              model="a-model-with-a-long-name-too")
+    run_cli("-d", db_url, "import", "-m", "a message that says at length why this set came "
+            "in, long enough to matter", str(folder))
+    code, out, err = run_in_terminal("-d", db_url, *args, columns=80)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines and max(len(line) for line in lines) <= 80, out
+    assert "…" in out
+    code, piped, _ = run_in_terminal("-d", db_url, *args, columns=80, stdout_tty=False)
+    assert code == 0 and "…" not in piped
+    assert max(len(line) for line in piped.splitlines()) > 80
