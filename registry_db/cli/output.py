@@ -4,13 +4,14 @@ options (``--json``, ``--csv``, a readable table) with their renderers.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import io
 import json
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import click
@@ -225,6 +226,67 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]],
     if not rows:
         out.append("(no rows)")
     return "\n".join(out)
+
+
+# --- progress -----------------------------------------------------------------------------------
+
+#: A phase of fewer items gets no bar: it is over before a bar could tell anything.
+PROGRESS_MIN = 20
+#: What each phase's bar says; a phase not named here says its own name.
+PROGRESS_LABELS = {"validate": "validating", "write": "writing", "export": "exporting",
+                   "read": "reading", "resolve": "resolving"}
+
+#: ``progress(phase, done, total)``: ``done`` of ``total`` items of ``phase`` are finished.
+ProgressCallback = Callable[[str, int, int], None]
+
+
+class Progress:
+    """click's progress bars on stderr, one per phase (a new phase closes the last bar), for a
+    phase of at least :data:`PROGRESS_MIN` items. Use :func:`progress`, which gives no callback
+    at all when no bar may be drawn."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.phase: str | None = None
+        self.done = 0
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        """The callback: ``done`` of ``total`` items of ``phase`` are finished."""
+        if phase != self.phase:
+            self.close()
+            self.phase, self.done = phase, 0
+            if total >= PROGRESS_MIN:
+                self.bar = click.progressbar(length=total, label=PROGRESS_LABELS.get(
+                    phase, phase), file=sys.stderr)
+                self.bar.__enter__()
+        if self.bar is not None:
+            self.bar.update(done - self.done)
+        self.done = done
+
+    def close(self, *exc: Any) -> None:
+        """End the current bar (its line stays, finished)."""
+        if self.bar is not None:
+            self.bar.__exit__(*(exc or (None, None, None)))
+            self.bar = None
+
+
+@contextlib.contextmanager
+def progress(quiet: bool = False) -> Iterator[ProgressCallback | None]:
+    """The progress callback for long work (import, export, ingest, a batch): bars on stderr
+    when stderr is a terminal and ``quiet`` is not set; None otherwise, so that a pipe or a
+    log never gets a bar's carriage returns and the work pays nothing for them."""
+    try:
+        terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        terminal = False
+    if quiet or not terminal:
+        yield None
+        return
+    bars = Progress()
+    try:
+        yield bars.update
+    finally:
+        bars.close()
 
 
 # --- shell completion ----------------------------------------------------------------------------

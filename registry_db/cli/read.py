@@ -18,6 +18,7 @@ from registry_db.cli.output import (
     handle_errors,
     json_option,
     output_options,
+    progress,
     readable_list,
     shorten,
     terminal_width,
@@ -155,9 +156,11 @@ def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool,
                    "set to stdout (several are refused: import reads one set per file).")
 @click.option("--force", is_flag=True,
               help="Replace existing files whose content differs from the export.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_obj
 @handle_errors
-def export(settings: Any, names: tuple[str, ...], out_dir: str, force: bool) -> None:
+def export(settings: Any, names: tuple[str, ...], out_dir: str, force: bool,
+           quiet: bool) -> None:
     """Write sets as YAML (every set when none is named), one <set>.yaml per set.
 
     The files import back to the same rows; a provenance shared by several profiles is
@@ -177,6 +180,7 @@ def export(settings: Any, names: tuple[str, ...], out_dir: str, force: bool) -> 
         if out_dir == "-":
             click.echo(exporter.render_sets(engine, names), nl=False)
             return
-        paths = exporter.export_sets(engine, names, out_dir, force=force)
+        with progress(quiet) as bar:
+            paths = exporter.export_sets(engine, names, out_dir, force=force, progress=bar)
     for path in paths:
         click.echo(str(path))

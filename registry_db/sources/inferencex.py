@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,13 +100,15 @@ def load_map(path: str) -> CurveMap:
 
 def read_inferencex(paths: Iterable[str], *, name: str | None = None,
                     curve_map: CurveMap | None = None, engine_image: str | None = None,
-                    source_base: str | None = None) -> Ingested:
+                    source_base: str | None = None,
+                    progress: Callable[[str, int, int], None] | None = None) -> Ingested:
     """Read golden AL files (or folders of them) into profile sets, rendered and validated.
 
     One set per file, named after the file, unless ``name`` merges every file into one set.
     ``engine_image`` is the image the curves were measured with (these files rarely state one);
     ``source_base`` turns each file's path into ``<source_base>/<file name>`` in the provenance.
     Raises :class:`InvalidInput` carrying every finding when any is an error.
+    ``progress("read", done, total)`` is called as each file is read.
     """
     if name is not None and set_name_problem(name):
         raise UsageError(f"--name {name!r} cannot name a set: {set_name_problem(name)}")
@@ -114,11 +116,14 @@ def read_inferencex(paths: Iterable[str], *, name: str | None = None,
     findings: list[Finding] = []
     used: set[tuple[str, str]] = set()
     curves: list[tuple[str, list[Profile], dict[tuple, tuple[int, int]]]] = []
-    for path in collect_files(paths, findings):
+    files = list(collect_files(paths, findings))
+    for path in files:
         file = str(path)
         profiles, where = _read_file(path, file, curve_map, engine_image, source_base,
                                      used, findings)
         curves.append((file, profiles, where))
+        if progress is not None:
+            progress("read", len(curves), len(files))
     for (section, key), at in curve_map.where.items():
         if (section, key) not in used:
             findings.append(Finding(curve_map.file or "", at[0], at[1], f"{section}.{key}",

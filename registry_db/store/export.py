@@ -10,7 +10,7 @@ written; ``-o -`` prints such a set instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
@@ -23,7 +23,8 @@ __all__ = ["export_sets", "file_name", "render_set", "render_sets", "set_documen
 
 
 def export_sets(engine: Engine, names: Sequence[str] | None = None,
-                out_dir: str | Path = ".", *, force: bool = False) -> list[Path]:
+                out_dir: str | Path = ".", *, force: bool = False,
+                progress: Callable[[str, int, int], None] | None = None) -> list[Path]:
     """Write each named set (every set when ``names`` is None or empty) to ``out_dir``.
 
     Returns the written paths in set order. Unknown names raise
@@ -31,7 +32,8 @@ def export_sets(engine: Engine, names: Sequence[str] | None = None,
     folder that cannot be written raises :class:`~registry_db.errors.RegistryError`. An
     existing file whose content differs from the export (a hand-written file, its comments
     included) is replaced only with ``force``; otherwise :class:`RegistryError` names every
-    such file and nothing is written.
+    such file and nothing is written. ``progress("export", done, total)`` is called as each
+    set is written.
     """
     sets = store.load_sets(engine, list(names) if names else None)
     targets = [file_name(ps.name) for ps in sets]
@@ -46,6 +48,8 @@ def export_sets(engine: Engine, names: Sequence[str] | None = None,
             path = out / target
             write_atomically(path, text)
             written.append(path)
+            if progress is not None:
+                progress("export", len(written), len(targets))
     except OSError as exc:
         raise RegistryError(f"cannot write to {exc.filename or out}: {exc.strerror or exc}; "
                             "choose another folder with -o") from exc
