@@ -14,6 +14,7 @@ is switched globally and no window can open.
 from __future__ import annotations
 
 import importlib
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from registry_db.analyze.coverage import Coverage, describe
 from registry_db.errors import MissingExtra, RegistryError
+from registry_db.sources.render import refuse_overwrites, write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -42,6 +44,7 @@ DPI = 150
 #: Marker shape by thinking mode; fill says measured or not, colour says which line.
 MARKERS = {"off": "o", "on": "s"}
 CEILING_COLOUR = "0.45"
+SVG_SETTINGS = {"svg.fonttype": "none", "svg.hashsalt": "registry_db"}
 
 
 @dataclass(frozen=True)
@@ -277,8 +280,10 @@ def _key_handles(lines: Sequence[Curve]) -> list:
     return out
 
 
-def save_figure(fig: Figure, path: str | Path) -> Path:
-    """Write ``fig`` as PNG or SVG, chosen by the suffix of ``path``."""
+def save_figure(fig: Figure, path: str | Path, *, force: bool = False) -> Path:
+    """Write ``fig`` as PNG or SVG, chosen by the suffix of ``path``, as ``export`` writes a
+    set: to a temporary file renamed into place (a symlink at ``path`` is replaced, never
+    followed), and an existing file of other content only with ``force``."""
     path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
@@ -286,8 +291,18 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
                             f"use {' or '.join(FORMATS)}")
     # No date or version in the file, so regenerating an unchanged picture changes no bytes.
     metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
+    import matplotlib
+
+    buf = io.BytesIO()
+    # SVG: text stays text (searchable, selectable, restylable), and element ids come from a
+    # fixed salt rather than a random one, so an unchanged picture is the same bytes.
+    with matplotlib.rc_context(SVG_SETTINGS):
+        fig.savefig(buf, format=fmt, metadata=metadata)
+    data = buf.getvalue()
     try:
-        fig.savefig(path, format=fmt, metadata=metadata)
+        if not force:
+            refuse_overwrites([(path, data)], "choose another file with -o")
+        write_atomically(path, data)
     except OSError as exc:
         raise RegistryError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path

@@ -34,17 +34,21 @@ def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> s
               help="The sets that count as the registry (repeatable; default: all).")
 @click.option("-o", "--output", required=True, metavar="FILE.png|FILE.svg",
               callback=_picture_path, help="The picture to write; its suffix picks the format.")
+@click.option("--force", is_flag=True,
+              help="Replace an existing file whose content differs from the picture.")
 @json_option
 @click.pass_obj
 @handle_errors
 def plot(settings: Any, model: str | None, speculative_method: str | None,
          thinking: str | None, category: str | None, sets: tuple[str, ...],
-         output: str, as_json: bool) -> None:
+         output: str, force: bool, as_json: bool) -> None:
     """Draw AL against K: one line per (model, method, thinking), against the K + 1 ceiling.
 
     Markers sit only at stored values (filled when measured, hollow otherwise) and no line
     crosses a K that has none. More than a dozen lines become one panel per model. Needs the
-    plot extra: pip install 'registry_db[plot]'. Prints the path written; --json prints
+    plot extra: pip install 'registry_db[plot]'. The file is written as `export` writes, to a
+    temporary file renamed into place; an existing file of other content (or a symlink) is
+    replaced only with --force. Prints the path written; --json prints
     {"file", "format", "lines", "points"}.
 
     \b
@@ -61,7 +65,7 @@ def plot(settings: Any, model: str | None, speculative_method: str | None,
     with settings.registry(readonly=True) as engine:
         grid = read_coverage(engine, selection)
     lines = drawing.curves(grid)
-    path = drawing.save_figure(drawing.build_figure(grid), output)
+    path = drawing.save_figure(drawing.build_figure(grid), output, force=force)
     points = sum(len(c.points) for c in lines)
     if as_json:
         emit_json({"file": str(path), "format": drawing.FORMATS[path.suffix.lower()],

@@ -16,7 +16,13 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from registry_db.errors import RegistryError
-from registry_db.sources.render import file_name, render_set, set_document, write_atomically
+from registry_db.sources.render import (
+    file_name,
+    refuse_overwrites,
+    render_set,
+    set_document,
+    write_atomically,
+)
 from registry_db.store import read as store
 
 __all__ = ["export_sets", "file_name", "render_set", "render_sets", "set_document"]
@@ -42,7 +48,8 @@ def export_sets(engine: Engine, names: Sequence[str] | None = None,
     written = []
     try:
         if not force:
-            _refuse_overwrites([out / t for t in targets], texts)
+            refuse_overwrites([(out / t, text) for t, text in zip(targets, texts)],
+                              "choose another folder with -o")
         out.mkdir(parents=True, exist_ok=True)
         for text, target in zip(texts, targets):
             path = out / target
@@ -54,20 +61,6 @@ def export_sets(engine: Engine, names: Sequence[str] | None = None,
         raise RegistryError(f"cannot write to {exc.filename or out}: {exc.strerror or exc}; "
                             "choose another folder with -o") from exc
     return written
-
-
-def _refuse_overwrites(paths: Sequence[Path], texts: Sequence[str]) -> None:
-    """Raise, naming them all, when any of ``paths`` exists with content other than its text."""
-    differ = []
-    for path, text in zip(paths, texts):
-        if path.exists() and (not path.is_file()
-                              or path.read_bytes() != text.encode("utf-8")):
-            differ.append(str(path))
-    if differ:
-        shown = ", ".join(differ[:5]) + (f", … ({len(differ)} in all)" if len(differ) > 5 else "")
-        raise RegistryError(
-            f"{len(differ)} file(s) exist with other content: {shown}; nothing was written "
-            "(pass --force to replace them, or choose another folder with -o)")
 
 
 def render_sets(engine: Engine, names: Sequence[str] | None = None) -> str:
