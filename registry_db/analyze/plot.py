@@ -44,7 +44,7 @@ DPI = 150
 #: Marker shape by thinking mode; fill says measured or not, colour says which line.
 MARKERS = {"off": "o", "on": "s"}
 CEILING_COLOUR = "0.45"
-SVG_SETTINGS = {"svg.fonttype": "none", "svg.hashsalt": "registry_db"}
+SVG_SETTINGS: dict[Any, Any] = {"svg.fonttype": "none", "svg.hashsalt": "registry_db"}
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from registry_db import interrupts
 from registry_db.errors import InvalidInput, RegistryError
 
 
@@ -24,17 +25,24 @@ def handle_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except InvalidInput as exc:
-            report_findings(exc.findings, as_json=bool(kwargs.get("as_json")))
-            sys.exit(exc.exit_code)
-        except RegistryError as exc:
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+        # Exit 130 only when nothing was committed: once a write has committed, Ctrl-C lets
+        # the command finish (its report is the truth about the database) and exit 0.
+        with interrupts.finish_after_commit() as finishing:
+            try:
+                return fn(*args, **kwargs)
+            except InvalidInput as exc:
+                report_findings(exc.findings, as_json=bool(kwargs.get("as_json")))
+                sys.exit(exc.exit_code)
+            except RegistryError as exc:
+                click.echo(f"Error: {exc}", err=True)
+                sys.exit(exc.exit_code)
+            except KeyboardInterrupt:
+                click.echo("interrupted", err=True)
+                sys.exit(130)
+            finally:
+                if finishing.interrupted:
+                    click.echo("interrupted after commit: everything was written, so the "
+                               "command finished", err=True)
 
     return wrapper
 

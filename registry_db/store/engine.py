@@ -25,6 +25,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
+from registry_db import interrupts
 from registry_db.errors import (
     DatabaseError,
     DatabaseLocked,
@@ -100,9 +101,37 @@ def _sqlite_engine(url: str, *, readonly: bool, timeout: float) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # noqa: ANN001
         write = conn.get_execution_options().get("registry_write")
+        if write and _begin_immediate(conn.connection.dbapi_connection, timeout):
+            return
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+#: How long one slice of an SQLite writer's wait for the lock lasts (seconds).
+WAIT_SLICE = 0.1
+
+
+def _begin_immediate(dbapi_conn: Any, timeout: float) -> bool:
+    """``BEGIN IMMEDIATE``, waiting up to ``timeout`` for another writer in slices of
+    :data:`WAIT_SLICE`: SQLite's own busy wait returns to Python only when it gives up, so
+    Ctrl-C would go unheard for the whole wait. False when it did not begin: the caller's own
+    ``BEGIN IMMEDIATE`` then raises the error, translated as every other."""
+    deadline = time.monotonic() + timeout
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute(f"PRAGMA busy_timeout={int(WAIT_SLICE * 1000)}")
+        while True:
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                return True
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or time.monotonic() >= deadline:
+                    return False
+    finally:
+        cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        cur.close()
 
 
 def _frozen(path: str) -> bool:
@@ -230,16 +259,25 @@ def _retryable(exc: BaseException) -> bool:
 def write_connection(engine: Engine) -> Iterator[Connection]:
     """One write transaction: SQLite ``BEGIN IMMEDIATE``, PostgreSQL the writers' lock.
 
-    Commits on success and rolls back on any exception; the caller translates errors.
+    Commits on success (through :func:`registry_db.interrupts.commit`) and rolls back on any
+    exception; the caller translates errors.
     """
     timeout = engine.get_execution_options().get("registry_lock_timeout", lock_timeout())
     with engine.connect() as conn:
         conn.execution_options(registry_write=True)
-        with conn.begin():
+        trans = conn.begin()
+        try:
             if conn.dialect.name == "postgresql":
                 conn.execute(text(f"SET LOCAL lock_timeout = '{int(timeout * 1000)}ms'"))
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
             yield conn
+        except BaseException:
+            if trans.is_active:
+                with contextlib.suppress(Exception):  # the first error is the one to report
+                    trans.rollback()
+            raise
+        # Ctrl-C lands before the commit (nothing written) or after it, never unseen within.
+        interrupts.commit(trans.commit)
 
 
 def run_write(engine: Engine, work: Callable[[Connection], T], *, url: str | None = None) -> T:
