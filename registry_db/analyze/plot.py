@@ -141,6 +141,8 @@ def title_lines(coverage: Coverage) -> tuple[str, str]:
            if len(cats) <= 4 else f"{len(cats)} categories")
     others = {c: v for c, v in sel.filters().items() if c != "category"}
     extra = f" · {describe(others)}" if others else ""
+    if sel.as_of is not None:
+        extra += f" · as of {sel.as_of.isoformat(timespec='seconds')}"
     return ("Acceptance length against K",
             f"set{'s' if len(coverage.sets) > 1 else ''} {sets} · {cat}{extra}")
 

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from registry_db.cli.output import (
+    as_of_option,
     complete_set_names,
     csv_text,
     emit_json,
@@ -34,12 +35,13 @@ CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acce
 @click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,
               help="The sets that count as the registry (repeatable; default: all).")
 @click.option("--category", metavar="C", help="Only this workload category.")
+@as_of_option
 @output_options
 @click.pass_obj
 @handle_errors
 def coverage(settings: Any, model: str | None, speculative_method: str | None,
-             sets: tuple[str, ...], category: str | None, as_json: bool, as_csv: bool,
-             as_nl: bool) -> None:
+             sets: tuple[str, ...], category: str | None, as_of: Any, as_json: bool,
+             as_csv: bool, as_nl: bool) -> None:
     """Show which cells hold a profile: a row per (model, method, thinking, category), K across.
 
     Rows are every stored (model, method) pair in both thinking modes and every stored
@@ -47,7 +49,7 @@ def coverage(settings: Any, model: str | None, speculative_method: str | None,
     no set holds one (a run there is refused or falls back). Marks: c copied, a assumed,
     l literature, v vendor_spec (not measured); * held by several sets (a run there is a
     conflict). --json lists every cell, present and missing (--nl: one row per line); --csv
-    prints one line per cell.
+    prints one line per cell. --as-of TIME shows the grid of the registry as it was then.
 
     \b
     Example:
@@ -57,7 +59,7 @@ def coverage(settings: Any, model: str | None, speculative_method: str | None,
     from registry_db.analyze.coverage import Selection, read_coverage
 
     selection = Selection(model=model, speculative_method=speculative_method,
-                          category=category, sets=tuple(sets))
+                          category=category, sets=tuple(sets), as_of=as_of)
     with settings.registry(readonly=True) as engine:
         grid = read_coverage(engine, selection)
     if as_json:

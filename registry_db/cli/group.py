@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "history": "registry_db.cli.history:history",
     "diff": "registry_db.cli.history:diff",
     "delete": "registry_db.cli.history:delete",
+    "restore": "registry_db.cli.history:restore",
 }
 
 

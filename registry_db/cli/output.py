@@ -85,6 +85,27 @@ def output_options(fn: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(checked)
 
 
+def _as_of(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    from registry_db.inputs.as_of import as_of_utc
+
+    if value is None:
+        return None
+    try:
+        return as_of_utc(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def as_of_option(fn: Callable) -> Callable:
+    """``--as-of TIME``: read the registry as it was then (the history's revisions), the time
+    read by :func:`registry_db.inputs.as_of.as_of_utc` as for ``resolve --as-of``; the
+    command gets an aware UTC datetime, or None."""
+    return click.option(
+        "--as-of", "as_of", metavar="TIME", callback=_as_of,
+        help="The registry as it was at TIME (ISO 8601, e.g. 2026-11-30T12:00:00Z; no zone "
+             "means UTC), read from the history.")(fn)
+
+
 def json_option(fn: Callable) -> Callable:
     """``--json`` alone, for commands whose output is not a listing."""
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)

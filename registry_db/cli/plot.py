@@ -12,7 +12,13 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import complete_set_names, emit_json, handle_errors, json_option
+from registry_db.cli.output import (
+    as_of_option,
+    complete_set_names,
+    emit_json,
+    handle_errors,
+    json_option,
+)
 
 
 def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -32,6 +38,7 @@ def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> s
 @click.option("--category", metavar="C", help="Only this workload category.")
 @click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,
               help="The sets that count as the registry (repeatable; default: all).")
+@as_of_option
 @click.option("-o", "--output", required=True, metavar="FILE.png|FILE.svg",
               callback=_picture_path, help="The picture to write; its suffix picks the format.")
 @click.option("--force", is_flag=True,
@@ -40,7 +47,7 @@ def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> s
 @click.pass_obj
 @handle_errors
 def plot(settings: Any, model: str | None, speculative_method: str | None,
-         thinking: str | None, category: str | None, sets: tuple[str, ...],
+         thinking: str | None, category: str | None, sets: tuple[str, ...], as_of: Any,
          output: str, force: bool, as_json: bool) -> None:
     """Draw AL against K: one line per (model, method, thinking), against the K + 1 ceiling.
 
@@ -61,7 +68,7 @@ def plot(settings: Any, model: str | None, speculative_method: str | None,
 
     drawing.require_matplotlib()  # before the database: the fix is an install, not a query
     selection = Selection(model=model, speculative_method=speculative_method,
-                          thinking=thinking, category=category, sets=tuple(sets))
+                          thinking=thinking, category=category, sets=tuple(sets), as_of=as_of)
     with settings.registry(readonly=True) as engine:
         grid = read_coverage(engine, selection)
     lines = drawing.curves(grid)

@@ -12,7 +12,13 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import complete_set_names, emit_rows, handle_errors, output_options
+from registry_db.cli.output import (
+    as_of_option,
+    complete_set_names,
+    emit_rows,
+    handle_errors,
+    output_options,
+)
 
 #: The readable table's columns; --json and --csv also carry the key's five fields apart.
 TABLE_COLUMNS = ("profile", "acceptance_length", "acceptance_rate", "method", "set", "source")
@@ -28,18 +34,19 @@ FULL_COLUMNS = ("profile", "model", "speculative_method", "num_spec_tokens", "th
 @click.option("--category", metavar="C", help="Only this category.")
 @click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,
               help="Only profiles of this set (repeat for several).")
+@as_of_option
 @output_options
 @click.pass_obj
 @handle_errors
 def profiles(settings: Any, model: str | None, method: str | None, k: int | None,
              thinking: str | None, category: str | None, sets: tuple[str, ...],
-             as_json: bool, as_csv: bool, as_nl: bool) -> None:
+             as_of: Any, as_json: bool, as_csv: bool, as_nl: bool) -> None:
     """List stored profiles, one row each: AL, rate, method, set and source.
 
     Filters combine (all must hold); none lists every profile. The rate is (AL - 1) / K. The
     table rounds numbers for reading; --json and --csv add the key's five fields as columns,
     and --json keeps every digit. A --set that is not in the database exits 1 and names the
-    known sets.
+    known sets. --as-of TIME lists the profiles the registry held then.
 
     \b
     Example:
@@ -47,11 +54,14 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
         registry profiles --k 5 --thinking off --category coding --json
         registry profiles --set inferencex-golden-al --csv > profiles.csv
     """
+    from registry_db.store.history import profiles_as_of
     from registry_db.store.read import list_profiles
 
+    filters: dict[str, Any] = {"model": model, "method": method, "k": k, "thinking": thinking,
+               "category": category, "sets": sets or None}
     with settings.registry(readonly=True) as engine:
-        found = list_profiles(engine, model=model, method=method, k=k, thinking=thinking,
-                              category=category, sets=sets or None)
+        found = (list_profiles(engine, **filters) if as_of is None
+                 else profiles_as_of(engine, as_of, **filters))
     if as_json or as_csv or as_nl:
         emit_rows(FULL_COLUMNS, [(p.label, *p.key, p.acceptance_length, p.acceptance_rate,
                                   p.method, p.profile_set, p.source) for p in found],
