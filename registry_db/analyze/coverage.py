@@ -64,9 +64,14 @@ class Selection:
         return {c: getattr(self, c) for c in FILTER_WORDS if getattr(self, c) is not None}
 
 
-def describe(filters: dict[str, str]) -> str:
+#: The filters of ``registry profiles``, which also filter on K.
+PROFILE_FILTER_WORDS = {"model": "model", "speculative_method": "method",
+                        "num_spec_tokens": "K", "thinking": "thinking", "category": "category"}
+
+
+def describe(filters: dict[str, Any], words: dict[str, str] = FILTER_WORDS) -> str:
     """``model 'glm-5.3', category 'chat'``: filters in words."""
-    return ", ".join(f"{FILTER_WORDS[c]} {v!r}" for c, v in filters.items())
+    return ", ".join(f"{words[c]} {v!r}" for c, v in filters.items())
 
 
 @dataclass(frozen=True)
@@ -288,21 +293,41 @@ def _stored_values(conn: Connection, sets: tuple[str, ...]):  # noqa: ANN202
     under the other filters, sorted."""
     held = _held(sets)
 
-    def values(col: str, others: dict[str, str]) -> list[str]:
+    def values(col: str, others: dict[str, Any]) -> list[Any]:
         return sorted(conn.execute(
             select(profiles.c[col]).where(
                 held, *(profiles.c[c] == v for c, v in others.items())).distinct()).scalars())
     return values
 
 
-def _holdings(selection: Selection, values: Any) -> str:
+def no_match_message(bind: Bind, given: dict[str, Any], sets: tuple[str, ...] = (),
+                     as_of: datetime | None = None) -> str:
+    """Why the profile filters ``given`` (column -> value, :data:`PROFILE_FILTER_WORDS`'s
+    columns) match no stored profile in ``sets`` (all when empty), now or as of a time: what
+    the registry holds under the other filters, with the nearest name."""
+    selection = Selection(sets=sets, as_of=as_of)
+    with _connect(bind) as conn:
+        if as_of is None:
+            return _holdings(selection, _stored_values(conn, sets), given,
+                             PROFILE_FILTER_WORDS)
+        profs = [p for h in history.held(conn, list(sets) or None, as_of=as_of)
+                 for p in h.set.profiles]
+
+    def values(col: str, others: dict[str, Any]) -> list[Any]:
+        return sorted({getattr(p, col) for p in profs
+                       if all(getattr(p, c) == v for c, v in others.items())})
+    return _holdings(selection, values, given, PROFILE_FILTER_WORDS)
+
+
+def _holdings(selection: Selection, values: Any, given: dict[str, Any] | None = None,
+              words: dict[str, str] = FILTER_WORDS) -> str:
     """Why nothing matched: for each filter, what the registry holds under the other filters
     (``values(column, filters)``, from the tables or from the history as of a time)."""
     scope = (f"the set{'s' if len(selection.sets) > 1 else ''} {', '.join(selection.sets)}"
              if selection.sets else "the registry")
     if selection.as_of is not None:
         scope += f" as of {selection.as_of.isoformat()}"
-    given = selection.filters()
+    given = selection.filters() if given is None else given
     if not given:
         if selection.sets:
             return f"{scope} hold no profiles"
@@ -313,13 +338,15 @@ def _holdings(selection: Selection, values: Any) -> str:
         others = {c: v for c, v in given.items() if c != col}
         found = values(col, others)
         who = scope if not sentences else "it"
-        where = f"With {describe(others)}, {who}" if others else who[:1].upper() + who[1:]
+        where = (f"With {describe(others, words)}, {who}" if others
+                 else who[:1].upper() + who[1:])
         if not found:
             sentences.append(f"{where} holds nothing at all.")
             continue
-        near = difflib.get_close_matches(value, found, n=1, cutoff=0.6)
+        near = difflib.get_close_matches(value, found, n=1, cutoff=0.6) \
+            if isinstance(value, str) else []
         hint = f" (did you mean {near[0]!r}?)" if near and near[0] != value else ""
-        shown = ", ".join(found[:20]) + (f", … ({len(found)} in all)"
-                                         if len(found) > 20 else "")
-        sentences.append(f"{where} holds {FILTER_WORDS[col]}: {shown}{hint}.")
-    return f"no stored profile matches {describe(given)}. " + " ".join(sentences)
+        shown = ", ".join(str(v) for v in found[:20]) + (f", … ({len(found)} in all)"
+                                                         if len(found) > 20 else "")
+        sentences.append(f"{where} holds {words[col]}: {shown}{hint}.")
+    return f"no stored profile matches {describe(given, words)}. " + " ".join(sentences)

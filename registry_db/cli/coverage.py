@@ -13,6 +13,8 @@ import click
 
 from registry_db.cli.output import (
     as_of_option,
+    complete_methods,
+    complete_models,
     complete_set_names,
     csv_text,
     emit_json,
@@ -29,8 +31,8 @@ CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acce
 
 
 @click.command("coverage")
-@click.option("--model", metavar="M", help="Only this model.")
-@click.option("--method", "speculative_method", metavar="X",
+@click.option("--model", metavar="M", shell_complete=complete_models, help="Only this model.")
+@click.option("--method", "speculative_method", metavar="X", shell_complete=complete_methods,
               help="Only this speculative method (e.g. dspark, mtp).")
 @click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,
               help="The sets that count as the registry (repeatable; default: all).")

@@ -327,12 +327,28 @@ def complete_set_names(ctx: click.Context, param: click.Parameter, incomplete: s
     through a read-only connection, never creates a database (a missing SQLite file completes
     nothing), and is silent on any error: a completion must not print into the user's shell.
     """
+    return _complete(ctx, incomplete, "set_names")
+
+
+def complete_models(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Complete a stored model name (attach to a ``--model`` that reads the registry)."""
+    return _complete(ctx, incomplete, "model")
+
+
+def complete_methods(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Complete a stored speculative method (attach to a ``--method`` that reads it)."""
+    return _complete(ctx, incomplete, "speculative_method")
+
+
+def _complete(ctx: click.Context, incomplete: str, what: str) -> list[Any]:
+    """The stored names (``set_names``, or a profile column's distinct values) that start with
+    ``incomplete``, read as :func:`complete_set_names` says."""
     from click.shell_completion import CompletionItem
 
     try:
         from registry_db.cli.group import DATABASE_META
         from registry_db.store.engine import make_engine
-        from registry_db.store.read import set_names
+        from registry_db.store.read import key_values, set_names
         from registry_db.store.urls import resolve_url
 
         # No schema check and no migration: a read-only connection (SQLite: mode=ro, which
@@ -341,7 +357,7 @@ def complete_set_names(ctx: click.Context, param: click.Parameter, incomplete: s
         url = resolve_url(ctx.meta.get(DATABASE_META) or ctx.find_root().params.get("database"))
         engine = make_engine(url, readonly=True)
         try:
-            names = set_names(engine)
+            names = set_names(engine) if what == "set_names" else key_values(engine, what)
         finally:
             engine.dispose()
     except Exception:  # noqa: BLE001 - completion offers nothing rather than an error

@@ -14,6 +14,8 @@ import click
 
 from registry_db.cli.output import (
     as_of_option,
+    complete_methods,
+    complete_models,
     complete_set_names,
     emit_json,
     handle_errors,
@@ -31,8 +33,8 @@ def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> s
 
 
 @click.command("plot")
-@click.option("--model", metavar="M", help="Only this model.")
-@click.option("--method", "speculative_method", metavar="X",
+@click.option("--model", metavar="M", shell_complete=complete_models, help="Only this model.")
+@click.option("--method", "speculative_method", metavar="X", shell_complete=complete_methods,
               help="Only this speculative method (e.g. dspark, mtp).")
 @click.option("--thinking", type=click.Choice(["on", "off"]), help="Only this thinking mode.")
 @click.option("--category", metavar="C", help="Only this workload category.")

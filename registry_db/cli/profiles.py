@@ -14,6 +14,8 @@ import click
 
 from registry_db.cli.output import (
     as_of_option,
+    complete_methods,
+    complete_models,
     complete_set_names,
     emit_rows,
     handle_errors,
@@ -22,13 +24,16 @@ from registry_db.cli.output import (
 
 #: The readable table's columns; --json and --csv also carry the key's five fields apart.
 TABLE_COLUMNS = ("profile", "acceptance_length", "acceptance_rate", "method", "set", "source")
+#: The key's columns the filters --model, --method, --k, --thinking and --category read.
+KEY_FILTERS = ("model", "speculative_method", "num_spec_tokens", "thinking", "category")
 FULL_COLUMNS = ("profile", "model", "speculative_method", "num_spec_tokens", "thinking",
                 "category", "acceptance_length", "acceptance_rate", "method", "set", "source")
 
 
 @click.command("profiles")
-@click.option("--model", metavar="M", help="Only this model.")
-@click.option("--method", metavar="X", help="Only this speculative method, e.g. dspark, mtp.")
+@click.option("--model", metavar="M", shell_complete=complete_models, help="Only this model.")
+@click.option("--method", metavar="X", shell_complete=complete_methods,
+              help="Only this speculative method, e.g. dspark, mtp.")
 @click.option("--k", type=click.IntRange(min=1), metavar="K", help="Only this K.")
 @click.option("--thinking", type=click.Choice(["on", "off"]), help="Only this thinking mode.")
 @click.option("--category", metavar="C", help="Only this category.")
@@ -46,7 +51,8 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
     Filters combine (all must hold); none lists every profile. The rate is (AL - 1) / K. The
     table rounds numbers for reading; --json and --csv add the key's five fields as columns,
     and --json keeps every digit. A --set that is not in the database exits 1 and names the
-    known sets. --as-of TIME lists the profiles the registry held then.
+    known sets; filters that match nothing say so on stderr, with what the registry holds.
+    --as-of TIME lists the profiles the registry held then.
 
     \b
     Example:
@@ -62,6 +68,12 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
     with settings.registry(readonly=True) as engine:
         found = (list_profiles(engine, **filters) if as_of is None
                  else profiles_as_of(engine, as_of, **filters))
+        given = {c: v for c, v in zip(KEY_FILTERS, (model, method, k, thinking, category))
+                 if v is not None}
+        if not found and given:
+            from registry_db.analyze.coverage import no_match_message
+
+            click.echo(no_match_message(engine, given, tuple(sets), as_of), err=True)
     if as_json or as_csv or as_nl:
         emit_rows(FULL_COLUMNS, [(p.label, *p.key, p.acceptance_length, p.acceptance_rate,
                                   p.method, p.profile_set, p.source) for p in found],

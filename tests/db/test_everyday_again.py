@@ -191,3 +191,48 @@ def test_tables_fit_the_terminal_and_a_pipe_is_never_cut(db_url, tmp_path, args)
     code, piped, _ = run_in_terminal("-d", db_url, *args, columns=80, stdout_tty=False)
     assert code == 0 and "…" not in piped
     assert max(len(line) for line in piped.splitlines()) > 80
+
+
+# --- 28.4: a filter that matches nothing says so; completion of stored names --------------------
+
+def test_profiles_matching_nothing_says_so_and_suggests(seeded):
+    result = run_cli("-d", seeded, "profiles", "--model", "glm-5.2")
+    assert result.exit_code == 0 and "(no rows)" in result.stdout
+    assert ("no stored profile matches model 'glm-5.2'. The registry holds model: "
+            "deepseek-v4.1-flash, glm-5.3 (did you mean 'glm-5.3'?).") in result.stderr
+    method = run_cli("-d", seeded, "profiles", "--method", "dsprak", "--json")
+    assert method.exit_code == 0 and json.loads(method.stdout) == []
+    assert "did you mean 'dspark'?" in method.stderr
+    k = run_cli("-d", seeded, "profiles", "--model", "glm-5.3", "--k", "5")
+    assert ("no stored profile matches model 'glm-5.3', K 5. With K 5, the registry holds "
+            "model: deepseek-v4.1-flash. With model 'glm-5.3', it holds K: 3.") in k.stderr
+    # A listing that matches says nothing on stderr.
+    assert run_cli("-d", seeded, "profiles", "--model", "glm-5.3").stderr == ""
+
+
+def _complete(words: str) -> list[str]:
+    result = CliRunner().invoke(main, [], prog_name="registry", env={
+        "_REGISTRY_COMPLETE": "bash_complete", "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split(" ")) - 1)})
+    assert result.exit_code == 0, result.output
+    return [line.split(",", 1)[1] for line in result.output.splitlines() if "," in line]
+
+
+def test_completion_offers_stored_models_and_methods(seeded):
+    for command in ("profiles", "coverage", "plot"):
+        assert _complete(f"registry -d {seeded} {command} --model gl") == ["glm-5.3"], command
+        assert _complete(f"registry -d {seeded} {command} --method ") == ["dspark", "mtp"]
+    assert _complete(f"registry {'profiles'} -d {seeded} --model d") == [DSV]
+
+
+def test_every_model_and_method_option_of_a_reading_command_completes():
+    """--model and --method of the commands that read the registry complete stored names
+    (`ingest`, which names a new model, and `resolve`, whose options the resolver table
+    makes, are not held to it here)."""
+    from registry_db.cli.output import complete_methods, complete_models
+
+    for name in ("profiles", "coverage", "plot"):
+        cmd = main.get_command(None, name)  # type: ignore[arg-type]
+        opts = {o: p for p in cmd.params for o in getattr(p, "opts", ())}
+        assert opts["--model"]._custom_shell_complete is complete_models, name
+        assert opts["--method"]._custom_shell_complete is complete_methods, name
