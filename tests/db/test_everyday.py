@@ -384,7 +384,7 @@ def test_subfolders_with_yaml_files_are_reported_skipped(db_url, tmp_path):
     result = run(db_url, "import", "--json", str(tmp_path))
     assert [s["name"] for s in json.loads(result.stdout)["sets"]] == ["top"]
     [line] = [ln for ln in result.stderr.splitlines() if "skipped" in ln]
-    assert line.startswith(f"{tmp_path / 'nested'}:0:0: (document): warning: subfolder with "
+    assert line.startswith(f"{tmp_path / 'nested'}: (document): warning: subfolder with "
                            "1 YAML file(s) skipped: folders are read one level deep")
     checked = CliRunner().invoke(main, ["validate", "--json", str(tmp_path)])
     codes = [p["code"] for p in json.loads(checked.stdout)["problems"]]

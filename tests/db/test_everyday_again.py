@@ -236,3 +236,39 @@ def test_every_model_and_method_option_of_a_reading_command_completes():
         opts = {o: p for p in cmd.params for o in getattr(p, "opts", ())}
         assert opts["--model"]._custom_shell_complete is complete_models, name
         assert opts["--method"]._custom_shell_complete is complete_methods, name
+
+
+# --- 28.12: no position 0 in messages -------------------------------------------------------------
+
+def test_a_missing_file_has_no_position(tmp_path):
+    result = run_cli("validate", "no/such/file.yaml")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("no/such/file.yaml: (document): no such file")
+    assert ":0:" not in result.stderr
+    problem = json.loads(run_cli("validate", "--json", "no/such/file.yaml").stdout)[
+        "problems"][0]
+    assert (problem["line"], problem["column"]) == (None, None)
+
+
+def test_an_overlap_warning_has_no_position_zero(db_url, tmp_path):
+    write_set(tmp_path, "one", 1, model="m")
+    write_set(tmp_path, "two", 1, model="m")
+    result = run_cli("-d", db_url, "import", str(tmp_path))
+    [line] = [ln for ln in result.stderr.splitlines() if "profile key(s)" in ln]
+    assert line.startswith(f"{tmp_path / 'one.yaml'}: profiles: warning: sets 'one' and 'two'")
+    assert ":0:" not in result.stderr
+
+
+def test_inconsistent_metrics_have_no_position_zero(tmp_path):
+    pre = "vllm:spec_decode_num_"
+    after = tmp_path / "after.prom"
+    after.write_text(f"{pre}drafts_total 10\n{pre}draft_tokens_total 30\n"
+                     f"{pre}accepted_tokens_total 15\n"
+                     + "".join(f'{pre}accepted_tokens_per_pos_total{{position="{i}"}} {n}\n'
+                               for i, n in enumerate((3, 5, 7))))
+    result = run_cli("ingest", "vllm-metrics", str(after), "--model", "m", "--method", "mtp",
+                     "--k", "3", "--thinking", "off", "--category", "coding", "--hardware",
+                     "b300", "--engine-image", "img:1", "--temperature", "0")
+    assert result.exit_code == 1
+    assert f"{after}: vllm:spec_decode_num_accepted_tokens" in result.stderr
+    assert ":0:" not in result.stderr
