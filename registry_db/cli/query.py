@@ -68,8 +68,8 @@ def query(settings, sql: str, params: dict, query_url: str | None, timeout: floa
     superuser or a role that may write the registry is refused before the SQL runs; create a
     reader once with `registry db reader NAME` and pass its URL (--query-url or
     REGISTRY_QUERY_URL). Rows are printed as they arrive; Ctrl-C stops the query (exit 130).
-    Query the views acceptance_profiles, profile_conflicts, profile_rates_long,
-    provenance_details and set_overview, or the tables; docs/schema.md describes them all.
+    Query the views {views}, or the tables; docs/schema.md in the repository describes them
+    all.
 
     \b
     Example:
@@ -94,6 +94,17 @@ def query(settings, sql: str, params: dict, query_url: str | None, timeout: floa
                 click.echo("(the statement returned no result set)", err=True)
             return
         stream_rows(result.columns, result.rows, as_json=as_json, as_csv=as_csv, as_nl=as_nl)
+
+
+def _view_names() -> str:
+    """The analysts' views, from the catalog that describes them (so the help never drifts)."""
+    from registry_db.store.catalog import VIEWS
+
+    names = list(VIEWS)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+query.help = (query.help or "").replace("{views}", _view_names())
 
 
 #: The readable table aligns its columns on this many rows; later rows keep those widths.
