@@ -166,10 +166,14 @@ def translate(exc: BaseException, url: str | URL | None = None, *,
                                                        "sqlstate", None) or ""
     low = msg.lower()
     invalidated = isinstance(exc, DBAPIError) and exc.connection_invalidated
+    if code == "42501":  # insufficient_privilege: say which database, and the grant
+        msg = f"{msg}{_grant_hint(url)}"
     if user_sql and not invalidated and code[:2] not in ("08", "53", "58", "XX") and (
             code[:2] != "57" or code == "57014") and (
             getattr(orig, "sqlite_errorname", None) or "") not in _SQLITE_INFRA:
         return _query_error(orig, msg, code)
+    if code == "42501":
+        return DatabaseError(f"the database refused the role{where}: {msg}")
     if "database is locked" in low or code in ("55P03",) or "lock timeout" in low:
         return DatabaseLocked(
             f"the database is locked by another writer and the wait ran out{where}; "
@@ -188,6 +192,25 @@ def translate(exc: BaseException, url: str | URL | None = None, *,
         return DatabaseError(f"the database is read-only{where}: {msg}; check the permissions "
                              "of the file and its folder (SQLite) or the role (PostgreSQL)")
     return DatabaseError(f"database error{where}: {msg}")
+
+
+def _grant_hint(url: str | URL | None) -> str:
+    """What a role refused on a PostgreSQL registry lacks: its reader grant on this database
+    (`registry db reader` grants one database at a time), and the command that grants it."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(str(url)) if url is not None else None
+    except (ArgumentError, ValueError):
+        parsed = None
+    if parsed is None or parsed.get_backend_name() != "postgresql" or not parsed.database:
+        return ""
+    role = parsed.username or "ROLE"
+    host = f"{parsed.host or 'localhost'}{f':{parsed.port}' if parsed.port else ''}"
+    return (f"; if {role!r} is to read this registry, it lacks its grant on database "
+            f"{parsed.database!r} (`registry db reader` grants one database at a time): grant "
+            f"it with `registry -d postgresql://OWNER@{host}/{parsed.database} db reader "
+            f"{role}`, OWNER being the role that ran `registry db upgrade` there")
 
 
 def _query_error(orig: BaseException, msg: str, code: str) -> RegistryError:
