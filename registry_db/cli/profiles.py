@@ -2,8 +2,9 @@
 
 Browsing without SQL: what AL and rate the registry holds for a model, method, K, thinking mode
 or category, in which set and from which source. Thin over
-:func:`registry_db.store.read.list_profiles`; rows are ordered by profile key, then set, so the
-output can be diffed and tested.
+:func:`registry_db.store.read.list_profiles` (and, as of a time,
+:func:`registry_db.store.history.profiles_as_of`); rows are ordered by profile key, then set, so
+the output can be diffed and tested.
 """
 
 from __future__ import annotations
@@ -20,14 +21,20 @@ from registry_db.cli.output import (
     emit_rows,
     handle_errors,
     output_options,
+    uncertainty_json,
+    with_stderr,
 )
 
-#: The readable table's columns; --json and --csv also carry the key's five fields apart.
+#: The readable table's columns; --json and --csv also carry the key's five fields apart, and
+#: the counts (--json as the mapping and the uncertainty, --csv as acceptance_profiles' columns).
 TABLE_COLUMNS = ("profile", "acceptance_length", "acceptance_rate", "method", "set", "source")
 #: The key's columns the filters --model, --method, --k, --thinking and --category read.
 KEY_FILTERS = ("model", "speculative_method", "num_spec_tokens", "thinking", "category")
 FULL_COLUMNS = ("profile", "model", "speculative_method", "num_spec_tokens", "thinking",
                 "category", "acceptance_length", "acceptance_rate", "method", "set", "source")
+JSON_COLUMNS = (*FULL_COLUMNS, "counts", "uncertainty")
+CSV_COLUMNS = (*FULL_COLUMNS, "drafts", "draft_tokens", "accepted_tokens", "al_stderr",
+               "al_stderr_exact")
 
 
 @click.command("profiles")
@@ -48,11 +55,13 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
              as_of: Any, as_json: bool, as_csv: bool, as_nl: bool) -> None:
     """List stored profiles, one row each: AL, rate, method, set and source.
 
-    Filters combine (all must hold); none lists every profile. The rate is (AL - 1) / K. The
-    table rounds numbers for reading; --json and --csv add the key's five fields as columns,
-    and --json keeps every digit. A --set that is not in the database exits 1 and names the
-    known sets; filters that match nothing say so on stderr, with what the registry holds.
-    --as-of TIME lists the profiles the registry held then.
+    Filters combine (all must hold); none lists every profile. The rate is (AL - 1) / K. A
+    profile stored with counts shows its AL with the standard error, `2.51 ± 0.0034` (`± ≤S`
+    when the counts give only the bound). The table rounds numbers for reading; --json and
+    --csv add the key's five fields and the counts as columns, and --json keeps every digit.
+    A --set that is not in the database exits 1 and names the known sets; filters that match
+    nothing say so on stderr, with what the registry holds. --as-of TIME lists the profiles
+    the registry held then.
 
     \b
     Example:
@@ -63,8 +72,9 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
     from registry_db.store.history import profiles_as_of
     from registry_db.store.read import list_profiles
 
-    filters: dict[str, Any] = {"model": model, "method": method, "k": k, "thinking": thinking,
-               "category": category, "sets": sets or None}
+    filters: dict[str, Any] = {"model": model, "method": method, "k": k,
+                               "thinking": thinking, "category": category,
+                               "sets": sets or None}
     with settings.registry(readonly=True) as engine:
         found = (list_profiles(engine, **filters) if as_of is None
                  else profiles_as_of(engine, as_of, **filters))
@@ -74,10 +84,26 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
             from registry_db.analyze.coverage import no_match_message
 
             click.echo(no_match_message(engine, given, tuple(sets), as_of), err=True)
-    if as_json or as_csv or as_nl:
-        emit_rows(FULL_COLUMNS, [(p.label, *p.key, p.acceptance_length, p.acceptance_rate,
-                                  p.method, p.profile_set, p.source) for p in found],
-                  as_json=as_json, as_csv=as_csv, as_nl=as_nl)
+    if as_json or as_nl:
+        emit_rows(JSON_COLUMNS, [(
+            p.label, *p.key, p.acceptance_length, p.acceptance_rate, p.method, p.profile_set,
+            p.source, None if p.counts is None else p.counts.to_json(),
+            uncertainty_json(p.uncertainty)) for p in found], as_json=as_json, as_nl=as_nl)
         return
-    emit_rows(TABLE_COLUMNS, [(p.label, p.acceptance_length, p.acceptance_rate, p.method,
-                               p.profile_set, p.source) for p in found])
+    if as_csv:
+        emit_rows(CSV_COLUMNS, [(
+            p.label, *p.key, p.acceptance_length, p.acceptance_rate, p.method, p.profile_set,
+            p.source, *_csv_counts(p)) for p in found], as_csv=True)
+        return
+    emit_rows(TABLE_COLUMNS, [(p.label, with_stderr(p.acceptance_length, p.uncertainty),
+                               p.acceptance_rate, p.method, p.profile_set, p.source)
+                              for p in found])
+
+
+def _csv_counts(p: Any) -> tuple[Any, ...]:
+    """drafts, draft_tokens, accepted_tokens, al_stderr, al_stderr_exact (empty without)."""
+    u = p.uncertainty
+    if p.counts is None or u is None:
+        return (None,) * 5
+    return (p.counts.drafts, p.counts.draft_tokens, p.counts.accepted_tokens, u.stderr,
+            int(u.exact))

@@ -23,6 +23,8 @@ from registry_db.cli.output import (
     readable_list,
     shorten,
     terminal_width,
+    uncertainty_json,
+    with_stderr,
 )
 
 
@@ -73,10 +75,12 @@ def list_(settings: Any, as_json: bool, as_csv: bool, as_nl: bool) -> None:
 def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
     """Show one set: its file, caveats and profiles.
 
-    Each profile's row gives its AL, per-position rates, method, hardware and source; a
-    profile's rationale and copied_from follow the table. --json prints the set in the spec's
-    form (as `export` writes it) plus `file`, `imported_at` and `revision`. --as-of TIME shows
-    the set as the registry held it then.
+    Each profile's row gives its AL (with its standard error, `± S`, when counts are
+    stored), per-position rates, method, hardware and source; a profile's rationale and
+    copied_from follow the table. --json prints the set in the spec's form (as `export` writes
+    it) plus `file`, `imported_at` and `revision`, and each profile's `counts` and
+    `uncertainty` (null without counts). --as-of TIME shows the set as the registry held it
+    then.
 
     \b
     Example:
@@ -90,6 +94,10 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
         ps, imported_at, revision = _shown(conn, set_name, as_of)
     if as_json:
         doc = set_document(ps)
+        for p, shown in zip(ps.profiles, doc["profiles"]):
+            shown.setdefault("counts", None)
+            shown["uncertainty"] = uncertainty_json(
+                None if p.counts is None else p.counts.uncertainty(p.num_spec_tokens))
         emit_json({"name": ps.name, "file": ps.file, "imported_at": imported_at.isoformat(),
                    "revision": revision, "caveats": list(ps.caveats),
                    "profiles": doc["profiles"]})
@@ -108,7 +116,9 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
     click.echo("")
     emit_rows(["profile", "acceptance_length", "per_position_rates", "method", "hardware",
                "source"],
-              [(p.label, p.acceptance_length, readable_list(p.per_position_rates), p.method,
+              [(p.label, with_stderr(p.acceptance_length, None if p.counts is None
+                                     else p.counts.uncertainty(p.num_spec_tokens)),
+                readable_list(p.per_position_rates), p.method,
                 p.provenance.hardware if p.provenance else None,
                 p.provenance.source if p.provenance else None) for p in ps.profiles])
     notes = [p for p in ps.profiles if p.rationale or p.copied_from]

@@ -18,8 +18,16 @@ import os
 from typing import Any
 
 from registry_db.errors import Finding
+from registry_db.inputs.counts import read_counts
 from registry_db.inputs.inline import check_inline_value, check_pin
-from registry_db.inputs.readers import AL_RANGE, K_RANGE, category_check, rates, rates_sum_off
+from registry_db.inputs.readers import (
+    AL_RANGE,
+    K_RANGE,
+    category_check,
+    count_check,
+    rates,
+    rates_sum_off,
+)
 from registry_db.inputs.schema import (
     Check,
     Checker,
@@ -62,6 +70,14 @@ def check_profile_set(doc: Any, file: str) -> tuple[ProfileSet | None, list[Find
     the file's stem draws the warning ``name_not_file``.
     """
     ck = Checker(file)
+    curve = _curve_model(doc)
+    if curve is not None:  # four schema errors would not say what the file is
+        ck.error(key_pos(doc, curve), "", "inferencex_curve",
+                 f"this is an InferenceX golden AL curve ({curve}: {{thinking_on: {{K: AL}}}}), "
+                 "not an AcceptanceProfileSet; make it one with `registry ingest inferencex "
+                 f"{file} -o acceptance/`, then validate and import what that "
+                 "writes")
+        return None, ck.findings
     # A top-level scalar (or nothing, after '---') has no position of its own: point at the start.
     got = SET.read(ck, doc, "", mark(doc) if isinstance(doc, list) else (1, 1))
     if got is None or ck.errors:
@@ -70,12 +86,25 @@ def check_profile_set(doc: Any, file: str) -> tuple[ProfileSet | None, list[Find
                       file=file), ck.findings
 
 
+def _curve_model(doc: Any) -> str | None:
+    """The model key of a document shaped as InferenceX's golden curves are (``MODEL:
+    {thinking_on: {K: AL}}`` beside an optional ``_metadata``), or None."""
+    if not isinstance(doc, dict) or "kind" in doc:
+        return None
+    models = [k for k in doc if k != "_metadata"]
+    if len(models) != 1 or not isinstance(models[0], str):
+        return None
+    modes = doc[models[0]]
+    if isinstance(modes, dict) and modes and set(modes) <= {"thinking_on", "thinking_off"}:
+        return models[0]
+    return None
+
+
 # --- provenance.sampling -------------------------------------------------------------------------
 
 def _count(key: str) -> Field:
     """A count: an integer that is not negative."""
-    return Field(key, "integer", checks=(Check("negative_count", lambda v, got: None if v >= 0
-                                               else f"{key} is {v}; a count is not negative"),))
+    return Field(key, "integer", checks=(count_check(key),))
 
 
 SAMPLING = Map("sampling", keys=SAMPLING_KEYS, steps=(
@@ -208,7 +237,7 @@ def _profile(g: dict) -> Profile:
         num_spec_tokens=g["num_spec_tokens"], thinking=g["thinking"], category=g["category"],
         acceptance_length=float(g["acceptance_length"]), method=g["method"],
         per_position_rates=g["per_position_rates"], provenance=g["provenance"],
-        rationale=g["rationale"], copied_from=g["copied_from"])
+        rationale=g["rationale"], copied_from=g["copied_from"], counts=g["counts"])
 
 
 PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", steps=(
@@ -229,6 +258,7 @@ PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", ste
           checks=(AL_RANGE,)),
     Field("per_position_rates", "list", content=rates),
     _rates_sum,
+    Field("counts", "mapping", content=read_counts),
     Field("method", "string", required=True, drop_on_failure=False, checks=(
         Check("unknown_method", _method_problem),
         Check("method_not_charged", lambda v, got: None if v != Method.NOT_CHARGED else (
