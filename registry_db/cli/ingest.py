@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, handle_errors, report_findings
+from registry_db.cli.output import emit_json, handle_errors, progress, report_findings
 
 OUTPUT_HELP = ("Where to write: a folder (one <set>.yaml per set, created when missing), a "
                "*.yaml file, or - for stdout (the default; one set only).")
@@ -70,10 +70,11 @@ def ingest() -> None:
 @click.option("-o", "--output", "out", default="-", show_default=True, metavar="DIR|FILE|-",
               help=OUTPUT_HELP)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @handle_errors
 def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
                source_base: str | None, keep_going: bool, out: str, as_json: bool,
-               **facts: Any) -> None:
+               quiet: bool, **facts: Any) -> None:
     """Read InferenceX golden AL curves (golden_al_distribution/*.yaml) into profile sets.
 
     PATH is a curve file or a folder of them. Each (thinking mode, K) cell becomes a profile
@@ -99,8 +100,10 @@ def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
 
     _json_needs_a_file(as_json, out)
     curve_map = source.load_map(map_file) if map_file is not None else None
-    result = source.read_inferencex(paths, name=name, curve_map=curve_map,
-                                    source_base=source_base, keep_going=keep_going, **facts)
+    with progress(quiet) as bar:
+        result = source.read_inferencex(paths, name=name, curve_map=curve_map,
+                                        source_base=source_base, keep_going=keep_going,
+                                        progress=bar, **facts)
     if result.refused and not as_json:
         report_findings(result.refused, as_json=False)
     _finish(result, out, as_json)

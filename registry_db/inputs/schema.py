@@ -128,8 +128,7 @@ def too_long(what: str, value: str, limit_name: str) -> str | None:
     limit = MAX_LENGTH[limit_name]
     if len(value) <= limit:
         return None
-    return (f"{what} is {len(value):,} characters long; the registry stores at most {limit:,} "
-            "(docs/decisions.md, Limits)")
+    return f"{what} is {len(value):,} characters long; the registry stores at most {limit:,}"
 
 
 def k_problem(label: str, k: int) -> str | None:
@@ -137,7 +136,8 @@ def k_problem(label: str, k: int) -> str | None:
     if k < 1:
         return f"{label} is {k}; K is at least 1"
     if k > MAX_K:
-        return f"{label} is {k}; K is at most {MAX_K} (docs/decisions.md, Limits)"
+        return (f"{label} is {k}; K is at most {MAX_K}, the most speculative tokens the "
+                "registry stores")
     return None
 
 

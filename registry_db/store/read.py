@@ -126,6 +126,16 @@ def set_names(bind: Bind) -> list[str]:
                                  .order_by(profile_sets.c.name)).scalars())
 
 
+def key_values(bind: Bind, column: str) -> list[str]:
+    """The distinct stored values of a profile key column (``model``, ``speculative_method``,
+    ``category``), sorted: what shell completion offers."""
+    if column not in PROFILE_KEY_FIELDS:
+        raise ValueError(f"{column!r} is not a profile key column")
+    with _connect(bind) as conn:
+        return list(conn.execute(select(profiles.c[column]).distinct()
+                                 .order_by(profiles.c[column])).scalars())
+
+
 def list_sets(bind: Bind) -> list[SetSummary]:
     """Every stored set with its file, counts and import time, by name."""
     return _summaries(bind, None)
