@@ -19,7 +19,14 @@ from typing import Any
 
 from registry_db.errors import Finding
 from registry_db.inputs.inline import check_inline_value, check_pin
-from registry_db.inputs.readers import AL_RANGE, K_RANGE, category_check, rates, rates_sum_off
+from registry_db.inputs.readers import (
+    AL_RANGE,
+    K_RANGE,
+    THINKING,
+    category_check,
+    rates,
+    rates_sum_off,
+)
 from registry_db.inputs.schema import (
     Check,
     Checker,
@@ -38,7 +45,6 @@ from registry_db.model import (
     SAMPLING_KEYS,
     SET_KEYS,
     SUM_TOLERANCE,
-    THINKING_MODES,
     Method,
     MethodRule,
     Profile,
@@ -220,9 +226,7 @@ PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", ste
           missing_message="the profile has no speculative_method; give the engine's method "
                           "name, such as mtp"),
     Field("num_spec_tokens", "integer", required=True, checks=(K_RANGE,)),
-    Field("thinking", "string", required=True, checks=(
-        Check("bad_thinking", lambda v, got: None if v in THINKING_MODES
-              else f"thinking is {v!r}; it is 'on' or 'off'"),)),
+    Field("thinking", "string", required=True, checks=(THINKING,)),
     Field("category", "string", required=True, limit="category",
           checks=(category_check("category"),)),
     Field("acceptance_length", "number", required=True, nonfinite="al_not_finite",

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 from registry_db.errors import NotFound
 from registry_db.model import Profile, ProfileSet
 from registry_db.store.bulk import chunks
-from registry_db.store.engine import run_write
+from registry_db.store.engine import Bind, run_write
 from registry_db.store.read import _connect, _provenances, _utc, unknown_set_message
 from registry_db.store.schema import (
     profile_sets,
@@ -38,8 +38,6 @@ from registry_db.store.schema import (
     revision_rates,
     revisions,
 )
-
-Bind = Engine | Connection
 
 ACTIONS: tuple[str, ...] = ("added", "updated", "deleted")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import and_, func, select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from registry_db.errors import NotFound
 from registry_db.model import (
@@ -29,6 +29,7 @@ from registry_db.model import (
     Sampling,
     setting_value,
 )
+from registry_db.store.engine import Bind
 from registry_db.store.schema import (
     profile_rates,
     profile_sets,
@@ -37,8 +38,6 @@ from registry_db.store.schema import (
     provenances,
     set_caveats,
 )
-
-Bind = Engine | Connection
 
 
 @dataclass(frozen=True)
