@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from registry_db.cli.output import emit_json, handle_errors, report_findings
+from registry_db.model import THINKING_MODES
 
 OUTPUT_HELP = ("Where to write: a folder (one <set>.yaml per set, created when missing), a "
                "*.yaml file, or - for stdout (the default; one set only).")
@@ -84,10 +85,11 @@ def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
 
 
 def _category(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from registry_db.model import CATEGORY_RE
+    from registry_db.inputs.schema import category_problem
 
-    if not CATEGORY_RE.fullmatch(value):
-        raise click.BadParameter("lower-case letters, digits, '_' and '-', such as coding")
+    problem = category_problem("category", value)
+    if problem is not None:
+        raise click.BadParameter(problem)
     return value
 
 
@@ -99,7 +101,7 @@ def _category(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--method", required=True, metavar="X", help="The speculative method, e.g. mtp.")
 @click.option("--k", "k", required=True, type=click.IntRange(min=1), metavar="K",
               help="num_speculative_tokens the server ran with.")
-@click.option("--thinking", required=True, type=click.Choice(["on", "off"]))
+@click.option("--thinking", required=True, type=click.Choice(THINKING_MODES))
 @click.option("--category", required=True, metavar="C", callback=_category,
               help="The workload category, such as coding.")
 @click.option("--hardware", required=True, metavar="CHIP", help="The chip it ran on.")

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from registry_db.cli.output import complete_set_names, emit_rows, handle_errors, output_options
+from registry_db.model import THINKING_MODES
 
 #: The readable table's columns; --json and --csv also carry the key's five fields apart.
 TABLE_COLUMNS = ("profile", "acceptance_length", "acceptance_rate", "method", "set", "source")
@@ -24,7 +25,7 @@ FULL_COLUMNS = ("profile", "model", "speculative_method", "num_spec_tokens", "th
 @click.option("--model", metavar="M", help="Only this model.")
 @click.option("--method", metavar="X", help="Only this speculative method, e.g. dspark, mtp.")
 @click.option("--k", type=click.IntRange(min=1), metavar="K", help="Only this K.")
-@click.option("--thinking", type=click.Choice(["on", "off"]), help="Only this thinking mode.")
+@click.option("--thinking", type=click.Choice(THINKING_MODES), help="Only this thinking mode.")
 @click.option("--category", metavar="C", help="Only this category.")
 @click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,
               help="Only profiles of this set (repeat for several).")

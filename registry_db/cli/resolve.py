@@ -75,7 +75,7 @@ _KINDS: dict[str, dict[str, Any]] = {
     "text": {"callback": _nonempty},
     "category": {"callback": _category},
     "k": {"type": click.IntRange(min=1), "callback": _k},
-    "thinking": {"type": click.Choice(list(THINKING_MODES))},
+    "thinking": {"type": click.Choice(THINKING_MODES)},
     "number": {"type": float},
     "rates": {"callback": _rates},
     "time": {"callback": _time},

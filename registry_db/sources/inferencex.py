@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from registry_db.errors import Finding, InvalidInput, UsageError, sort_findings
-from registry_db.inputs.schema import is_int, is_number
+from registry_db.inputs.readers import al_problem
+from registry_db.inputs.schema import category_problem, is_int, is_number
 from registry_db.model import (
-    CATEGORY_RE,
     Profile,
     ProfileSet,
     Provenance,
@@ -286,10 +286,8 @@ def _body(doc: Any, file: str, findings: list[Finding]
                 error(pos(values, k), cell, "bad_al", f"AL {al!r} is not a number")
             elif not math.isfinite(al):
                 error(pos(values, k), cell, "al_not_finite", f"AL {al!r} is not finite")
-            elif not 1 <= al <= k + 1:
-                error(pos(values, k), cell, "al_out_of_range",
-                      f"AL {al!r} lies outside [1, {k + 1}] for K = {k}; AL counts the bonus "
-                      "token, so it is at least 1 and at most K + 1")
+            elif (problem := al_problem(al, k)) is not None:
+                error(pos(values, k), cell, "al_out_of_range", problem)
             else:
                 cells.append((MODES[mode_key], k, al, pos(values, k)))
     return model, cells
@@ -332,9 +330,8 @@ def _fixed_fields(h: Header, file: str, source_model: str, modes: list[str], cur
     if h.category is None:
         error(top, "no_category", "the header has no 'dataset: CATEGORY' line, so the "
               "workload category is unknown; add it")
-    elif not CATEGORY_RE.fullmatch(h.category[0]):
-        error(h.category[1], "bad_category", f"dataset {h.category[0]!r} is not a category: "
-              "lower-case letters, digits, '_' and '-'")
+    elif (problem := category_problem("dataset", h.category[0])) is not None:
+        error(h.category[1], "bad_category", problem)
     else:
         category = h.category[0]
     copied = None
