@@ -1,13 +1,14 @@
 """What a run states and which layer wins, as two ordered tables.
 
-:data:`INPUTS` has one row per thing a run states: the :class:`~registry_db.inputs.request.Request`
-field, its ``--batch`` key and JSON type, whether it is required, the rule that checks it (a term
+:data:`INPUTS` has one row per thing a run states: the :class:`~registry_db.inputs.run.Request`
+field, its ``--batch`` key and JSON type, whether it is required, the rule that reads it (a term
 of the run: ``invalid_request``) or the schema of what it states (a layer's value or pin:
 ``invalid_value``), and the ``registry resolve`` flags that give it. :data:`LAYERS` lists the
 layers lowest to highest (spec: Resolution): for each, the input that states it, the inline value
-it states and the set it names. Everything else is derived from the two tables: the batch line's
-keys and types, the request checks, the command's options and the usage rules between them, the
-resolver's precedence (:mod:`registry_db.resolve.plan`).
+it states and the set it names. Everything else follows from the two tables: the batch line's
+keys and types, the checked run (:func:`registry_db.inputs.run.check`, which reads both tables
+as they stand), the command's options and the usage rules between them, the resolver's
+precedence (:mod:`registry_db.resolve.plan`).
 
 Adding an input is one :class:`Input` row (and the :class:`Request` field of the same name);
 adding a layer is one more :class:`LayerRow` whose input states it. docs/architecture.md says

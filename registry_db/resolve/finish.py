@@ -1,7 +1,7 @@
 """Finishing a planned run: its answer from the rows the lookup statement chose, or the refusal
 that says why there is none.
 
-:mod:`registry_db.resolve.plan` checks each run and says which profile keys it needs (a
+:mod:`registry_db.resolve.plan` plans each checked run and says what it looks up (a
 :class:`Plan`); the lookup statement (:mod:`registry_db.resolve.lookup`) decides among the
 stored profiles in SQL; :class:`Answers` turns each plan and its winner into a
 :class:`~registry_db.resolve.answer.Resolution` (rates stored or derived, the notes an answer

@@ -1,29 +1,12 @@
-"""The resolver's SQL: the decision itself, made by one statement per run or per batch.
+"""The resolver's SQL, run: the decision itself, made in the database by one statement per run
+or per batch (:mod:`registry_db.resolve.statements` holds the text and says how it decides).
 
-A run's lookup names a key prefix (model, method, K, thinking), the workload's category, the
-pin's ``fallback_category`` and the sets in scope (``--set`` or the pin's ``profiles``; none:
-every set). One statement decides in the database: it keeps only the profiles of the sets in
-scope, prefers the workload's category over the fallback (``preference`` 0 over 1) and counts
-the sets that hold the winning key (``set_count``; more than one is a conflict), with standard
-SQL that runs unchanged on SQLite (3.25 and later: window functions) and PostgreSQL. It returns
-the winning key's rows only, one per (profile, stored rate); :mod:`registry_db.resolve.plan`
-builds the answer from them and never chooses between categories or sets itself. The
-statements' text is in :mod:`registry_db.resolve.statements`; this module runs them.
-
-The statements probe the unique index ``uq_profiles_key`` (model, speculative_method,
-num_spec_tokens, thinking, category, set_id) with all five key columns bound: each wanted
-category is a row of its own, joined by equality. Many runs at once are set-based: the batch's
-distinct lookups, one row per (lookup, preference, set in scope), go to the database together
-(SQLite: a TEMP table filled with ``executemany``; PostgreSQL: one JSON parameter expanded
-into rows in the query) and one statement answers all of them; a batch of 100,000 requests
-is a handful of statements.
-
-The many-runs statement names the stored tables through one set of placeholders, so a lookup
-against other tables (a registry as of a past date) is the same statement over the revisions.
-The statements run on the DB-API cursor of a pooled connection (:func:`cursor`): a resolution
-is read-only and its SQL is fixed text, so SQLAlchemy's execution layer would only add to every
-call's latency (docs/decisions.md). Driver errors become the registry's own. Rows stay here:
-callers get :class:`Winner` tuples by lookup.
+A :class:`Lookup` names a key prefix, the workload's category, the pin's fallback and the sets
+in scope; the statement keeps the profiles of the sets in scope, prefers the category over the
+fallback and counts the sets that hold the winner, probing the profile key's unique index. Many
+runs go together (SQLite: a TEMP table; PostgreSQL: one JSON parameter), however many there
+are. Statements run on the DB-API cursor (:func:`cursor`), driver errors translated; rows stay
+here, read by name (:class:`LookupRow`), and callers get a :class:`Winner` per lookup.
 """
 
 from __future__ import annotations

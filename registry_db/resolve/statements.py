@@ -1,10 +1,12 @@
 """The resolver's statements, as text: the decision in SQL for one run, for a batch, now and as
-of a time, per dialect.
+of a time, per dialect (:mod:`registry_db.resolve.lookup` runs them).
 
-:mod:`registry_db.resolve.lookup` runs them and says how they decide (scope, the category
-preferred over the fallback, the count of sets that hold the winner, the indexes they probe);
-this module holds only their text and how it is put together, so that the statements can be
-read (and ``docs/schema.md``'s analysts' version compared with them) in one place.
+Each keeps only the profiles of the sets in scope, prefers the workload's category over the
+fallback (``preference`` 0 over 1) and counts the sets that hold the winning key (``set_count``;
+more than one is a conflict), in standard SQL for SQLite (3.25 and later) and PostgreSQL,
+probing ``uq_profiles_key`` with all five key columns bound. :func:`named_one_statement` is the
+one-run statement with named parameters, for a reader of the database (a Datasette canned
+query) to run the resolver's own decision.
 """
 
 from __future__ import annotations
