@@ -322,18 +322,15 @@ def winners(lookups: Sequence[Lookup], rows: Iterable[Sequence]) -> dict[Lookup,
     Every row of a lookup carries the same category; a profile with stored rates has one row
     per rate, in no particular order.
     """
-    by_lookup: dict[int, dict[int, list[LookupRow]]] = {}
+    profiles: dict[int, dict[int, list[LookupRow]]] = {}  # per lookup, per profile: its rows
+    heads: dict[int, tuple[str, int]] = {}  # per lookup: the winning category and set count
     for row in map(LookupRow._make, rows):
-        by_lookup.setdefault(row.lookup_id, {}).setdefault(row.profile_id, []).append(row)
-    decided = {}
-    for lid, by_profile in by_lookup.items():
-        held = [_candidate(profile_rows) for profile_rows in by_profile.values()]
-        first = next(iter(by_profile.values()))[0]
-        count = next(r.set_count for profile_rows in by_profile.values()
-                     for r in profile_rows if r.set_count is not None)
-        # The same key in several sets: by set name, for the message.
-        decided[lookups[lid]] = Winner(first.category, count, tuple(sorted(held)))
-    return decided
+        profiles.setdefault(row.lookup_id, {}).setdefault(row.profile_id, []).append(row)
+        if row.set_count is not None:
+            heads[row.lookup_id] = (row.category, row.set_count)
+    # The same key in several sets: its candidates by set name, for the message.
+    return {lookups[lid]: Winner(*heads[lid], tuple(sorted(map(_candidate, held.values()))))
+            for lid, held in profiles.items()}
 
 
 def _candidate(rows: list[LookupRow]) -> Candidate:

@@ -119,30 +119,34 @@ def plan(run: Run, known: Collection[str]) -> Plan | Resolution | Refusal:
     """Everything that needs no profile: every stated value's K against the run's, the named
     sets against ``known``; then the answer of the highest layer that states a value, or what
     to look up for the layer that looks one up (the registry, or the set a layer names)."""
-    stated = [(row, found) for row, found in zip(layers.LAYERS, run.stated) if found is not None]
-    for row, found in stated:
+    stated = []  # (row, what it states) of each layer that states something, lowest first
+    pin = None
+    for row, found in zip(layers.LAYERS, run.stated):
+        if found is None:
+            continue
         value = row.value(found)
         if value is not None and value.num_spec_tokens != run.k:
             return Refusal(R.K_MISMATCH, (
                 f"the {row.layer} layer's value was stated for K = {value.num_spec_tokens}, but "
                 f"the run speculates K = {run.k}; a value is refused rather than rescaled"))
-    when = when_text(run.as_of)
+        if row.layer == Layer.SCENARIO:
+            pin = found
+        stated.append((row, found))
     for name in run.scope or ():
         if name not in known:
-            return _unknown_set("--set", name, known, when)
-    pin = next((found for row, found in stated if row.layer == Layer.SCENARIO), None)
+            return _unknown_set("--set", name, known, when_text(run.as_of))
     if pin is not None and pin.profiles is not None and pin.profiles not in known:
         return _unknown_set("the scenario's acceptance.profiles", pin.profiles, known,
-                            when + "; the registry is not consulted in its place")
+                            when_text(run.as_of) + "; the registry is not consulted in its place")
 
+    layer, scope = Layer.REGISTRY, run.scope
+    notes: tuple[str, ...] = ()
     acceptance = [(row, found) for row, found in stated
                   if row.value(found) is not None or row.names_set(found) is not None]
-    winner = acceptance[-1][0].layer if acceptance else Layer.REGISTRY
-    notes = tuple(f"the {row.layer} layer's acceptance is overridden by the {winner} layer "
-                  "(layers are not merged)" for row, _ in acceptance[:-1])
-    layer, scope = Layer.REGISTRY, run.scope
     if acceptance:
         row, found = acceptance[-1]
+        notes = tuple(f"the {lower.layer} layer's acceptance is overridden by the {row.layer} "
+                      "layer (layers are not merged)" for lower, _ in acceptance[:-1])
         value = row.value(found)
         if value is not None:
             return _inline_answer(value, run.k, row.layer, notes)
