@@ -23,7 +23,7 @@ from registry_db.inputs.schema import (
 from registry_db.yaml.nodes import pos
 
 __all__ = ["AL_RANGE", "K_RANGE", "THINKING", "al_in_range", "al_problem", "category_check",
-           "rates", "rates_sum_off"]
+           "count_check", "negative_message", "rates", "rates_sum_off"]
 
 
 def rates(ck: Checker, seq: list, m: dict, sub: str, got: dict) -> tuple[float, ...] | None:
@@ -78,6 +78,16 @@ def al_in_range(al: float, got: dict) -> str | None:
     """AL in [1, K + 1] for the K read before it (profiles and inline values alike)."""
     k = got.get("num_spec_tokens")
     return None if k is None else al_problem(al, k)
+
+
+def negative_message(key: str, value: int) -> str:
+    """The message for a count below 0."""
+    return f"{key} is {value}; a count is not negative"
+
+
+def count_check(key: str) -> Check:
+    """``negative_count`` for a field holding a count (prompts, tp, counts.drafts, ...)."""
+    return Check("negative_count", lambda v, got: None if v >= 0 else negative_message(key, v))
 
 
 #: ``num_spec_tokens`` of a profile or an inline value: K in [1, MAX_K].
