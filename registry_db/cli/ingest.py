@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from registry_db.cli.output import emit_json, handle_errors, progress, report_findings
+from registry_db.model import THINKING_MODES
 
 OUTPUT_HELP = ("Where to write: a folder (one <set>.yaml per set, created when missing), a "
                "*.yaml file, or - for stdout (the default; one set only).")
@@ -116,10 +117,11 @@ def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
 # --- the counter sources: one set of flags, one way to read them ----------------------------------
 
 def _category(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from registry_db.model import CATEGORY_RE
+    from registry_db.inputs.schema import category_problem
 
-    if value is not None and not CATEGORY_RE.fullmatch(value):
-        raise click.BadParameter("lower-case letters, digits, '_' and '-', such as coding")
+    problem = None if value is None else category_problem("category", value)
+    if problem is not None:
+        raise click.BadParameter(problem)
     return value
 
 
@@ -154,7 +156,7 @@ def _counter_flags(fn: Any) -> Any:
         click.option("--k", "k", type=click.IntRange(1, MAX_K), metavar="K",
                      help=f"num_speculative_tokens the server ran with (1..{MAX_K}). "
                           "[required]"),
-        click.option("--thinking", type=click.Choice(["on", "off"]), help="[required]"),
+        click.option("--thinking", type=click.Choice(THINKING_MODES), help="[required]"),
         click.option("--category", metavar="C", callback=_category,
                      help="The workload category, such as coding. [required]"),
         click.option("--hardware", metavar="CHIP", help="The chip it ran on. [required]"),

@@ -21,6 +21,7 @@ from registry_db.cli.output import (
     handle_errors,
     json_option,
 )
+from registry_db.model import THINKING_MODES
 
 
 def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -36,7 +37,7 @@ def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> s
 @click.option("--model", metavar="M", shell_complete=complete_models, help="Only this model.")
 @click.option("--method", "speculative_method", metavar="X", shell_complete=complete_methods,
               help="Only this speculative method (e.g. dspark, mtp).")
-@click.option("--thinking", type=click.Choice(["on", "off"]), help="Only this thinking mode.")
+@click.option("--thinking", type=click.Choice(THINKING_MODES), help="Only this thinking mode.")
 @click.option("--category", metavar="C", help="Only this workload category.")
 @click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,
               help="The sets that count as the registry (repeatable; default: all).")

@@ -44,6 +44,12 @@ WRITE_LOCK_KEY = 0x5245_4749  # "REGI"
 
 T = TypeVar("T")
 
+#: What the store's readers take: an engine, or an open connection (the caller's transaction).
+Bind = Engine | Connection
+#: What the resolver reads through: a :data:`Bind`, or the command line's bare read-only
+#: ``sqlite3`` connection (:mod:`registry_db.store.sqlite_read`).
+ReadBind = Bind | sqlite3.Connection
+
 
 def lock_timeout() -> float:
     """The writers' wait, in seconds."""

@@ -29,7 +29,7 @@ from registry_db.errors import NotFound, UsageError
 from registry_db.model import Profile, ProfileSet
 from registry_db.store.bulk import chunks
 from registry_db.store.drift import drift
-from registry_db.store.engine import run_write
+from registry_db.store.engine import Bind, run_write
 from registry_db.store.read import (
     ProfileSummary,
     _connect,
@@ -47,8 +47,6 @@ from registry_db.store.schema import (
     revision_rates,
     revisions,
 )
-
-Bind = Engine | Connection
 
 ACTIONS: tuple[str, ...] = ("added", "updated", "deleted")
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Table, and_, func, select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from registry_db.errors import NotFound
 from registry_db.model import (
@@ -33,6 +33,7 @@ from registry_db.model import (
     Uncertainty,
     setting_value,
 )
+from registry_db.store.engine import Bind
 from registry_db.store.schema import (
     profile_counts,
     profile_rates,
@@ -42,8 +43,6 @@ from registry_db.store.schema import (
     provenances,
     set_caveats,
 )
-
-Bind = Engine | Connection
 
 
 @dataclass(frozen=True)
