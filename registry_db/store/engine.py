@@ -26,6 +26,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
+from registry_db import interrupts
 from registry_db.errors import (
     OUTPUT_ERRNOS,
     DatabaseError,
@@ -37,7 +38,14 @@ from registry_db.errors import (
     UsageError,
 )
 from registry_db.store.sqlite_read import readonly_options
-from registry_db.store.urls import check_url, dialect_of, redact, scrub, sqlite_path
+from registry_db.store.urls import (
+    check_url,
+    dialect_of,
+    parse_url,
+    redact,
+    scrub,
+    sqlite_path,
+)
 
 #: How long a writer waits for another (seconds); REGISTRY_LOCK_TIMEOUT overrides it.
 DEFAULT_LOCK_TIMEOUT = 60.0
@@ -45,6 +53,12 @@ DEFAULT_LOCK_TIMEOUT = 60.0
 WRITE_LOCK_KEY = 0x5245_4749  # "REGI"
 
 T = TypeVar("T")
+
+#: What the store's readers take: an engine, or an open connection (the caller's transaction).
+Bind = Engine | Connection
+#: What the resolver reads through: a :data:`Bind`, or the command line's bare read-only
+#: ``sqlite3`` connection (:mod:`registry_db.store.sqlite_read`).
+ReadBind = Bind | sqlite3.Connection
 
 
 #: The longest wait PostgreSQL's ``lock_timeout`` (an int of milliseconds) holds, in seconds.
@@ -125,9 +139,37 @@ def _sqlite_engine(url: str, *, readonly: bool, timeout: float) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # noqa: ANN001
         write = conn.get_execution_options().get("registry_write")
+        if write and _begin_immediate(conn.connection.dbapi_connection, timeout):
+            return
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+#: How long one slice of an SQLite writer's wait for the lock lasts (seconds).
+WAIT_SLICE = 0.1
+
+
+def _begin_immediate(dbapi_conn: Any, timeout: float) -> bool:
+    """``BEGIN IMMEDIATE``, waiting up to ``timeout`` for another writer in slices of
+    :data:`WAIT_SLICE`: SQLite's own busy wait returns to Python only when it gives up, so
+    Ctrl-C would go unheard for the whole wait. False when it did not begin: the caller's own
+    ``BEGIN IMMEDIATE`` then raises the error, translated as every other."""
+    deadline = time.monotonic() + timeout
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute(f"PRAGMA busy_timeout={int(WAIT_SLICE * 1000)}")
+        while True:
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                return True
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or time.monotonic() >= deadline:
+                    return False
+    finally:
+        cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        cur.close()
 
 
 # --- errors --------------------------------------------------------------------------------------
@@ -153,10 +195,14 @@ def translate(exc: BaseException, url: str | URL | None = None, *,
                                                        "sqlstate", None) or ""
     low = msg.lower()
     invalidated = isinstance(exc, DBAPIError) and exc.connection_invalidated
+    if code == "42501":  # insufficient_privilege: say which database, and the grant
+        msg = f"{msg}{_grant_hint(url)}"
     if user_sql and not invalidated and code[:2] not in ("08", "53", "58", "XX") and (
             code[:2] != "57" or code == "57014") and (
             getattr(orig, "sqlite_errorname", None) or "") not in _SQLITE_INFRA:
         return _query_error(orig, msg, code)
+    if code == "42501":
+        return DatabaseError(f"the database refused the role{where}: {msg}")
     if "database is locked" in low or code in ("55P03",) or "lock timeout" in low:
         return DatabaseLocked(
             f"the database is locked by another writer and the wait ran out{where}; "
@@ -182,6 +228,20 @@ def _shown_lock_timeout() -> str:
         return f"{lock_timeout():g} s"
     except UsageError:
         return repr(os.environ.get(LOCK_TIMEOUT_ENV))
+
+
+def _grant_hint(url: str | URL | None) -> str:
+    """What a role refused on a PostgreSQL registry lacks: its reader grant on this database
+    (`registry db reader` grants one database at a time), and the command that grants it."""
+    parsed = parse_url(str(url)) if url is not None else None
+    if parsed is None or parsed.backend != "postgresql" or not parsed.database:
+        return ""
+    role = parsed.username or "ROLE"
+    host = f"{parsed.host or 'localhost'}{f':{parsed.port}' if parsed.port else ''}"
+    return (f"; if {role!r} is to read this registry, it lacks its grant on database "
+            f"{parsed.database!r} (`registry db reader` grants one database at a time): grant "
+            f"it with `registry -d postgresql://OWNER@{host}/{parsed.database} db reader "
+            f"{role}`, OWNER being the role that ran `registry db upgrade` there")
 
 
 def _query_error(orig: BaseException, msg: str, code: str) -> RegistryError:
@@ -257,16 +317,25 @@ def _retryable(exc: BaseException) -> bool:
 def write_connection(engine: Engine) -> Iterator[Connection]:
     """One write transaction: SQLite ``BEGIN IMMEDIATE``, PostgreSQL the writers' lock.
 
-    Commits on success and rolls back on any exception; the caller translates errors.
+    Commits on success (through :func:`registry_db.interrupts.commit`) and rolls back on any
+    exception; the caller translates errors.
     """
     timeout = engine.get_execution_options().get("registry_lock_timeout", lock_timeout())
     with engine.connect() as conn:
         conn.execution_options(registry_write=True)
-        with conn.begin():
+        trans = conn.begin()
+        try:
             if conn.dialect.name == "postgresql":
                 conn.execute(text(f"SET LOCAL lock_timeout = '{lock_timeout_ms(timeout)}ms'"))
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
             yield conn
+        except BaseException:
+            if trans.is_active:
+                with contextlib.suppress(Exception):  # the first error is the one to report
+                    trans.rollback()
+            raise
+        # Ctrl-C lands before the commit (nothing written) or after it, never unseen within.
+        interrupts.commit(trans.commit)
 
 
 def run_write(engine: Engine, work: Callable[[Connection], T], *, url: str | None = None) -> T:
