@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "history": "registry_db.cli.history:history",
     "diff": "registry_db.cli.history:diff",
     "delete": "registry_db.cli.history:delete",
+    "serve": "registry_db.cli.serve:serve",
 }
 
 
