@@ -78,6 +78,8 @@ def serve(settings: Any, port: int, host: str, print_metadata: bool) -> None:
             "running?); Datasette's immutable mode would not see them: serve again when it "
             "has finished")
     try:
+        import matplotlib  # noqa: F401 - the pictures; imported here so that a missing one is said now
+
         from registry_db.analyze import web_plugin
     except ImportError as exc:
         raise MissingExtra(f"registry serve needs Datasette, which is not installed ({exc}); "
