@@ -20,6 +20,7 @@ from registry_db.errors import (
     SchemaOutOfDate,
 )
 from registry_db.model import (
+    Counts,
     InlineValue,
     Layer,
     Pin,
@@ -29,6 +30,7 @@ from registry_db.model import (
     Refusal,
     RefusalReason,
     Sampling,
+    Uncertainty,
 )
 
 _LAZY = {
@@ -66,6 +68,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "Counts",
     "DatabaseError",
     "Finding",
     "InlineValue",
@@ -82,6 +85,7 @@ __all__ = [
     "ResolutionRefused",
     "Sampling",
     "SchemaOutOfDate",
+    "Uncertainty",
     *_LAZY,
 ]
 

@@ -106,6 +106,9 @@ class Refusal:
 MAX_K = 64
 #: Integers are stored in 32-bit columns (PostgreSQL's INTEGER).
 INT_LIMIT = 2**31 - 1
+#: Counts (``counts.drafts`` ...) are stored in 64-bit columns: a server's counters pass 2**31
+#: tokens within days. Kept to 2**53 so that every count is exact as a JSON number and a double.
+COUNT_LIMIT = 2**53
 #: A set's name becomes the file ``NAME.yaml`` on export; file systems hold 255 bytes per name.
 MAX_SET_NAME_BYTES = 250
 
@@ -194,8 +197,12 @@ PROFILE_KEY_FIELDS: tuple[str, ...] = (
     "model", "speculative_method", "num_spec_tokens", "thinking", "category",
 )
 PROFILE_KEYS: tuple[str, ...] = PROFILE_KEY_FIELDS + (
-    "acceptance_length", "per_position_rates", "method", "provenance", "rationale", "copied_from",
+    "acceptance_length", "per_position_rates", "counts", "method", "provenance", "rationale",
+    "copied_from",
 )
+#: ``counts`` (contract, third round: a registry_db extension of the spec).
+COUNTS_KEYS: tuple[str, ...] = ("drafts", "draft_tokens", "accepted_tokens",
+                                "accepted_per_position")
 PROVENANCE_KEYS: tuple[str, ...] = (
     "source", "run", "benchmark", "prompts", "hardware", "engine_image", "tp", "sampling",
     "settings",
@@ -314,6 +321,13 @@ class Uncertainty:
 
     def to_json(self) -> dict[str, Any]:
         return {"drafts": self.drafts, "stderr": self.stderr, "exact": self.exact}
+
+
+def z_score(old: float, old_stderr: float, new: float, new_stderr: float) -> float | None:
+    """How many combined standard errors ``new`` lies from ``old``: (new − old) /
+    √(old_stderr² + new_stderr²); None when both errors are 0 (no spread to measure by)."""
+    spread = math.hypot(old_stderr, new_stderr)
+    return None if spread == 0 else (new - old) / spread
 
 
 @dataclass(frozen=True)

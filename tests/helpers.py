@@ -101,6 +101,8 @@ _FOREIGN_KEYS = [
     ("revision_profiles", "revision_id", "revisions", "id"),
     ("revision_profiles", "provenance_id", "provenances", "id"),
     ("revision_rates", "profile_id", "revision_profiles", "id"),
+    ("profile_counts", "profile_id", "profiles", "id"),
+    ("revision_counts", "profile_id", "revision_profiles", "id"),
 ]
 
 

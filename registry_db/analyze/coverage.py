@@ -1,11 +1,11 @@
 """The coverage grid: which (model, method, thinking, category, K) cells the registry holds.
 
-The grid itself is SQL: the view ``profile_coverage`` (migration 0003) crosses every stored
-(model, speculative_method) pair with both thinking modes, every stored category and K from 1 to
-the largest K, and puts each cell's holders beside it. This module narrows that grid to a
-:class:`Selection` (the sets that count as the registry, and filters on the key's columns) and
-groups it into :class:`Row` objects of :class:`Cell` objects, which a table, a JSON document or a
-plot draws. Nothing here knows about output formats.
+The grid itself is SQL: the view ``profile_coverage`` (migrations 0003 and 0005) crosses every
+stored (model, speculative_method) pair with both thinking modes, every stored category and K
+from 1 to the largest K, and puts each cell's holders (and their counts' stderr) beside it.
+This module narrows that grid to a :class:`Selection` (the sets that count as the registry, and
+filters on the key's columns) and groups it into :class:`Row` objects of :class:`Cell` objects,
+which a table, a JSON document or a plot draws. Nothing here knows about output formats.
 
 A selection that matches no stored profile is :class:`~registry_db.errors.EmptySelection`, whose
 message says what the registry does hold for the filters given.
@@ -22,6 +22,7 @@ from sqlalchemy import column, select, table
 from sqlalchemy.engine import Connection
 
 from registry_db.errors import EmptySelection, NotFound
+from registry_db.model import Uncertainty
 from registry_db.store.read import Bind, _connect, set_names, unknown_set_message
 from registry_db.store.schema import profile_sets, profiles
 
@@ -30,7 +31,8 @@ VIEW = table(
     "profile_coverage",
     *(column(name) for name in (
         "model", "speculative_method", "thinking", "category", "num_spec_tokens",
-        "profile_set", "profile_id", "acceptance_length", "method", "set_count")),
+        "profile_set", "profile_id", "acceptance_length", "method", "set_count", "drafts",
+        "al_stderr", "al_stderr_exact")),
 )
 
 #: The filterable key columns, and how a message names each.
@@ -71,6 +73,8 @@ class Entry:
     profile_set: str
     acceptance_length: float
     method: str
+    #: The AL's standard error, from the profile's counts (None without them).
+    uncertainty: Uncertainty | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,11 @@ class Cell:
     def method(self) -> str | None:
         """How the value was obtained (first set by name); None when missing."""
         return self.entries[0].method if self.entries else None
+
+    @property
+    def uncertainty(self) -> Uncertainty | None:
+        """The AL's standard error (first set by name); None when missing or without counts."""
+        return self.entries[0].uncertainty if self.entries else None
 
     @property
     def sets(self) -> tuple[str, ...]:
@@ -125,9 +134,11 @@ class Cell:
 
     def to_json(self) -> dict[str, Any]:
         """The issue's cell object: ``k``, ``acceptance_length`` (null: missing), ``method``,
-        ``sets``."""
+        ``sets``, and ``uncertainty`` (null: missing or no counts)."""
+        u = self.uncertainty
         return {"k": self.k, "acceptance_length": self.acceptance_length,
-                "method": self.method, "sets": list(self.sets)}
+                "method": self.method, "sets": list(self.sets),
+                "uncertainty": None if u is None else u.to_json()}
 
 
 @dataclass(frozen=True)
@@ -197,17 +208,21 @@ def read_coverage(bind: Bind, selection: Selection = Selection()) -> Coverage:
         pairs, categories = _frame(conn, selection.sets)
         v = VIEW.c
         query = (select(v.model, v.speculative_method, v.thinking, v.category,
-                        v.num_spec_tokens, v.profile_set, v.acceptance_length, v.method)
+                        v.num_spec_tokens, v.profile_set, v.acceptance_length, v.method,
+                        v.drafts, v.al_stderr, v.al_stderr_exact)
                  .where(*(v[c] == value for c, value in selection.filters().items())))
         grid: dict[tuple[str, str, str, str], dict[int, list[Entry]]] = defaultdict(
             lambda: defaultdict(list))
-        for model, smethod, thinking, category, k, set_name, al, method in conn.execute(query):
-            if (model, smethod) not in pairs or category not in categories:
+        for r in conn.execute(query):
+            if (r.model, r.speculative_method) not in pairs or r.category not in categories:
                 continue
             # Touching the row keeps it in the grid even when no selected set holds any cell.
-            cells = grid[(model, smethod, thinking, category)]
-            if set_name is not None and (not chosen or set_name in chosen):
-                cells[k].append(Entry(set_name, al, method))
+            cells = grid[(r.model, r.speculative_method, r.thinking, r.category)]
+            if r.profile_set is not None and (not chosen or r.profile_set in chosen):
+                u = None if r.drafts is None else Uncertainty(
+                    int(r.drafts), float(r.al_stderr), bool(r.al_stderr_exact))
+                cells[r.num_spec_tokens].append(Entry(r.profile_set, r.acceptance_length,
+                                                      r.method, u))
         present_ks = [k for cells in grid.values() for k, e in cells.items() if e]
         if not present_ks:
             raise EmptySelection(_holdings(conn, selection))

@@ -69,9 +69,11 @@ def diff(settings: Any, set_name: str, from_: int | None, to: int | None,
     """Show what changed in a set between two revisions, profile by profile.
 
     One line per change: `changed PROFILE FIELD: old → new`, `added PROFILE ...` or
-    `removed PROFILE ...`; fields are acceptance_length, per_position_rates, method,
-    provenance.* (source, hardware, sampling.*, settings.*), rationale and copied_from.
-    A change of the set's caveats is shown as `(set)`.
+    `removed PROFILE ...`; fields are acceptance_length, per_position_rates, counts.*,
+    method, provenance.* (source, hardware, sampling.*, settings.*), rationale and
+    copied_from. A change of the set's caveats is shown as `(set)`. A changed AL with counts
+    on both sides shows how far it moved, z = (new - old) / sqrt(stderr_old² + stderr_new²)
+    (--json: the field's "z").
 
     \b
     Example:

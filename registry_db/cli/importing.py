@@ -30,8 +30,8 @@ PROGRESS_MIN_SETS = 20
 @click.option("-m", "--message", metavar="MESSAGE",
               help="Why, kept with every revision this import writes.")
 @click.option("-q", "--quiet", is_flag=True,
-              help="Print no warnings (overlapping keys, names that differ from file names, "
-                   "skipped subfolders); errors are still printed.")
+              help="Print no warnings (overlapping keys, values that drift, names that differ "
+                   "from file names, skipped subfolders); errors are still printed.")
 @json_option
 @click.pass_obj
 @handle_errors
@@ -44,10 +44,11 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
     already in the database is replaced by its file's content; a file whose content has not
     changed is reported `unchanged` and not rewritten. A set that now comes from another file
     than at its last import is reported `(moved from OLD)`. Sets that share profile keys get
-    one warning per pair of sets. Every set added or updated becomes a new revision
-    (`registry history`); --prune deletes the stored sets the files do not declare, each
-    deletion a revision too. Waits for other writers up to REGISTRY_LOCK_TIMEOUT seconds
-    (exit 3 after that).
+    one warning per pair of sets; a value with counts that moves by |z| > 3 against the stored
+    revision (both with counts) gets a warning of its own. Every set added or updated becomes
+    a new revision (`registry history`); --prune deletes the stored sets the files do not
+    declare, each deletion a revision too. Waits for other writers up to REGISTRY_LOCK_TIMEOUT
+    seconds (exit 3 after that).
 
     \b
     Example:

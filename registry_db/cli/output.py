@@ -89,6 +89,20 @@ def readable(value: Any) -> Any:
     return value
 
 
+def with_stderr(al: float, uncertainty: Any) -> Any:
+    """A table's AL: ``2.51 ± 0.0034`` where its standard error is known (``± ≤0.0052``: the
+    bound the totals allow), else the number alone."""
+    if uncertainty is None:
+        return al
+    bound = "" if uncertainty.exact else "≤"
+    return f"{readable(al)} ± {bound}{uncertainty.stderr:.2g}"
+
+
+def uncertainty_json(uncertainty: Any) -> Any:
+    """``{"drafts", "stderr", "exact"}``, or None (JSON null) without counts."""
+    return None if uncertainty is None else uncertainty.to_json()
+
+
 def readable_list(values: Iterable[float] | None) -> str:
     """Numbers as one readable, comma-separated cell (``1.0, 0.8, 0.5``); empty for None."""
     return "" if values is None else ", ".join(repr(readable(v)) for v in values)

@@ -12,12 +12,23 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import complete_set_names, emit_rows, handle_errors, output_options
+from registry_db.cli.output import (
+    complete_set_names,
+    emit_rows,
+    handle_errors,
+    output_options,
+    uncertainty_json,
+    with_stderr,
+)
 
-#: The readable table's columns; --json and --csv also carry the key's five fields apart.
+#: The readable table's columns; --json and --csv also carry the key's five fields apart, and
+#: the counts (--json as the mapping and the uncertainty, --csv as acceptance_profiles' columns).
 TABLE_COLUMNS = ("profile", "acceptance_length", "acceptance_rate", "method", "set", "source")
 FULL_COLUMNS = ("profile", "model", "speculative_method", "num_spec_tokens", "thinking",
                 "category", "acceptance_length", "acceptance_rate", "method", "set", "source")
+JSON_COLUMNS = (*FULL_COLUMNS, "counts", "uncertainty")
+CSV_COLUMNS = (*FULL_COLUMNS, "drafts", "draft_tokens", "accepted_tokens", "al_stderr",
+               "al_stderr_exact")
 
 
 @click.command("profiles")
@@ -36,10 +47,11 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
              as_json: bool, as_csv: bool) -> None:
     """List stored profiles, one row each: AL, rate, method, set and source.
 
-    Filters combine (all must hold); none lists every profile. The rate is (AL - 1) / K. The
-    table rounds numbers for reading; --json and --csv add the key's five fields as columns,
-    and --json keeps every digit. A --set that is not in the database exits 1 and names the
-    known sets.
+    Filters combine (all must hold); none lists every profile. The rate is (AL - 1) / K. A
+    profile stored with counts shows its AL with the standard error, `2.51 ± 0.0034` (`± ≤S`
+    when the counts give only the bound). The table rounds numbers for reading; --json and
+    --csv add the key's five fields and the counts as columns, and --json keeps every digit.
+    A --set that is not in the database exits 1 and names the known sets.
 
     \b
     Example:
@@ -52,10 +64,26 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
     with settings.registry(readonly=True) as engine:
         found = list_profiles(engine, model=model, method=method, k=k, thinking=thinking,
                               category=category, sets=sets or None)
-    if as_json or as_csv:
-        emit_rows(FULL_COLUMNS, [(p.label, *p.key, p.acceptance_length, p.acceptance_rate,
-                                  p.method, p.profile_set, p.source) for p in found],
-                  as_json=as_json, as_csv=as_csv)
+    if as_json:
+        emit_rows(JSON_COLUMNS, [(
+            p.label, *p.key, p.acceptance_length, p.acceptance_rate, p.method, p.profile_set,
+            p.source, None if p.counts is None else p.counts.to_json(),
+            uncertainty_json(p.uncertainty)) for p in found], as_json=True)
         return
-    emit_rows(TABLE_COLUMNS, [(p.label, p.acceptance_length, p.acceptance_rate, p.method,
-                               p.profile_set, p.source) for p in found])
+    if as_csv:
+        emit_rows(CSV_COLUMNS, [(
+            p.label, *p.key, p.acceptance_length, p.acceptance_rate, p.method, p.profile_set,
+            p.source, *_csv_counts(p)) for p in found], as_csv=True)
+        return
+    emit_rows(TABLE_COLUMNS, [(p.label, with_stderr(p.acceptance_length, p.uncertainty),
+                               p.acceptance_rate, p.method, p.profile_set, p.source)
+                              for p in found])
+
+
+def _csv_counts(p: Any) -> tuple[Any, ...]:
+    """drafts, draft_tokens, accepted_tokens, al_stderr, al_stderr_exact (empty without)."""
+    u = p.uncertainty
+    if p.counts is None or u is None:
+        return (None,) * 5
+    return (p.counts.drafts, p.counts.draft_tokens, p.counts.accepted_tokens, u.stderr,
+            int(u.exact))

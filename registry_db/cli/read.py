@@ -19,6 +19,8 @@ from registry_db.cli.output import (
     json_option,
     output_options,
     readable_list,
+    uncertainty_json,
+    with_stderr,
 )
 
 
@@ -68,9 +70,11 @@ def list_(settings: Any, as_json: bool, as_csv: bool) -> None:
 def show(settings: Any, set_name: str, as_json: bool) -> None:
     """Show one set: its file, caveats and profiles.
 
-    Each profile's row gives its AL, per-position rates, method, hardware and source; a
-    profile's rationale and copied_from follow the table. --json prints the set in the spec's
-    form (as `export` writes it) plus `file` and `imported_at`.
+    Each profile's row gives its AL (with its standard error, `± S`, when counts are
+    stored), per-position rates, method, hardware and source; a profile's rationale and
+    copied_from follow the table. --json prints the set in the spec's form (as `export` writes
+    it) plus `file` and `imported_at`, and each profile's `counts` and `uncertainty` (null
+    without counts).
 
     \b
     Example:
@@ -85,6 +89,10 @@ def show(settings: Any, set_name: str, as_json: bool) -> None:
         summary = store.set_summary(conn, set_name)
     if as_json:
         doc = set_document(ps)
+        for p, shown in zip(ps.profiles, doc["profiles"]):
+            shown.setdefault("counts", None)
+            shown["uncertainty"] = uncertainty_json(
+                None if p.counts is None else p.counts.uncertainty(p.num_spec_tokens))
         emit_json({"name": ps.name, "file": ps.file,
                    "imported_at": summary.imported_at.isoformat(),
                    "caveats": list(ps.caveats), "profiles": doc["profiles"]})
@@ -99,7 +107,9 @@ def show(settings: Any, set_name: str, as_json: bool) -> None:
     click.echo("")
     emit_rows(["profile", "acceptance_length", "per_position_rates", "method", "hardware",
                "source"],
-              [(p.label, p.acceptance_length, readable_list(p.per_position_rates), p.method,
+              [(p.label, with_stderr(p.acceptance_length, None if p.counts is None
+                                     else p.counts.uncertainty(p.num_spec_tokens)),
+                readable_list(p.per_position_rates), p.method,
                 p.provenance.hardware if p.provenance else None,
                 p.provenance.source if p.provenance else None) for p in ps.profiles])
     notes = [p for p in ps.profiles if p.rationale or p.copied_from]

@@ -18,8 +18,16 @@ import os
 from typing import Any
 
 from registry_db.errors import Finding
+from registry_db.inputs.counts import read_counts
 from registry_db.inputs.inline import check_inline_value, check_pin
-from registry_db.inputs.readers import AL_RANGE, K_RANGE, category_check, rates, rates_sum_off
+from registry_db.inputs.readers import (
+    AL_RANGE,
+    K_RANGE,
+    category_check,
+    count_check,
+    rates,
+    rates_sum_off,
+)
 from registry_db.inputs.schema import (
     Check,
     Checker,
@@ -74,8 +82,7 @@ def check_profile_set(doc: Any, file: str) -> tuple[ProfileSet | None, list[Find
 
 def _count(key: str) -> Field:
     """A count: an integer that is not negative."""
-    return Field(key, "integer", checks=(Check("negative_count", lambda v, got: None if v >= 0
-                                               else f"{key} is {v}; a count is not negative"),))
+    return Field(key, "integer", checks=(count_check(key),))
 
 
 SAMPLING = Map("sampling", keys=SAMPLING_KEYS, steps=(
@@ -208,7 +215,7 @@ def _profile(g: dict) -> Profile:
         num_spec_tokens=g["num_spec_tokens"], thinking=g["thinking"], category=g["category"],
         acceptance_length=float(g["acceptance_length"]), method=g["method"],
         per_position_rates=g["per_position_rates"], provenance=g["provenance"],
-        rationale=g["rationale"], copied_from=g["copied_from"])
+        rationale=g["rationale"], copied_from=g["copied_from"], counts=g["counts"])
 
 
 PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", steps=(
@@ -229,6 +236,7 @@ PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", ste
           checks=(AL_RANGE,)),
     Field("per_position_rates", "list", content=rates),
     _rates_sum,
+    Field("counts", "mapping", content=read_counts),
     Field("method", "string", required=True, drop_on_failure=False, checks=(
         Check("unknown_method", _method_problem),
         Check("method_not_charged", lambda v, got: None if v != Method.NOT_CHARGED else (

@@ -21,7 +21,8 @@ from registry_db.inputs.schema import (
 )
 from registry_db.yaml.nodes import pos
 
-__all__ = ["AL_RANGE", "K_RANGE", "al_in_range", "category_check", "rates", "rates_sum_off"]
+__all__ = ["AL_RANGE", "K_RANGE", "al_in_range", "category_check", "count_check",
+           "negative_message", "rates", "rates_sum_off"]
 
 
 def rates(ck: Checker, seq: list, m: dict, sub: str, got: dict) -> tuple[float, ...] | None:
@@ -71,6 +72,16 @@ def al_in_range(al: float, got: dict) -> str | None:
         return None
     return (f"acceptance_length {al!r} lies outside [1, {k + 1}] for K = {k}; AL counts the "
             "bonus token, so it is at least 1 and at most K + 1")
+
+
+def negative_message(key: str, value: int) -> str:
+    """The message for a count below 0."""
+    return f"{key} is {value}; a count is not negative"
+
+
+def count_check(key: str) -> Check:
+    """``negative_count`` for a field holding a count (prompts, tp, counts.drafts, ...)."""
+    return Check("negative_count", lambda v, got: None if v >= 0 else negative_message(key, v))
 
 
 #: ``num_spec_tokens`` of a profile or an inline value: K in [1, MAX_K].

@@ -175,6 +175,7 @@ class Field:
     blank_message: str | None = None
     nonfinite: str = "not_finite"
     limit: str | None = None
+    bound: int = INT_LIMIT  # the largest magnitude an integer may have (its column's)
     checks: tuple[Check, ...] = ()
     #: Whether a failed check makes the field read as absent for the rules after it.
     drop_on_failure: bool = True
@@ -214,9 +215,10 @@ class Map:
             object.__setattr__(self, "keys", names)
         object.__setattr__(self, "key_set", frozenset(self.keys))
 
-    def read(self, ck: Checker, doc: Any, path: str, where: Position | None = None
-             ) -> dict | None:
-        """Every field of ``doc`` (None where absent or invalid), or None if it is no mapping.
+    def read(self, ck: Checker, doc: Any, path: str, where: Position | None = None,
+             outer: dict | None = None) -> dict | None:
+        """Every field of ``doc`` (None where absent or invalid), or None if it is no mapping;
+        with ``outer``, the enclosing mapping's fields too (this one's checks may read them).
 
         Whether anything was wrong is the checker's count of errors, before and after.
         """
@@ -228,15 +230,16 @@ class Map:
                 ck.unknown_keys(doc, self.keys, path)
         elif self.unknown == "near_miss":
             ck.near_misses(doc, self.keys)
-        got: dict = {}
+        got: dict = {} if outer is None else dict(outer)
         for step in self.steps:
             step(ck, doc, path, got)
         return got
 
-    def load(self, ck: Checker, doc: Any, path: str, where: Position | None = None) -> Any:
+    def load(self, ck: Checker, doc: Any, path: str, where: Position | None = None,
+             outer: dict | None = None) -> Any:
         """:meth:`read`, then ``build`` the value when this mapping drew no error."""
         before = ck.errors
-        got = self.read(ck, doc, path, where)
+        got = self.read(ck, doc, path, where, outer)
         if got is None or ck.errors > before:
             return None
         return got if self.build is None else self.build(got)
@@ -335,9 +338,9 @@ class Checker:
             self.error(pos(m, key), join(path, key), "wrong_type", f"{key} must be "
                        f"{WANTS[want]}, got {type_name(value)}{shown}{_hint(value, want)}")
             return None
-        if want == "integer" and not -INT_LIMIT <= value <= INT_LIMIT:
+        if want == "integer" and not -f.bound <= value <= f.bound:
             self.error(pos(m, key), join(path, key), "int_out_of_range", f"{key} is {value}, "
-                       f"beyond what the registry stores (±{INT_LIMIT})")
+                       f"beyond what the registry stores (±{f.bound})")
             return None
         if want == "string":
             # The text rules below report; this only lets good text by without its position.

@@ -86,6 +86,7 @@ def _profile(p: Profile, shared: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "acceptance_length": p.acceptance_length,
         "per_position_rates": None if p.per_position_rates is None
         else list(p.per_position_rates),
+        "counts": None if p.counts is None else p.counts.to_json(),
         "method": p.method, "provenance": None, "rationale": p.rationale,
         "copied_from": p.copied_from,
     }

@@ -1,9 +1,10 @@
-"""Writing many rows at once: bulk inserts, provenances deduplicated by content, and the size of
-``IN (...)`` lists; shared by the importer (:mod:`registry_db.store.write`) and the history
-(:mod:`registry_db.store.history`)."""
+"""Writing many rows at once: bulk inserts, provenances deduplicated by content, a profile's
+counts row, and the size of ``IN (...)`` lists; shared by the importer
+(:mod:`registry_db.store.write`) and the history (:mod:`registry_db.store.history`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -11,10 +12,11 @@ from sqlalchemy import Boolean, DateTime, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from registry_db.model import ProfileSet, Provenance, setting_text, setting_type
+from registry_db.model import Profile, ProfileSet, Provenance, setting_text, setting_type
 from registry_db.store.schema import provenance_settings, provenances
 
-__all__ = ["CHUNK", "COPY_MIN_ROWS", "chunks", "insert_many", "plain_columns", "provenance_ids"]
+__all__ = ["CHUNK", "COPY_MIN_ROWS", "chunks", "counts_row", "insert_many", "plain_columns",
+           "provenance_ids"]
 
 #: Values per ``IN (...)`` list: far below SQLite's and PostgreSQL's bound-parameter limits.
 CHUNK = 1000
@@ -100,6 +102,18 @@ def provenance_ids(conn: Connection, sets: Iterable[ProfileSet]) -> dict[int, in
         if settings:
             insert_many(conn, provenance_settings, settings)
     return {obj: ids[h] for obj, h in by_object.items()}
+
+
+def counts_row(profile_id: int, p: Profile) -> dict[str, Any]:
+    """The ``profile_counts`` row of profile ``p`` (which has counts), its stderr computed as
+    the library computes it, so that every reader of the column gets the library's figure."""
+    c = p.counts
+    assert c is not None
+    return {"profile_id": profile_id, "drafts": c.drafts, "draft_tokens": c.draft_tokens,
+            "accepted_tokens": c.accepted_tokens,
+            "accepted_per_position": None if c.accepted_per_position is None
+            else json.dumps(list(c.accepted_per_position), separators=(",", ":")),
+            "al_stderr": c.uncertainty(p.num_spec_tokens).stderr}
 
 
 def _provenance_rows(conn: Connection, hashes: Sequence[str]) -> dict[str, int]:

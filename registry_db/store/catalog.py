@@ -69,6 +69,26 @@ _PROVENANCE = (
     C("tp", "`provenance.tp`: tensor-parallel width.", "GPUs"),
 ) + _SAMPLING
 
+#: The counts of a profile and the standard error of its AL, as the views carry them (NULL for
+#: a profile stored without counts).
+_DRAFTS = C("drafts", "`counts.drafts`: D, the verification steps that drafted (vLLM "
+            "`num_drafts`). NULL without counts.", "steps")
+_COUNTS = (
+    _DRAFTS,
+    C("draft_tokens", "`counts.draft_tokens`: tokens drafted (vLLM `num_draft_tokens`).",
+      "tokens"),
+    C("accepted_tokens", "`counts.accepted_tokens`: A, drafted tokens accepted (vLLM "
+      "`num_accepted_tokens`); AL is 1 + A / D within 0.01.", "tokens"),
+)
+_STDERR = (
+    C("al_stderr", "The standard error of AL, √(Var X / D), X the drafts a step accepts: "
+      "Var X = Σ (2i − 1) a_i / D − μ² with per-position counts, else the bound μ (K − μ), "
+      "μ = A / D. Steps of one request are correlated, so the true spread is larger. NULL "
+      "without counts.", "tokens per step"),
+    C("al_stderr_exact", "1 when `al_stderr` is exact (per-position counts stored), 0 when it "
+      "is the bound; NULL without counts."),
+)
+
 VIEWS: dict[str, Relation] = {r.name: r for r in (
     Relation("acceptance_profiles", "view",
              "One row per profile of every set, with its provenance flattened in. The "
@@ -91,6 +111,7 @@ VIEWS: dict[str, Relation] = {r.name: r for r in (
                  C("position", "The profile's 0-based place in its file."),
                  C("source_file", "The file the set was imported from."),
                  C("imported_at", "When the set's content was written.", "UTC timestamp"),
+                 *_COUNTS, *_STDERR,
              )),
     Relation("profile_conflicts", "view",
              "One row per profile key held by two or more sets (the resolver refuses such a "
@@ -142,6 +163,7 @@ VIEWS: dict[str, Relation] = {r.name: r for r in (
                  C("method", "How the value was obtained (`methods.name`); NULL when missing."),
                  C("set_count", "How many sets hold the cell: 0 missing, 1 resolvable, 2 or more "
                    "a conflict.", "sets"),
+                 _DRAFTS, *_STDERR,
              )),
     Relation("set_revisions", "view",
              "One row per revision of every set, deleted sets included: each import that "
@@ -181,6 +203,7 @@ VIEWS: dict[str, Relation] = {r.name: r for r in (
                    "replaced it; NULL while current.", "UTC timestamp"),
                  C("superseded_by", "The next revision's number; NULL while current."),
                  C("is_current", "1 when the row is in the current registry, else 0."),
+                 *_COUNTS, *_STDERR,
              )),
     Relation("set_overview", "view", "One row per set.", (
         C("profile_set", "The set's name."),
@@ -191,6 +214,19 @@ VIEWS: dict[str, Relation] = {r.name: r for r in (
         C("caveat_count", "Its caveats.", "caveats"),
     )),
 )}
+
+_TABLE_COUNTS = (
+    C("drafts", "D: verification steps that drafted (vLLM `num_drafts`); at least 1.", "steps"),
+    C("draft_tokens", "Tokens drafted (vLLM `num_draft_tokens`); at most K × D.", "tokens"),
+    C("accepted_tokens", "A: drafted tokens accepted (vLLM `num_accepted_tokens`); at most "
+      "`draft_tokens`.", "tokens"),
+    C("accepted_per_position", "a_1..a_K as a JSON array of integers, `[70000,40000,16838]` "
+      "(a_i: steps that accepted at least i drafts; non-increasing, summing to A); NULL when "
+      "not known. Read it with `json_each` (SQLite) or `::jsonb` (PostgreSQL)."),
+    C("al_stderr", "The standard error of AL, computed when the row was written by "
+      "`Counts.uncertainty` (SQLite has no portable SQRT); see the views' column.",
+      "tokens per step"),
+)
 
 TABLES: dict[str, Relation] = {r.name: r for r in (
     Relation("profile_sets", "table", "A profile set: one file of `acceptance/`.", (
@@ -250,6 +286,11 @@ TABLES: dict[str, Relation] = {r.name: r for r in (
                  C("position", "i, from 1 to K."),
                  C("rate", "p_i: P(the first i drafts are all accepted).", "probability"),
              )),
+    Relation("profile_counts", "table", "The counts a profile's AL was computed from, when "
+             "its file states them (`counts`; one row per such profile).", (
+                 C("profile_id", "The profile (`profiles.id`); deleted with it."),
+                 *_TABLE_COUNTS,
+             )),
     Relation("revisions", "table", "One row per revision of a set: an import that added or "
              "changed it, or its deletion. Unique per (`set_name`, `revision`).", (
                  C("id", "Surrogate key."),
@@ -282,8 +323,12 @@ TABLES: dict[str, Relation] = {r.name: r for r in (
         C("position", "i, from 1 to K."),
         C("rate", "p_i: P(the first i drafts are all accepted).", "probability"),
     )),
+    Relation("revision_counts", "table", "The counts of a revision's profile.", (
+        C("profile_id", "The profile (`revision_profiles.id`)."),
+        *_TABLE_COUNTS,
+    )),
     Relation("alembic_version", "table", "Alembic's bookkeeping: the schema revision.", (
-        C("version_num", "The revision the database is at, e.g. `0004`."),
+        C("version_num", "The revision the database is at, e.g. `0005`."),
     )),
 )}
 

@@ -28,12 +28,14 @@ from sqlalchemy.engine import Connection, Engine
 from registry_db.errors import NotFound
 from registry_db.model import Profile, ProfileSet
 from registry_db.store.bulk import chunks
+from registry_db.store.drift import drift
 from registry_db.store.engine import run_write
-from registry_db.store.read import _connect, _provenances, _utc, unknown_set_message
+from registry_db.store.read import _connect, _provenances, _utc, read_counts, unknown_set_message
 from registry_db.store.schema import (
     profile_sets,
     profiles,
     revision_caveats,
+    revision_counts,
     revision_profiles,
     revision_rates,
     revisions,
@@ -85,18 +87,24 @@ class Change:
     profile: str | None
     change: str  # added | removed | changed
     fields: dict[str, tuple[Any, Any]]
+    #: How far a changed AL moved, in combined standard errors (both sides with counts).
+    z: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's change object."""
-        return {"profile": self.profile, "change": self.change,
-                "fields": {k: {"from": a, "to": b} for k, (a, b) in self.fields.items()}}
+        """The contract's change object; a changed AL with counts on both sides has its ``z``."""
+        out: dict[str, Any] = {k: {"from": a, "to": b} for k, (a, b) in self.fields.items()}
+        if self.z is not None and "acceptance_length" in out:
+            out["acceptance_length"]["z"] = self.z
+        return {"profile": self.profile, "change": self.change, "fields": out}
 
     def lines(self) -> list[str]:
-        """The text form: one line per changed field, ``old → new``."""
+        """The text form: one line per changed field, ``old → new`` (and the AL's z)."""
         label = self.profile if self.profile is not None else "(set)"
         if not self.fields:
             return [f"{self.change:<8} {label}"]
+        z = "" if self.z is None else f"  (z = {self.z:.1f})"
         return [f"{self.change:<8} {label}  {name}: {_show(a)} → {_show(b)}"
+                + (z if name == "acceptance_length" else "")
                 for name, (a, b) in self.fields.items()]
 
 
@@ -133,10 +141,11 @@ def next_revisions(conn: Connection, names: Sequence[str]) -> dict[str, int]:
 
 
 def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str | None, str, int]],
-                   message: str | None, now: datetime) -> None:
+                   message: str | None, now: datetime, counts: bool = True) -> None:
     """Record a revision of each set in ``entries`` — ``(name, revision, action, file, hash,
     profiles)`` — copying its content from the current tables, where the importer has just
-    written it with ``profile_sets.revision`` = that revision."""
+    written it with ``profile_sets.revision`` = that revision. ``counts`` False: no profile of
+    theirs has counts (one statement fewer per chunk)."""
     if not entries:
         return
     _insert_revisions(conn, [{
@@ -161,13 +170,19 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
             "p.thinking, p.category, p.acceptance_length, p.method, p.provenance_id, "
             "p.rationale, p.copied_from "
             f"FROM profiles p JOIN profile_sets s ON s.id = p.set_id {current} {where}"), params)
-        conn.execute(text(
-            "INSERT INTO revision_rates (profile_id, position, rate) "
-            "SELECT rp.id, r.position, r.rate FROM profile_rates r "
-            "JOIN profiles p ON p.id = r.profile_id "
-            f"JOIN profile_sets s ON s.id = p.set_id {current} "
-            "JOIN revision_profiles rp ON rp.revision_id = v.id AND rp.position = p.position "
-            f"{where}"), params)
+        # Rates and counts of a profile follow it to its copy (by file position).
+        children = [("revision_rates", "profile_rates", "position, rate")]
+        if counts:
+            children.append(("revision_counts", "profile_counts", "drafts, draft_tokens, "
+                             "accepted_tokens, accepted_per_position, al_stderr"))
+        for copy, table, columns in children:
+            conn.execute(text(
+                f"INSERT INTO {copy} (profile_id, {columns}) SELECT rp.id, "
+                + ", ".join(f"r.{c.strip()}" for c in columns.split(",")) + f" FROM {table} r "
+                "JOIN profiles p ON p.id = r.profile_id "
+                f"JOIN profile_sets s ON s.id = p.set_id {current} "
+                "JOIN revision_profiles rp ON rp.revision_id = v.id AND rp.position = p.position "
+                f"{where}"), params)
 
 
 def _insert_revisions(conn: Connection, rows: list[dict[str, Any]]) -> None:
@@ -291,12 +306,13 @@ def _build(conn: Connection, rid: int, name: str, file: str | None) -> ProfileSe
                                             revision_rates.c.position)):
         rates[pid].append(rate)
     provs = _provenances(conn, select(p.provenance_id).where(p.revision_id == rid))
+    counts = read_counts(conn, revision_counts, in_revision)
     return ProfileSet(name=name, caveats=caveats, file=file, profiles=tuple(Profile(
         model=model, speculative_method=smethod, num_spec_tokens=k, thinking=thinking,
         category=category, acceptance_length=al, method=method,
         per_position_rates=tuple(rates[pid]) if pid in rates else None,
         provenance=None if prov is None else provs[prov], rationale=rationale,
-        copied_from=copied)
+        copied_from=copied, counts=counts.get(pid))
         for pid, model, smethod, k, thinking, category, al, method, prov, rationale, copied
         in rows))
 
@@ -341,7 +357,8 @@ def diff_sets(old: ProfileSet | None, new: ProfileSet | None) -> list[Change]:
         elif a is not None and b is not None:
             fields = _fields(a, b)
             if fields:
-                changes.append(Change(a.label, "changed", fields))
+                changes.append(Change(a.label, "changed", fields,
+                                      drift(a, b) if "acceptance_length" in fields else None))
     return changes
 
 
@@ -360,6 +377,8 @@ def _flatten(p: Profile) -> dict[str, Any]:
         else [float(r) for r in p.per_position_rates],
         "method": p.method, "rationale": p.rationale, "copied_from": p.copied_from,
     }
+    if p.counts is not None:
+        out.update((f"counts.{k}", v) for k, v in p.counts.to_json().items())
     pv = p.provenance
     if pv is not None:
         for name in ("source", "run", "benchmark", "prompts", "hardware", "engine_image", "tp"):

@@ -11,25 +11,30 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import Table, and_, func, select
 from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import NotFound
 from registry_db.model import (
     PROFILE_KEY_FIELDS,
+    Counts,
     Keyed,
     Profile,
     ProfileSet,
     Provenance,
     Sampling,
+    Uncertainty,
     setting_value,
 )
 from registry_db.store.schema import (
+    profile_counts,
     profile_rates,
     profile_sets,
     profiles,
@@ -84,11 +89,17 @@ class ProfileSummary(Keyed):
     acceptance_length: float
     method: str
     source: str | None
+    counts: Counts | None = None
 
     @property
     def acceptance_rate(self) -> float:
         """(AL − 1) / K, as the resolver and the ``acceptance_profiles`` view compute it."""
         return (self.acceptance_length - 1) / self.num_spec_tokens
+
+    @property
+    def uncertainty(self) -> Uncertainty | None:
+        """The standard error of the AL, from its counts (None without them)."""
+        return None if self.counts is None else self.counts.uncertainty(self.num_spec_tokens)
 
 
 @contextlib.contextmanager
@@ -171,11 +182,13 @@ def list_profiles(bind: Bind, *, model: str | None = None, method: str | None = 
     unknown name raises :class:`NotFound` naming the known sets). One query; the model and
     method filters use the profile key's index.
     """
-    p, ps, pr = profiles.c, profile_sets.c, provenances.c
+    p, ps, pr, c = profiles.c, profile_sets.c, provenances.c, profile_counts.c
     query = (select(p.model, p.speculative_method, p.num_spec_tokens, p.thinking, p.category,
-                    ps.name, p.acceptance_length, p.method, pr.source)
+                    ps.name, p.acceptance_length, p.method, pr.source, c.drafts,
+                    c.draft_tokens, c.accepted_tokens, c.accepted_per_position)
              .join_from(profiles, profile_sets, p.set_id == ps.id)
              .outerjoin(provenances, pr.id == p.provenance_id)
+             .outerjoin(profile_counts, c.profile_id == p.id)
              .order_by(p.model, p.speculative_method, p.num_spec_tokens, p.thinking,
                        p.category, ps.name))
     for column, value in ((p.model, model), (p.speculative_method, method),
@@ -191,7 +204,12 @@ def list_profiles(bind: Bind, *, model: str | None = None, method: str | None = 
             if missing:
                 raise NotFound(unknown_set_message(missing[0], set_names(conn)))
             query = query.where(ps.name.in_(sorted(known)))
-        return [ProfileSummary(*row) for row in conn.execute(query)]
+        return [ProfileSummary(
+            r.model, r.speculative_method, r.num_spec_tokens, r.thinking, r.category,
+            profile_set=r.name, acceptance_length=r.acceptance_length, method=r.method,
+            source=r.source, counts=None if r.drafts is None else counts_from_row(
+                r.drafts, r.draft_tokens, r.accepted_tokens, r.accepted_per_position))
+            for r in conn.execute(query)]
 
 
 # --- whole sets ----------------------------------------------------------------------------------
@@ -255,6 +273,7 @@ def _build(conn: Connection, ids: list[int], names: Sequence[str],
         rates[pid].append(rate)
 
     provs = _provenances(conn, select(p.provenance_id).where(p.set_id.in_(ids)))
+    counts = read_counts(conn, profile_counts, in_sets)
 
     by_set: dict[int, list[Profile]] = defaultdict(list)
     for (pid, sid, model, smethod, k, thinking, category, al, method, prov_id, rationale,
@@ -264,9 +283,26 @@ def _build(conn: Connection, ids: list[int], names: Sequence[str],
             category=category, acceptance_length=al, method=method,
             per_position_rates=tuple(rates[pid]) if pid in rates else None,
             provenance=None if prov_id is None else provs[prov_id],
-            rationale=rationale, copied_from=copied))
+            rationale=rationale, copied_from=copied, counts=counts.get(pid)))
     return [ProfileSet(name=n, caveats=tuple(caveats[i]), profiles=tuple(by_set[i]), file=f)
             for i, n, f in zip(ids, names, files)]
+
+
+def read_counts(conn: Connection, table: Table, cited: Any) -> dict[int, Counts]:
+    """``profile id -> Counts`` for the profiles ``cited`` (a subquery of ids) in ``table``
+    (``profile_counts`` or ``revision_counts``, which have the same columns)."""
+    c = table.c
+    return {pid: counts_from_row(d, dt, a, per) for pid, d, dt, a, per in conn.execute(
+        select(c.profile_id, c.drafts, c.draft_tokens, c.accepted_tokens,
+               c.accepted_per_position).where(c.profile_id.in_(cited)))}
+
+
+def counts_from_row(drafts: int, draft_tokens: int, accepted_tokens: int,
+                    accepted_per_position: str | None) -> Counts:
+    """A stored counts row as :class:`~registry_db.model.Counts` (the per-position counts are a
+    JSON array of integers)."""
+    per = None if accepted_per_position is None else tuple(json.loads(accepted_per_position))
+    return Counts(int(drafts), int(draft_tokens), int(accepted_tokens), per)
 
 
 def _provenances(conn: Connection, cited) -> dict[int, Provenance]:  # noqa: ANN001

@@ -10,7 +10,7 @@ The spec's rules that SQL can hold are CHECK constraints here: thinking in (on, 
 provenance counts and sampling ranges. What needs more than one row (a measured profile's
 provenance has hardware; K rates per profile; rates that sum to AL − 1) is the validator's.
 
-``profile_sets`` … ``profile_rates`` are the current registry (what resolution reads); the
+``profile_sets`` … ``profile_counts`` are the current registry (what resolution reads); the
 ``revision*`` tables keep every revision of every set beside it (see
 :mod:`registry_db.store.history`).
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     DateTime,
@@ -227,6 +228,44 @@ class ProfileRateRow(Base):
     rate: Mapped[float] = mapped_column(Double, nullable=False)
 
 
+class _Counts:
+    """The columns of a profile's counts (``counts`` in the file); one row per profile that
+    states them. The per-step bound ``draft_tokens <= K x drafts`` and the per-position rules
+    need the profile's K and are the validator's."""
+
+    drafts: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    """D: verification steps that drafted (vLLM ``num_drafts``)."""
+    draft_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    """Tokens drafted (vLLM ``num_draft_tokens``)."""
+    accepted_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    """A: drafted tokens accepted (vLLM ``num_accepted_tokens``); AL is 1 + A / D."""
+    accepted_per_position: Mapped[str | None] = mapped_column(Text)
+    """a_1..a_K as a JSON array (a_i: steps that accepted at least i drafts); NULL if not known."""
+    al_stderr: Mapped[float] = mapped_column(Double, nullable=False)
+    """The standard error of AL, √(Var X / D), computed at write time by
+    :meth:`registry_db.model.Counts.uncertainty` (exact with a_i, else the bound μ (K − μ))."""
+
+
+def _counts_constraints() -> tuple[CheckConstraint, ...]:
+    """Fresh constraints for one counts table (the naming convention adds its name)."""
+    return (
+        CheckConstraint("drafts >= 1", name="drafts"),
+        CheckConstraint("accepted_tokens >= 0", name="accepted_tokens"),
+        CheckConstraint("accepted_tokens <= draft_tokens", name="accepted_within_drafted"),
+        CheckConstraint("al_stderr >= 0", name="al_stderr"),
+    )
+
+
+class ProfileCountsRow(_Counts, Base):
+    """The counts of a current profile."""
+
+    __tablename__ = "profile_counts"
+    __table_args__ = _counts_constraints()
+
+    profile_id: Mapped[int] = mapped_column(
+        ForeignKey("profiles.id", ondelete="CASCADE"), primary_key=True, autoincrement=False)
+
+
 class RevisionRow(Base):
     """One revision of one set: an import that added or changed it, or its deletion."""
 
@@ -322,6 +361,17 @@ class RevisionRateRow(Base):
     rate: Mapped[float] = mapped_column(Double, nullable=False)
 
 
+class RevisionCountsRow(_Counts, Base):
+    """The counts of a revision's profile (every revision keeps its own)."""
+
+    __tablename__ = "revision_counts"
+    __table_args__ = _counts_constraints()
+
+    profile_id: Mapped[int] = mapped_column(
+        ForeignKey("revision_profiles.id", ondelete="CASCADE"), primary_key=True,
+        autoincrement=False)
+
+
 def _table(row: type[Base]) -> Table:
     # Declarative classes type __table__ as a FromClause; insert/update/delete want the Table.
     table = row.__table__
@@ -336,10 +386,12 @@ provenances = _table(ProvenanceRow)
 provenance_settings = _table(ProvenanceSettingRow)
 profiles = _table(ProfileRow)
 profile_rates = _table(ProfileRateRow)
+profile_counts = _table(ProfileCountsRow)
 revisions = _table(RevisionRow)
 revision_caveats = _table(RevisionCaveatRow)
 revision_profiles = _table(RevisionProfileRow)
 revision_rates = _table(RevisionRateRow)
+revision_counts = _table(RevisionCountsRow)
 
 
 def _describe_tables() -> None:

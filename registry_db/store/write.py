@@ -6,11 +6,13 @@ write transaction (:func:`registry_db.store.run_write`). Inside that transaction
 lock, each set is classified ``added``, ``updated`` (its old rows are replaced) or ``unchanged``
 (same content hash: not rewritten), so concurrent importers agree with some serial order.
 Each added or updated set is also recorded as a new revision of itself
-(:mod:`registry_db.store.history`), in the same transaction; ``prune`` deletes the stored sets the
-import does not declare, as ``deleted`` revisions. Provenances are deduplicated by content hash
-across profiles and sets, and kept while any revision cites them. Rows go in with Core
-``executemany`` (``COPY`` on PostgreSQL), never one statement per row, and ids are read back
-per set, so a large import costs a few statements a file.
+(:mod:`registry_db.store.history`), in the same transaction; a value with counts that moves by
+more than 3 combined standard errors draws a warning (:mod:`registry_db.store.drift`);
+``prune`` deletes the stored sets the import does not declare, as ``deleted`` revisions.
+Provenances are deduplicated by content hash across profiles and sets, and kept while any
+revision cites them. Rows go in with Core ``executemany`` (``COPY`` on PostgreSQL), never one
+statement per row, and ids are read back per set, so a large import costs a few statements a
+file.
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from registry_db.model import (
     profile_label,
 )
 from registry_db.store import history, read
-from registry_db.store.bulk import CHUNK, chunks, insert_many, provenance_ids
+from registry_db.store.bulk import CHUNK, chunks, counts_row, insert_many, provenance_ids
+from registry_db.store.drift import drift_warnings
 from registry_db.store.engine import run_write
 from registry_db.store.schema import (
+    profile_counts,
     profile_rates,
     profile_sets,
     profiles,
@@ -166,7 +170,8 @@ def _import_sets(engine: Engine, sets: list[ProfileSet], dry_run: bool,
             summaries = {s.name: s for s in read.list_sets(conn) if s.name in set(pruned)}
             results += [SetResult(n, summaries[n].file, ImportStatus.DELETED,
                                   summaries[n].profiles) for n in pruned]
-        warnings = _overlap_warnings(conn, sets, ignore=pruned)
+        warnings = _overlap_warnings(conn, sets, ignore=pruned) + drift_warnings(
+            conn, [s for s, r in zip(sets, results) if r.status == ImportStatus.UPDATED])
         changes: list[tuple[str, tuple]] = []
         if dry_run:
             updated = [s for s, r in zip(sets, results) if r.status == ImportStatus.UPDATED]
@@ -355,7 +360,9 @@ def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str, str]],
     # Replaced provenances stay: the earlier revisions cite them.
     history.record_current(conn, [(s.name, numbers[s.name], str(status), s.file, h,
                                    len(s.profiles))
-                                  for s, h, status in changed], message, now)
+                                  for s, h, status in changed], message, now,
+                           counts=any(p.counts is not None for s, _, _ in changed
+                                      for p in s.profiles))
 
 
 def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int, int]) -> None:
@@ -370,11 +377,17 @@ def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int,
         "provenance_id": None if p.provenance is None else prov_ids[id(p.provenance)],
         "rationale": p.rationale, "copied_from": p.copied_from,
     } for i, p in enumerate(s.profiles)])
-    if not any(p.per_position_rates for p in s.profiles):
+    with_rates = any(p.per_position_rates for p in s.profiles)
+    with_counts = any(p.counts is not None for p in s.profiles)
+    if not (with_rates or with_counts):
         return
     ids = dict(conn.execute(select(profiles.c.position, profiles.c.id)
                             .where(profiles.c.set_id == set_id)).all())
-    insert_many(conn, profile_rates, [
-        {"profile_id": ids[i], "position": k, "rate": float(r)}
-        for i, p in enumerate(s.profiles) if p.per_position_rates
-        for k, r in enumerate(p.per_position_rates, 1)])
+    if with_rates:
+        insert_many(conn, profile_rates, [
+            {"profile_id": ids[i], "position": k, "rate": float(r)}
+            for i, p in enumerate(s.profiles) if p.per_position_rates
+            for k, r in enumerate(p.per_position_rates, 1)])
+    if with_counts:
+        insert_many(conn, profile_counts, [counts_row(ids[i], p) for i, p in enumerate(s.profiles)
+                                           if p.counts is not None])

@@ -80,7 +80,7 @@ def test_postgresql_holds_every_description_and_the_downgrade_removes_them(engin
                 for name, (_kind, words, columns) in catalog.comments().items()}
     with engine.connect() as conn:
         assert _stored_comments(conn) == expected
-    store.downgrade(engine, "0004")
+    store.downgrade(engine, "0005")
     try:
         with engine.connect() as conn:
             assert {n: (own, set(cols.values())) for n, (own, cols) in

@@ -82,7 +82,8 @@ def expected_rows(stored: dict[tuple, dict[int, tuple]], keys: list[tuple], max_
         cells = []
         for k in range(1, max_k + 1):
             al, method, sets = stored.get(key, {}).get(k, (None, None, []))
-            cells.append({"k": k, "acceptance_length": al, "method": method, "sets": sets})
+            cells.append({"k": k, "acceptance_length": al, "method": method, "sets": sets,
+                          "uncertainty": None})
         rows.append(dict(zip(("model", "speculative_method", "thinking", "category"), key),
                          cells=cells))
     return rows

@@ -260,7 +260,7 @@ def test_top_level_help_shows_each_commands_whole_first_sentence():
 
 def test_readme_resolve_example_is_what_the_cli_prints(seeded):
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split("### Resolving: one acceptance per run", 1)[1]
+    block = readme.split("## Resolving: one acceptance per run", 1)[1]
     expected = block.split("```text\n", 1)[1].split("```", 1)[0]
     result = run(seeded, "resolve", "--model", DSV, "--method", "dspark", "--k", "5",
                  "--thinking", "off", "--category", "coding", "--hardware", "h200")

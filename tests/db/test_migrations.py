@@ -107,11 +107,12 @@ def test_data_survives_downgrade_of_later_revision(engine):
     import_paths(engine, [SEED])
 
     def dump() -> dict[str, list]:
-        # The current registry's tables as 0001 made them (0004's history comes and goes).
+        # The current registry's tables as 0001 made them (0004's history and 0005's counts
+        # come and go).
         out = {}
         with engine.connect() as conn:
             for table in metadata.sorted_tables:
-                if table.name.startswith("revision"):
+                if table.name.startswith("revision") or table.name == "profile_counts":
                     continue
                 cols = [c.name for c in table.columns if (table.name, c.name) != (
                     "profile_sets", "revision")]

@@ -83,11 +83,15 @@ def test_coverage_json_lists_every_cell(holes):
     assert [(r["thinking"], r["category"]) for r in rows] == [
         ("off", "chat"), ("off", "coding"), ("on", "chat"), ("on", "coding")]
     assert rows[2]["cells"] == [
-        {"k": 1, "acceptance_length": 1.9, "method": "measured", "sets": ["beta"]},
-        {"k": 2, "acceptance_length": 2.6, "method": "measured", "sets": ["beta"]},
-        {"k": 3, "acceptance_length": 3.0, "method": "measured", "sets": ["beta"]},
+        {"k": 1, "acceptance_length": 1.9, "method": "measured", "sets": ["beta"],
+         "uncertainty": None},
+        {"k": 2, "acceptance_length": 2.6, "method": "measured", "sets": ["beta"],
+         "uncertainty": None},
+        {"k": 3, "acceptance_length": 3.0, "method": "measured", "sets": ["beta"],
+         "uncertainty": None},
     ]
-    assert all(c == {"k": c["k"], "acceptance_length": None, "method": None, "sets": []}
+    assert all(c == {"k": c["k"], "acceptance_length": None, "method": None, "sets": [],
+                     "uncertainty": None}
                for r in rows if r is not rows[2] for c in r["cells"])
 
 

@@ -75,7 +75,9 @@ def test_show_human_and_json(loaded):
     assert doc["name"] == "inferencex-golden-al" and doc["file"] == str(SEED_FILE)
     assert len(doc["caveats"]) == 3
     seed = load_yaml(SEED_FILE.read_bytes(), str(SEED_FILE))
-    assert doc["profiles"] == json.loads(json.dumps(seed["profiles"]))
+    # The spec's form, plus each profile's counts and uncertainty (the seed has no counts).
+    assert doc["profiles"] == [{**p, "counts": None, "uncertainty": None}
+                               for p in json.loads(json.dumps(seed["profiles"]))]
 
 
 def test_show_unknown_set_names_the_known_ones(loaded):

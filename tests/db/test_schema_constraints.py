@@ -15,7 +15,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.schema import CreateTable
 
 from registry_db import store
-from registry_db.store.schema import metadata, profile_rates, profile_sets, profiles, provenances
+from registry_db.store.schema import (
+    metadata,
+    profile_counts,
+    profile_rates,
+    profile_sets,
+    profiles,
+    provenances,
+)
 
 PROFILE = dict(set_id=1, position=0, model="m", speculative_method="mtp", num_spec_tokens=3,
                thinking="on", category="coding", acceptance_length=2.5, method="assumed",
@@ -80,6 +87,39 @@ def test_rate_range(base, rate):
 
 def test_orphan_rate(base):
     _refused(base, profile_rates, profile_id=42, position=1, rate=0.5)
+
+
+COUNTS = dict(profile_id=1, drafts=4, draft_tokens=12, accepted_tokens=6,
+              accepted_per_position="[3,2,1]", al_stderr=0.5)
+
+
+def test_valid_counts_are_accepted_with_64_bit_values(base):
+    with store.write_connection(base) as conn:
+        conn.execute(insert(profile_counts).values(**{**COUNTS, "drafts": 2**53,
+                                                      "draft_tokens": 2**53}))
+    with base.connect() as conn:
+        assert conn.execute(text("SELECT drafts FROM profile_counts")).scalar() == 2**53
+
+
+@pytest.mark.parametrize("change", [
+    {"drafts": 0},
+    {"accepted_tokens": -1, "draft_tokens": -1},
+    {"accepted_tokens": 13},  # more than draft_tokens
+    {"al_stderr": -0.1},
+    {"al_stderr": None},
+    {"drafts": None},
+    {"profile_id": 42},  # counts of no profile
+], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_counts_rules(base, change):
+    _refused(base, profile_counts, **{**COUNTS, **change})
+
+
+def test_counts_go_with_their_profile(base):
+    with store.write_connection(base) as conn:
+        conn.execute(insert(profile_counts).values(**COUNTS))
+        conn.execute(text("DELETE FROM profile_sets WHERE id = 1"))
+    with base.connect() as conn:
+        assert conn.execute(text("SELECT COUNT(*) FROM profile_counts")).scalar() == 0
 
 
 @pytest.mark.parametrize("change", [

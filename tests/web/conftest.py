@@ -56,6 +56,10 @@ def _profile(rng: random.Random, model: str, method: str, k: int, thinking: str,
     if rng.random() < 0.3:
         rates = ", ".join(repr(r) for r in min_variance_rates(al, k))
         lines.append(f"    per_position_rates: [{rates}]")
+    if how == "measured" and rng.random() < 0.5:  # raw counts that give this AL
+        drafts = 1000
+        lines.append(f"    counts: {{drafts: {drafts}, draft_tokens: {k * drafts}, "
+                     f"accepted_tokens: {round((al - 1) * drafts)}}}")
     if how != "measured":
         lines.append("    rationale: generated for the web tests")
     if how == "copied":

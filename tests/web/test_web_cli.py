@@ -101,7 +101,7 @@ def test_a_missing_file_is_exit_3_and_is_not_created(tmp_path):
 def test_an_old_schema_is_exit_3(registry_file, tmp_path):
     old = tmp_path / "old.db"
     old.write_bytes(registry_file.read_bytes())
-    assert run_cli("-d", str(old), "db", "downgrade", "0004").exit_code == 0
+    assert run_cli("-d", str(old), "db", "downgrade", "0005").exit_code == 0
     result = run_cli("-d", str(old), "serve")
     assert result.exit_code == 3
     assert "registry db upgrade" in result.stderr

@@ -158,8 +158,13 @@ def test_the_other_canned_queries_with_their_parameters(server, db):
     names = {q.name for q in web.canned_queries()}
     assert names >= {"resolve", "coverage", "set_history", "conflicts"}
     if "uncertainty" in names:  # with the counts columns
-        rows = _canned(server, db, "uncertainty", model="")
-        assert all(r["al_stderr"] is not None for r in rows)
+        rows = _canned(server, db, "uncertainty", model="model-a", _size="max")
+        counted = _sql(server, "SELECT profile_id, acceptance_length, al_stderr FROM "
+                               "acceptance_profiles WHERE model = 'model-a' AND drafts IS NOT NULL")
+        assert len(rows) == len(counted) > 0
+        assert all(r["al_stderr"] > 0 and r["al_stderr_exact"] == 0 for r in rows)
+        assert all(r["al_low_95"] == pytest.approx(r["acceptance_length"] - 1.96 * r["al_stderr"])
+                   for r in rows)
 
 
 def _png_size(body: bytes) -> tuple[int, int]:

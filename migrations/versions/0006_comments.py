@@ -1,7 +1,7 @@
 r"""Comments: every table, view and column describes itself on PostgreSQL (psql ``\d+``).
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-12-01
 
 ``COMMENT ON TABLE/VIEW/COLUMN`` with the descriptions of the catalog (``store/catalog.py``, the
@@ -17,8 +17,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
@@ -64,6 +64,20 @@ COMMENTS: dict[str, tuple[str, str, dict[str, str]]] = {
             'position': "The profile's 0-based place in its file.",
             'source_file': 'The file the set was imported from.',
             'imported_at': "When the set's content was written. Unit: UTC timestamp.",
+            'drafts': ('counts.drafts: D, the verification steps that drafted (vLLM '
+                       'num_drafts). NULL without counts. Unit: steps.'),
+            'draft_tokens': ('counts.draft_tokens: tokens drafted (vLLM num_draft_tokens). '
+                             'Unit: tokens.'),
+            'accepted_tokens': ('counts.accepted_tokens: A, drafted tokens accepted (vLLM '
+                                'num_accepted_tokens); AL is 1 + A / D within 0.01. Unit: '
+                                'tokens.'),
+            'al_stderr': ('The standard error of AL, √(Var X / D), X the drafts a step '
+                          'accepts: Var X = Σ (2i − 1) a_i / D − μ² with per-position counts, '
+                          'else the bound μ (K − μ), μ = A / D. Steps of one request are '
+                          'correlated, so the true spread is larger. NULL without counts. '
+                          'Unit: tokens per step.'),
+            'al_stderr_exact': ('1 when al_stderr is exact (per-position counts stored), 0 '
+                                'when it is the bound; NULL without counts.'),
         }),
     'profile_conflicts': ('view',
         ('One row per profile key held by two or more sets (the resolver refuses such a lookup '
@@ -139,6 +153,15 @@ COMMENTS: dict[str, tuple[str, str, dict[str, str]]] = {
             'method': 'How the value was obtained (methods.name); NULL when missing.',
             'set_count': ('How many sets hold the cell: 0 missing, 1 resolvable, 2 or more a '
                           'conflict. Unit: sets.'),
+            'drafts': ('counts.drafts: D, the verification steps that drafted (vLLM '
+                       'num_drafts). NULL without counts. Unit: steps.'),
+            'al_stderr': ('The standard error of AL, √(Var X / D), X the drafts a step '
+                          'accepts: Var X = Σ (2i − 1) a_i / D − μ² with per-position counts, '
+                          'else the bound μ (K − μ), μ = A / D. Steps of one request are '
+                          'correlated, so the true spread is larger. NULL without counts. '
+                          'Unit: tokens per step.'),
+            'al_stderr_exact': ('1 when al_stderr is exact (per-position counts stored), 0 '
+                                'when it is the bound; NULL without counts.'),
         }),
     'set_revisions': ('view',
         ('One row per revision of every set, deleted sets included: each import that added or '
@@ -187,6 +210,20 @@ COMMENTS: dict[str, tuple[str, str, dict[str, str]]] = {
                             'it; NULL while current. Unit: UTC timestamp.'),
             'superseded_by': "The next revision's number; NULL while current.",
             'is_current': '1 when the row is in the current registry, else 0.',
+            'drafts': ('counts.drafts: D, the verification steps that drafted (vLLM '
+                       'num_drafts). NULL without counts. Unit: steps.'),
+            'draft_tokens': ('counts.draft_tokens: tokens drafted (vLLM num_draft_tokens). '
+                             'Unit: tokens.'),
+            'accepted_tokens': ('counts.accepted_tokens: A, drafted tokens accepted (vLLM '
+                                'num_accepted_tokens); AL is 1 + A / D within 0.01. Unit: '
+                                'tokens.'),
+            'al_stderr': ('The standard error of AL, √(Var X / D), X the drafts a step '
+                          'accepts: Var X = Σ (2i − 1) a_i / D − μ² with per-position counts, '
+                          'else the bound μ (K − μ), μ = A / D. Steps of one request are '
+                          'correlated, so the true spread is larger. NULL without counts. '
+                          'Unit: tokens per step.'),
+            'al_stderr_exact': ('1 when al_stderr is exact (per-position counts stored), 0 '
+                                'when it is the bound; NULL without counts.'),
         }),
     'set_overview': ('view',
         'One row per set.',
@@ -281,6 +318,25 @@ COMMENTS: dict[str, tuple[str, str, dict[str, str]]] = {
             'position': 'i, from 1 to K.',
             'rate': 'p_i: P(the first i drafts are all accepted). Unit: probability.',
         }),
+    'profile_counts': ('table',
+        ("The counts a profile's AL was computed from, when its file states them (counts; one "
+         'row per such profile).'),
+        {
+            'profile_id': 'The profile (profiles.id); deleted with it.',
+            'drafts': ('D: verification steps that drafted (vLLM num_drafts); at least 1. '
+                       'Unit: steps.'),
+            'draft_tokens': 'Tokens drafted (vLLM num_draft_tokens); at most K × D. Unit: tokens.',
+            'accepted_tokens': ('A: drafted tokens accepted (vLLM num_accepted_tokens); at '
+                                'most draft_tokens. Unit: tokens.'),
+            'accepted_per_position': ('a_1..a_K as a JSON array of integers, '
+                                      '[70000,40000,16838] (a_i: steps that accepted at least '
+                                      'i drafts; non-increasing, summing to A); NULL when not '
+                                      'known. Read it with json_each (SQLite) or ::jsonb '
+                                      '(PostgreSQL).'),
+            'al_stderr': ('The standard error of AL, computed when the row was written by '
+                          "Counts.uncertainty (SQLite has no portable SQRT); see the views' "
+                          'column. Unit: tokens per step.'),
+        }),
     'revisions': ('table',
         ('One row per revision of a set: an import that added or changed it, or its deletion. '
          'Unique per (set_name, revision).'),
@@ -329,10 +385,28 @@ COMMENTS: dict[str, tuple[str, str, dict[str, str]]] = {
             'position': 'i, from 1 to K.',
             'rate': 'p_i: P(the first i drafts are all accepted). Unit: probability.',
         }),
+    'revision_counts': ('table',
+        "The counts of a revision's profile.",
+        {
+            'profile_id': 'The profile (revision_profiles.id).',
+            'drafts': ('D: verification steps that drafted (vLLM num_drafts); at least 1. '
+                       'Unit: steps.'),
+            'draft_tokens': 'Tokens drafted (vLLM num_draft_tokens); at most K × D. Unit: tokens.',
+            'accepted_tokens': ('A: drafted tokens accepted (vLLM num_accepted_tokens); at '
+                                'most draft_tokens. Unit: tokens.'),
+            'accepted_per_position': ('a_1..a_K as a JSON array of integers, '
+                                      '[70000,40000,16838] (a_i: steps that accepted at least '
+                                      'i drafts; non-increasing, summing to A); NULL when not '
+                                      'known. Read it with json_each (SQLite) or ::jsonb '
+                                      '(PostgreSQL).'),
+            'al_stderr': ('The standard error of AL, computed when the row was written by '
+                          "Counts.uncertainty (SQLite has no portable SQRT); see the views' "
+                          'column. Unit: tokens per step.'),
+        }),
     'alembic_version': ('table',
         "Alembic's bookkeeping: the schema revision.",
         {
-            'version_num': 'The revision the database is at, e.g. 0004.',
+            'version_num': 'The revision the database is at, e.g. 0005.',
         }),
 }
 
