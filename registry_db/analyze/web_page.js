@@ -72,7 +72,7 @@
     var img = document.createElement("img");
     img.src = link.href;
     img.alt = "Acceptance length against K for the rows shown";
-    img.style.maxWidth = "min(100%, 900px)";
+    img.style.maxWidth = "min(100%, 720px)";
     var caption = document.createElement("figcaption");
     caption.textContent = "AL against K for the rows shown, drawn as registry plot draws them.";
     caption.style.color = "#666";

@@ -3,7 +3,7 @@ output renderer, embedded under the table), and the server on a registry file, r
 
 Datasette is the ``web`` extra; this module imports it, :mod:`registry_db.analyze.web` (the
 metadata) does not. Installed, the plugin is also an entry point, so a Datasette started some
-other way (``datasette registry.db -m metadata.json``) draws the same pictures.
+other way (``datasette -i registry.db -m metadata.json``) draws the same pictures.
 """
 
 from __future__ import annotations

@@ -20,6 +20,11 @@ INSTALL_HINT = "pip install 'registry_db[web]'  (in a checkout: pip install -e '
 
 def sqlite_file(url: str) -> str:
     """The registry's SQLite file, or the usage error that says what to do instead."""
+    from registry_db.store.sqlite_read import sqlite_file as plain_file
+
+    path = plain_file(url)  # a plain sqlite:///PATH without SQLAlchemy's import (--metadata)
+    if path is not None:
+        return path
     from registry_db.store.urls import dialect_of, redact, sqlite_path
 
     path = sqlite_path(url)
@@ -53,7 +58,7 @@ def serve(settings: Any, port: int, host: str, print_metadata: bool) -> None:
 
     Read-only: the SQLite file is opened immutable, so restart the server after an import.
     Needs the web extra: pip install 'registry_db[web]'. --metadata prints the metadata for
-    running Datasette another way (datasette registry.db -m metadata.json, with the plugin
+    running Datasette another way (datasette -i registry.db -m metadata.json, with the plugin
     this package installs). A PostgreSQL registry is refused (exit 2): Datasette reads SQLite.
 
     \b

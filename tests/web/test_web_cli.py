@@ -136,11 +136,12 @@ def test_without_datasette_it_names_the_extra(registry_file, monkeypatch):
 
 def test_serve_imports_datasette_only_to_serve(registry_file):
     """``registry serve --metadata`` (and the command table) never import Datasette,
-    uvicorn or matplotlib."""
+    uvicorn, matplotlib or SQLAlchemy."""
     code = ("import sys\nfrom registry_db.cli.group import main\n"
             "try:\n    main(['-d', sys.argv[1], 'serve', '--metadata'])\n"
             "except SystemExit as e:\n    assert not e.code, e.code\n"
-            "heavy = [m for m in ('datasette', 'uvicorn', 'matplotlib') if m in sys.modules]\n"
+            "heavy = [m for m in ('datasette', 'uvicorn', 'matplotlib', 'sqlalchemy')\n"
+            "         if m in sys.modules]\n"
             "print('HEAVY', heavy, file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", code, str(registry_file)], capture_output=True,
                           text=True, timeout=120, check=True)
