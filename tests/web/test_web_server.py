@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import signal
 import sqlite3
 import urllib.error
 import urllib.parse
@@ -15,6 +16,7 @@ import pytest
 
 from registry_db.analyze import web
 from registry_db.store import catalog
+from tests.web.conftest import Server, free_port
 
 
 def _get(server, path: str, **params: str) -> tuple[int, str, bytes]:
@@ -215,3 +217,18 @@ def _post(server, path: str, form: dict[str, str]) -> tuple[int, str, bytes]:
             return response.status, response.headers.get_content_type(), response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers.get_content_type(), exc.read()
+
+
+@pytest.mark.parametrize("how, code", [(signal.SIGINT, 0), (signal.SIGTERM, -signal.SIGTERM)])
+def test_ctrl_c_stops_the_server_cleanly(registry_file, how, code):
+    """Ctrl-C is a server's normal end: it shuts down and exits 0. SIGTERM shuts it down the
+    same way, and the process then ends by the signal (uvicorn re-raises it for supervisors)."""
+    running = Server(registry_file, free_port())
+    try:
+        running.wait()
+        running.process.send_signal(how)
+        assert running.process.wait(timeout=30) == code
+    finally:
+        running.stop()
+    assert "Finished server process" in running.log.read_text()
+    assert "Traceback" not in running.log.read_text()
