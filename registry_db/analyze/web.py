@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from registry_db.resolve.statements import one_statement
+from registry_db.resolve import statements
 from registry_db.store.catalog import RELATIONS, VIEWS, plain_text
 
 TITLE = "Acceptance-profile registry"
@@ -65,11 +65,16 @@ _MARKER = re.compile(r"\?")
 def named_statement(scoped: bool) -> str:
     """The resolver's one-run statement on SQLite, with a fallback category, over every set
     (or, ``scoped``, over the one set ``:set``), its parameters named as the form names them."""
-    statement, order = one_statement("sqlite", 1 if scoped else 0, False, True)
+    named: Any = getattr(statements, "named_one_statement", None)
+    if named is not None:  # the resolver's named form: its one set is :set_1
+        return str(named("sqlite", 1 if scoped else 0)).replace(":set_1", ":set")
+    # Until the resolver names its parameters: its markers, named back in its order.
+    positional: Any = statements.one_statement
+    statement, order = positional("sqlite", 1 if scoped else 0, False, True)
     names = iter("set" if n == "scope" else n for n in order)
-    named = _MARKER.sub(lambda _m: ":" + next(names), statement)
+    text = _MARKER.sub(lambda _m: ":" + next(names), statement)
     assert next(names, None) is None, "every parameter of the statement is named"
-    return named
+    return text
 
 
 #: Around the resolver's statement, the decision of resolve/finish.py (and the refusals

@@ -115,19 +115,22 @@ def test_the_answer_row_has_the_columns_the_page_explains(registry_file):
 
 
 def test_the_canned_query_holds_the_resolvers_own_statement():
-    """Not a copy: the resolver's one-run statement, its markers named as the form's fields."""
+    """Not a copy: the resolver's one-run statement (the one the library runs, with its
+    driver's markers), its parameters named as the form's fields."""
     sql = web.resolve_sql()
     for scoped in (0, 1):
-        statement, order = one_statement("sqlite", scoped, False, True)
+        statement, order = one_statement("sqlite", scoped)
         named = web.named_statement(bool(scoped))
         assert _positional(named, order) == statement
         assert named in sql
 
 
 def _positional(named: str, order: tuple[str, ...]) -> str:
+    """``named`` with each form field's name back as the driver's marker."""
     out = named
-    for name in sorted({"set" if n == "scope" else n for n in order}, key=len, reverse=True):
-        out = out.replace(f":{name}", "?")
+    for name in sorted(set(order), key=len, reverse=True):
+        field = "set" if name in ("scope", "set_1") else name
+        out = out.replace(f":{field}", "?")
     return out
 
 
