@@ -16,6 +16,7 @@ from typing import Any
 from datasette import hookimpl
 
 from registry_db.analyze.web import RESOLVE_COLUMNS, can_picture, picture_png
+from registry_db.errors import RegistryError
 
 #: The plugin's name with Datasette (the entry point's, in pyproject.toml).
 NAME = "registry_db"
@@ -80,4 +81,9 @@ def serve(path: str, metadata: dict[str, Any], host: str, port: int) -> None:
 
     ds = datasette(path, metadata)
     asyncio.run(ds.invoke_startup())  # as `datasette serve` does: the plugins' startup hooks
-    uvicorn.run(ds.app(), host=host, port=port, log_level="info", lifespan="on", workers=1)
+    try:
+        uvicorn.run(ds.app(), host=host, port=port, log_level="info", lifespan="on", workers=1)
+    except SystemExit as exc:  # uvicorn's own exit when it cannot listen (it logged why)
+        if exc.code:
+            raise RegistryError(f"cannot listen on {host}:{port} (the reason is above); "
+                                "choose another --port or --host") from None

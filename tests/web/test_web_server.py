@@ -232,3 +232,17 @@ def test_ctrl_c_stops_the_server_cleanly(registry_file, how, code):
         running.stop()
     assert "Finished server process" in running.log.read_text()
     assert "Traceback" not in running.log.read_text()
+
+
+def test_a_port_already_taken_is_said_and_exit_1(server):
+    """Another server on the port: uvicorn's reason, then what to do, and no traceback."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "registry_db", "-d", str(server.path), "serve",
+                           "--port", str(server.port)], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1
+    assert "address already in use" in done.stderr
+    assert f"cannot listen on 127.0.0.1:{server.port}" in done.stderr
+    assert "Traceback" not in done.stderr
