@@ -34,6 +34,7 @@ def ingest() -> None:
         registry ingest vllm-metrics after.prom --before before.prom --model M --method mtp \\
             --k 3 --thinking on --category coding --hardware b300 --engine-image IMAGE \\
             --temperature 1.0 -o acceptance/m-mtp.yaml
+        registry ingest sglang responses.jsonl --model M --method eagle --k 3 ...
     """
 
 
@@ -43,120 +44,287 @@ def ingest() -> None:
               help="Merge every input into this one set (default: one set per file, named "
                    "after the file).")
 @click.option("--map", "map_file", metavar="MAP.yaml",
-              help="Catalog names for the source's model spellings (models:) and a method name "
-                   "per input file (methods:); see the README.")
+              help="Catalog names for the source's model spellings (models:), a method per "
+                   "file (methods:), and per file what its header does not say (files:); see "
+                   "the README.")
 @click.option("--engine-image", metavar="IMAGE",
-              help="The engine image the curves were measured with; required for measured "
-                   "curves whose header states none.")
+              help="The engine image the curves were measured with, for files that state "
+                   "none.")
+@click.option("--hardware", metavar="CHIP",
+              help="The chip the curves were measured on, for files that state none.")
+@click.option("--category", metavar="C", callback=lambda ctx, param, value: _category(
+              ctx, param, value),  # defined below, with the counter sources' flags
+              help="The workload category, for files that state none (such as coding).")
+@click.option("--tp", type=click.IntRange(min=0), metavar="N",
+              help="The tensor-parallel width, for files that state none.")
+@click.option("--benchmark", metavar="NAME",
+              help="The prompt set (such as 'SPEED-Bench Qualitative'), for files that state "
+                   "none.")
+@click.option("--prompts", type=click.IntRange(min=0), metavar="N",
+              help="How many prompts each cell ran, for files that state none.")
 @click.option("--source-base", metavar="URL",
               help="Record each file's source as URL/<file name> instead of its path.")
+@click.option("--keep-going", is_flag=True,
+              help="Write the files that have no errors and exit 1 naming the others "
+                   "(default: any error, and nothing is written).")
 @click.option("-o", "--output", "out", default="-", show_default=True, metavar="DIR|FILE|-",
               help=OUTPUT_HELP)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @handle_errors
 def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
-               engine_image: str | None, source_base: str | None, out: str,
-               as_json: bool) -> None:
+               source_base: str | None, keep_going: bool, out: str, as_json: bool,
+               **facts: Any) -> None:
     """Read InferenceX golden AL curves (golden_al_distribution/*.yaml) into profile sets.
 
-    PATH is a curve file or a folder of them. Each (thinking mode, K) cell becomes a measured
-    profile; category, method, hardware, sampling and settings come from the file's header.
-    A header line the reader does not understand is a warning (FILE:LINE); a file that is not
-    a golden AL curve is an error (FILE:LINE:COL) and nothing is written. --json prints
-    the sets written, their files and profile counts, and the warnings.
+    PATH is a curve file or a folder of them. Each (thinking mode, K) cell becomes a profile
+    with the AL as written and, from a counter comment, its counts; the header's facts (run,
+    benchmark, chip, image, TP, sampling per thinking mode, settings) go to the provenance.
+    A fact the header does not state comes from a flag (every file) or the map's files:
+    entry (one file); a flag or entry that disagrees with the header is an error naming
+    both. A header line the reader does not understand is a warning (FILE:LINE); a file
+    that is not a golden AL curve, or lacks what a measured profile needs, is an error
+    (FILE:LINE:COL) and nothing is written, unless --keep-going. --json prints the sets
+    written, their files and profile counts, and the warnings.
 
     \b
     Example:
-        registry ingest inferencex dsv41flash_dspark.yaml \\
-            --engine-image vllm/vllm-openai:v0.22.0 \\
+        registry ingest inferencex dsv41flash_dspark.yaml --hardware b300 --prompts 80 \\
             --source-base https://github.com/OWNER/REPO/blob/main/golden_al_distribution \\
             -o acceptance/
         registry ingest inferencex curves/ --name inferencex-golden-al --map map.yaml \\
             --engine-image vllm/vllm-openai:v0.22.0 -o acceptance/inferencex-golden-al.yaml
     """
+    from registry_db.errors import RegistryError
     from registry_db.sources import inferencex as source
 
     _json_needs_a_file(as_json, out)
     curve_map = source.load_map(map_file) if map_file is not None else None
     result = source.read_inferencex(paths, name=name, curve_map=curve_map,
-                                    engine_image=engine_image, source_base=source_base)
+                                    source_base=source_base, keep_going=keep_going, **facts)
+    if result.refused and not as_json:
+        report_findings(result.refused, as_json=False)
     _finish(result, out, as_json)
+    if result.refused:
+        files = sorted({f.file for f in result.refused if f.is_error})
+        raise RegistryError(f"{len(files)} input(s) refused and not written: "
+                            f"{', '.join(files)}")
 
 
-def _category(ctx: click.Context, param: click.Parameter, value: str) -> str:
+# --- the counter sources: one set of flags, one way to read them ----------------------------------
+
+def _category(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     from registry_db.model import CATEGORY_RE
 
-    if not CATEGORY_RE.fullmatch(value):
+    if value is not None and not CATEGORY_RE.fullmatch(value):
         raise click.BadParameter("lower-case letters, digits, '_' and '-', such as coding")
     return value
+
+
+class _Finite(click.FloatRange):
+    """A float range that also refuses ``nan`` and ``inf`` (which every range test passes)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+#: The flags a counter source needs, in the order a missing one is named.
+_REQUIRED = ("model", "method", "k", "thinking", "category", "hardware", "engine_image",
+             "temperature")
+
+
+def _counter_flags(fn: Any) -> Any:
+    """The run's facts, the output flags and --round, shared by every counter source; the
+    required ones are checked together (:func:`_facts`), so that every missing one is named."""
+    from registry_db.model import MAX_K
+
+    options = [
+        click.option("--model", metavar="M", help="The catalog model name. [required]"),
+        click.option("--method", metavar="X", help="The speculative method, e.g. mtp. "
+                                                   "[required]"),
+        # K sizes what is read: checked here, before any input is.
+        click.option("--k", "k", type=click.IntRange(1, MAX_K), metavar="K",
+                     help=f"num_speculative_tokens the server ran with (1..{MAX_K}). "
+                          "[required]"),
+        click.option("--thinking", type=click.Choice(["on", "off"]), help="[required]"),
+        click.option("--category", metavar="C", callback=_category,
+                     help="The workload category, such as coding. [required]"),
+        click.option("--hardware", metavar="CHIP", help="The chip it ran on. [required]"),
+        click.option("--engine-image", metavar="IMAGE", help="The engine image. [required]"),
+        click.option("--temperature", type=_Finite(min=0), metavar="T", help="[required]"),
+        click.option("--top-p", type=_Finite(0, 1, min_open=True), metavar="P"),
+        click.option("--top-k", type=click.IntRange(min=-1), metavar="N"),
+        click.option("--max-tokens", type=click.IntRange(min=0), metavar="N"),
+        click.option("--prompts", type=click.IntRange(min=0), metavar="N",
+                     help="How many prompts the run covered."),
+        click.option("--source", metavar="TEXT",
+                     help="Where the counts came from (default: the inputs' names)."),
+        click.option("--run", metavar="URL", help="The job that ran the benchmark."),
+        click.option("--benchmark", metavar="NAME", help="The prompt set, e.g. 'SPEED-Bench'."),
+        # Two places at least: the counts are recorded too, and the validator holds AL
+        # within 0.01 of them.
+        click.option("--round", "round_to", type=click.IntRange(min=2), metavar="N",
+                     help="Round AL and the rates to N >= 2 decimals (the rates still sum to "
+                          "AL - 1)."),
+        click.option("--name", metavar="SET",
+                     help="The set's name (default: the output file's name, else the "
+                          "input's)."),
+        click.option("-o", "--output", "out", default="-", show_default=True, metavar="FILE|-",
+                     help="A *.yaml file, a folder, or - for stdout."),
+        click.option("--json", "as_json", is_flag=True, help=JSON_HELP),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _facts(flags: dict[str, Any], out: str, as_json: bool) -> tuple[Any, dict[str, Any]]:
+    """The run's facts from the flags (every missing required flag named at once), and the
+    reader's keywords (--round, --name)."""
+    from registry_db.model import Sampling
+    from registry_db.sources.counters import Facts
+    from registry_db.sources.output import safe_name
+
+    missing = [f"--{n.replace('_', '-')}" for n in _REQUIRED if flags.get(n) is None]
+    if missing:
+        raise click.UsageError(f"missing {'option' if len(missing) == 1 else 'options'} "
+                               f"{', '.join(missing)}")
+    _json_needs_a_file(as_json, out)
+    name = flags.pop("name")
+    if name is None and out != "-" and Path(out).suffix in (".yaml", ".yml"):
+        name = safe_name(Path(out).stem)
+    sampling = Sampling(temperature=flags.pop("temperature"), top_p=flags.pop("top_p"),
+                        top_k=flags.pop("top_k"), max_tokens=flags.pop("max_tokens"))
+    options = {"round_to": flags.pop("round_to"), "name": name}
+    return Facts(sampling=sampling, **flags), options
+
+
+def _scrapes(after: str, before: str | None) -> None:
+    if after == "-" and before == "-":
+        raise click.UsageError("AFTER and --before cannot both be - (stdin holds one scrape)")
+
+
+_INPUT_HELP = "a file, - for stdin, or an http:// or https:// URL to fetch"
 
 
 @ingest.command("vllm-metrics")
 @click.argument("after", metavar="AFTER")
 @click.option("--before", metavar="BEFORE",
-              help="The scrape taken before the run (default: count from the server's start).")
-@click.option("--model", required=True, metavar="M", help="The catalog model name.")
-@click.option("--method", required=True, metavar="X", help="The speculative method, e.g. mtp.")
-@click.option("--k", "k", required=True, type=click.IntRange(min=1), metavar="K",
-              help="num_speculative_tokens the server ran with.")
-@click.option("--thinking", required=True, type=click.Choice(["on", "off"]))
-@click.option("--category", required=True, metavar="C", callback=_category,
-              help="The workload category, such as coding.")
-@click.option("--hardware", required=True, metavar="CHIP", help="The chip it ran on.")
-@click.option("--engine-image", required=True, metavar="IMAGE", help="The engine image.")
-@click.option("--temperature", required=True, type=click.FloatRange(min=0), metavar="T")
-@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), metavar="P")
-@click.option("--top-k", type=click.IntRange(min=-1), metavar="N")
-@click.option("--max-tokens", type=click.IntRange(min=0), metavar="N")
-@click.option("--prompts", type=click.IntRange(min=0), metavar="N",
-              help="How many prompts the run covered.")
-@click.option("--source", metavar="TEXT",
-              help="Where the scrapes came from (default: their file names).")
-@click.option("--run", metavar="URL", help="The job that ran the benchmark.")
-@click.option("--benchmark", metavar="NAME", help="The prompt set, e.g. 'SPEED-Bench'.")
+              help=f"The scrape taken before the run ({_INPUT_HELP}; default: count from the "
+                   "server's start).")
 @click.option("--model-name", metavar="SERVED",
               help="The served model_name to read when the scrape serves several.")
-@click.option("--round", "round_to", type=click.IntRange(min=0), metavar="N",
-              help="Round AL and the rates to N decimals (the rates still sum to AL - 1).")
-@click.option("--name", metavar="SET",
-              help="The set's name (default: the output file's name, else AFTER's).")
-@click.option("-o", "--output", "out", default="-", show_default=True, metavar="FILE|-",
-              help="A *.yaml file, a folder, or - for stdout.")
-@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@_counter_flags
 @handle_errors
-def vllm_metrics(after: str, before: str | None, out: str, name: str | None,
-                 model_name: str | None, round_to: int | None, as_json: bool,
-                 **flags: Any) -> None:
+def vllm_metrics(after: str, before: str | None, out: str, model_name: str | None,
+                 as_json: bool, **flags: Any) -> None:
     """Read vLLM's speculative-decoding counters (/metrics scrapes) into a measured profile.
 
+    AFTER and BEFORE are scrapes: a file, - for stdin, or the server's http(s):// URL.
     AL = 1 + Δaccepted / Δdrafts and p_i = Δaccepted_per_pos[i-1] / Δdrafts, vLLM's own
-    definitions, summed over engines, unrounded unless --round is given. The counts go into
-    the provenance's settings. A missing counter, one that went down (a restart), zero drafts
-    or positions other than 0..K-1 are errors. --json prints the set written, its file and
-    the warnings.
+    definitions, summed over engines, unrounded unless --round is given; the counts are
+    recorded. A missing counter or series, one that went down (a restart), swapped scrapes,
+    zero drafts or positions other than 0..K-1 are errors; series of several servers are
+    summed with a warning. --json prints the set written, its file and the warnings.
 
     \b
     Example:
         curl -s localhost:8000/metrics > before.prom
         vllm bench serve ...
-        curl -s localhost:8000/metrics > after.prom
-        registry ingest vllm-metrics after.prom --before before.prom \\
+        registry ingest vllm-metrics http://localhost:8000/metrics --before before.prom \\
             --model example-model --method eagle3 --k 3 --thinking off --category coding \\
             --hardware b300 --engine-image vllm/vllm-openai:v0.22.0 --temperature 0.6 \\
             -o acceptance/example-model-eagle3.yaml
     """
-    from registry_db.model import Sampling
-    from registry_db.sources.output import safe_name
-    from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics
+    from registry_db.sources.vllm_metrics import read_vllm_metrics
 
-    _json_needs_a_file(as_json, out)
-    sampling = Sampling(temperature=flags.pop("temperature"), top_p=flags.pop("top_p"),
-                        top_k=flags.pop("top_k"), max_tokens=flags.pop("max_tokens"))
-    if name is None and out != "-" and Path(out).suffix in (".yaml", ".yml"):
-        name = safe_name(Path(out).stem)
-    result = read_vllm_metrics(after, before, Facts(sampling=sampling, **flags),
-                               model_name=model_name, round_to=round_to, name=name)
-    _finish(result, out, as_json)
+    facts, options = _facts(flags, out, as_json)
+    _scrapes(after, before)
+    _finish(read_vllm_metrics(after, before, facts, model_name=model_name, **options), out,
+            as_json)
+
+
+@ingest.command("atom-metrics")
+@click.argument("after", metavar="AFTER")
+@click.option("--before", metavar="BEFORE",
+              help=f"The scrape taken before the run ({_INPUT_HELP}; default: count from the "
+                   "server's start).")
+@_counter_flags
+@handle_errors
+def atom_metrics(after: str, before: str | None, out: str, as_json: bool,
+                 **flags: Any) -> None:
+    """Read ATOM's MTP counters (/metrics scrapes) into a measured profile, exactly per position.
+
+    atom:mtp_decode_steps{accepted_tokens="n"} counts the verification steps that accepted n
+    drafts; with c_n their growth, AL = 1 + Σ n·c_n / Σ c_n and p_i = Σ_{n>=i} c_n / Σ c_n,
+    the whole distribution. The flags, inputs and checks are vllm-metrics'; counters of
+    several servers are refused.
+
+    \b
+    Example:
+        registry ingest atom-metrics http://localhost:8000/metrics --before before.prom \\
+            --model kimi-k3 --method dspark --k 7 --thinking on --category coding \\
+            --hardware mi355x --engine-image rocm/atom:IMAGE --temperature 1.0 -o kimi.yaml
+    """
+    from registry_db.sources.atom_metrics import read_atom_metrics
+
+    facts, options = _facts(flags, out, as_json)
+    _scrapes(after, before)
+    _finish(read_atom_metrics(after, before, facts, **options), out, as_json)
+
+
+@ingest.command("sglang")
+@click.argument("path", metavar="FILE.jsonl")
+@_counter_flags
+@handle_errors
+def sglang(path: str, out: str, as_json: bool, **flags: Any) -> None:
+    """Read SGLang requests' meta_info (one JSON object per line) into a measured profile.
+
+    AL = 1 + Σ spec_num_correct_drafts / Σ spec_verify_ct over the requests; when every
+    request carries spec_correct_drafts_histogram, the per-position rates are exact. The
+    Prometheus gauge sglang:spec_accept_length, and spec_accept_length alone, are ratios and
+    are refused. FILE.jsonl may be - (stdin).
+
+    \b
+    Example:
+        registry ingest sglang responses.jsonl --model glm-5.2 --method eagle --k 3 \\
+            --thinking on --category coding --hardware h200 --engine-image IMAGE \\
+            --temperature 1.0 -o acceptance/glm-5.2-eagle.yaml
+    """
+    from registry_db.sources.sglang import read_sglang
+
+    facts, options = _facts(flags, out, as_json)
+    _finish(read_sglang(path, facts, **options), out, as_json)
+
+
+@ingest.command("trtllm-stats")
+@click.argument("path", metavar="FILE.json")
+@_counter_flags
+@handle_errors
+def trtllm_stats(path: str, out: str, as_json: bool, **flags: Any) -> None:
+    """Read TensorRT-LLM's /metrics iteration stats (JSON) into a measured profile.
+
+    AL = 1 + Σ numAcceptedTokens / Σ numRequestsWithDraftTokens over the iterations'
+    specDecodingStats. FILE.json is one /metrics response or several appended (one per line),
+    - for stdin, or the server's http(s):// /metrics URL (which answers the iterations since
+    its last call). An iteration listed twice is refused.
+
+    \b
+    Example:
+        curl -s localhost:8000/metrics > stats.json    # enable_iter_perf_stats: true
+        registry ingest trtllm-stats stats.json --model deepseek-v4 --method mtp --k 3 \\
+            --thinking on --category coding --hardware gb300 --engine-image IMAGE \\
+            --temperature 1.0 -o acceptance/deepseek-v4-mtp.yaml
+    """
+    from registry_db.sources.trtllm_stats import read_trtllm_stats
+
+    facts, options = _facts(flags, out, as_json)
+    _finish(read_trtllm_stats(path, facts, **options), out, as_json)
 
 
 def _json_needs_a_file(as_json: bool, out: str) -> None:
@@ -178,9 +346,12 @@ def _finish(result: Any, out: str, as_json: bool = False) -> None:
         report_findings(warnings, as_json=False)
     written = write(result, out)
     if as_json:
-        emit_json({"sets": [{"name": ps.name, "file": path, "profiles": len(ps.profiles)}
+        summary = {"sets": [{"name": ps.name, "file": path, "profiles": len(ps.profiles)}
                             for path, ps in zip(written, result.sets)],
-                   "warnings": [f.to_json() for f in warnings]})
+                   "warnings": [f.to_json() for f in warnings]}
+        if getattr(result, "refused", ()):  # ingest inferencex --keep-going
+            summary["refused"] = [f.to_json() for f in result.refused]
+        emit_json(summary)
         return
     if written != ["-"]:
         for path, ps in zip(written, result.sets):

@@ -195,10 +195,13 @@ def _run_deployment(settings: Any, run: dict[str, Any], path: str, as_json: bool
                        "warnings": list(answer.warnings)})
             return
         for name, r in answer.pools:
+            settings_ = engine_settings(r, emit)
             for note in r.warnings:
                 click.echo(f"note: pool {name}: {note}", err=True)
-            click.echo(f"# pool {name}")
-            click.echo("\n".join(engine_settings(r, emit).lines(shell)))
+            for warning in settings_.warnings:
+                click.echo(f"warning: pool {name}: {warning}", err=True)
+            click.echo(f"# pool {_comment_text(name) if shell else name}")
+            click.echo("\n".join(settings_.lines(shell)))
         return
     if as_json:
         emit_json(answer.to_json())
@@ -276,7 +279,17 @@ def _emit(answer: Any, engine: str, as_json: bool, shell: bool) -> None:
         return
     for note in answer.warnings:
         click.echo(f"note: {note}", err=True)
+    for warning in settings.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo("\n".join(settings.lines(shell)))
+
+
+def _comment_text(name: str) -> str:
+    """``name`` for a shell comment: quoted, and with no character (a newline) that could end
+    the comment and start a command under ``eval``."""
+    import shlex
+
+    return shlex.quote(name).encode("unicode_escape").decode("ascii")
 
 
 def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:

@@ -70,12 +70,34 @@ def check_profile_set(doc: Any, file: str) -> tuple[ProfileSet | None, list[Find
     the file's stem draws the warning ``name_not_file``.
     """
     ck = Checker(file)
+    curve = _curve_model(doc)
+    if curve is not None:  # four schema errors would not say what the file is
+        ck.error(key_pos(doc, curve), "", "inferencex_curve",
+                 f"this is an InferenceX golden AL curve ({curve}: {{thinking_on: {{K: AL}}}}), "
+                 "not an AcceptanceProfileSet; make it one with `registry ingest inferencex "
+                 f"{file} -o acceptance/`, then validate and import what that "
+                 "writes")
+        return None, ck.findings
     # A top-level scalar (or nothing, after '---') has no position of its own: point at the start.
     got = SET.read(ck, doc, "", mark(doc) if isinstance(doc, list) else (1, 1))
     if got is None or ck.errors:
         return None, ck.findings
     return ProfileSet(name=got["name"], caveats=got["caveats"] or (), profiles=got["profiles"],
                       file=file), ck.findings
+
+
+def _curve_model(doc: Any) -> str | None:
+    """The model key of a document shaped as InferenceX's golden curves are (``MODEL:
+    {thinking_on: {K: AL}}`` beside an optional ``_metadata``), or None."""
+    if not isinstance(doc, dict) or "kind" in doc:
+        return None
+    models = [k for k in doc if k != "_metadata"]
+    if len(models) != 1 or not isinstance(models[0], str):
+        return None
+    modes = doc[models[0]]
+    if isinstance(modes, dict) and modes and set(modes) <= {"thinking_on", "thinking_off"}:
+        return models[0]
+    return None
 
 
 # --- provenance.sampling -------------------------------------------------------------------------

@@ -2,27 +2,36 @@
 
 A resolution says which acceptance a run uses; a benchmark that must reproduce a published curve
 forces that acceptance on the engine: vLLM's synthetic rejection sampling, SGLang's simulated
-acceptance, TensorRT-LLM's forced accepted tokens, ATOM's and TileRT's equivalents. This module
-owns that translation, so that no pipeline writes it (and its off-by-one) by hand.
+acceptance, TensorRT-LLM's forced accepted tokens, ATOM's and TileRT's equivalents, and the
+BLIS / inference-sim simulator's acceptance rate. This module owns that translation, so that no
+pipeline writes it (and its off-by-one) by hand.
 
 :data:`ENGINES` is a table, one row per engine: the form the engine reads (environment
 variables, vLLM's ``--speculative-config`` JSON, or command-line arguments) and the entries, whose
-values are the resolution's quantities (:data:`AL`, :data:`AL_MINUS_1`, :data:`K`,
-:data:`RATES`) or literal text. Adding an engine is one row. Numbers are written as the shortest
-decimal that reads back to the same float (``repr``), and AL − 1 is computed in decimal from that
-text, so AL 2.78 gives ``1.78``, never ``1.7799999999999998``.
+values are the resolution's quantities (:data:`AL`, :data:`AL_MINUS_1`, :data:`RATE`,
+:data:`K`, :data:`RATES`) or literal text. Adding an engine is one row.
+
+Numbers are written as each engine parses them: the shortest decimal that reads back to the same
+float, never in exponent form, and a whole number without ``.0`` (``4``, not ``4.0``: an
+``int(...)`` parser refuses ``4.0``). AL − 1 and (AL − 1) / K are computed in decimal from AL's
+shortest text, so AL 2.78 gives ``1.78``, never ``1.7799999999999998``. vLLM's JSON keeps JSON
+numbers. A value an engine cannot take on one of its paths is a warning of the settings.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shlex
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from registry_db.errors import UsageError
 
-__all__ = ["ENGINES", "EngineSettings", "EngineRow", "engine_settings"]
+if TYPE_CHECKING:
+    from decimal import Decimal
+
+__all__ = ["ENGINES", "EngineRow", "EngineSettings", "engine_settings", "number_text"]
 
 
 class _Quantity(str):
@@ -31,6 +40,7 @@ class _Quantity(str):
 
 AL = _Quantity("acceptance length")
 AL_MINUS_1 = _Quantity("acceptance length - 1")
+RATE = _Quantity("acceptance rate (AL - 1) / K")
 K = _Quantity("num_spec_tokens")
 RATES = _Quantity("per-position rates")
 
@@ -45,12 +55,14 @@ class EngineRow:
     ``form`` is ``env`` (``NAME=VALUE`` lines), ``speculative_config`` (a JSON object to merge
     into ``--speculative-config``) or ``args`` (flag and value, in order). ``with_rates``, when
     set, replaces ``entries`` whenever the per-position rates were stated or stored (not
-    derived): an engine that can take the whole distribution gets it.
+    derived): an engine that can take the whole distribution gets it. ``whole_only`` names the
+    entries that some path of the engine reads as an integer, with what that path then does.
     """
 
     form: str
     entries: tuple[Entry, ...]
     with_rates: tuple[Entry, ...] | None = None
+    whole_only: dict[str, str] = field(default_factory=dict)
 
 
 #: One row per engine (the names ``--emit`` accepts).
@@ -64,17 +76,28 @@ ENGINES: dict[str, EngineRow] = {
     "sglang": EngineRow("env", (
         ("SGLANG_SIMULATE_ACC_LEN", AL), ("SGLANG_SIMULATE_ACC_METHOD", "match-expected"),
         ("SGLANG_SIMULATE_ACC_TOKEN_MODE", "real-draft-token"))),
-    # TensorRT-LLM counts accepted draft tokens, without the target's bonus token.
-    "trtllm": EngineRow("env", (("TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS", AL_MINUS_1),)),
+    # TensorRT-LLM counts accepted draft tokens, without the target's bonus token. Its one-model
+    # path reads the variable with float(...), its two-model path with int(...)
+    # (tensorrt_llm/_torch/speculative/interface.py, get_force_num_accepted_tokens and
+    # get_force_num_accepted_tokens_float).
+    "trtllm": EngineRow(
+        "env", (("TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS", AL_MINUS_1),),
+        whole_only={"TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS": (
+            "only TensorRT-LLM's one-model path (MTP, EAGLE3 one-model) takes a fractional "
+            "value; the two-model path reads it with int(...), warns, and forces 0 accepted "
+            "tokens instead")}),
     "atom": EngineRow("args", (("--spec-decode-acceptance-length", AL),)),
     "tilert": EngineRow("env", (
         ("TILERT_SIMULATE_ACC_LEN", AL), ("TILERT_SIMULATE_ACC_METHOD", "match-expected"))),
+    # BLIS / inference-sim: α = (AL − 1) / K, the spec's acceptance rate.
+    "blis": EngineRow("args", (
+        ("--num-speculative-tokens", K), ("--speculative-acceptance-rate", RATE))),
 }
 
 
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
-    """What one engine takes: ``(name, value)`` pairs in the engine's form.
+    """What one engine takes: ``(name, value)`` pairs in the engine's form, and the warnings.
 
     Values are text for ``env`` and ``args`` (exactly what is printed) and JSON values for
     ``speculative_config`` (numbers stay numbers).
@@ -83,16 +106,18 @@ class EngineSettings:
     engine: str
     form: str
     entries: tuple[tuple[str, Any], ...]
+    warnings: tuple[str, ...] = ()
 
     def lines(self, shell: bool = False) -> list[str]:
         """The printed form: ``NAME=VALUE`` lines, one JSON object, or the arguments on one line.
 
-        ``shell`` makes it ready for a POSIX shell: ``export NAME=VALUE`` with the value quoted,
-        the JSON quoted as one word, the arguments quoted each.
+        ``shell`` makes it ready for a POSIX shell: ``export NAME=VALUE`` with both quoted, the
+        JSON quoted as one word, the arguments quoted each.
         """
         if self.form == "env":
             if shell:
-                return [f"export {name}={shlex.quote(value)}" for name, value in self.entries]
+                return [f"export {shlex.quote(name)}={shlex.quote(value)}"
+                        for name, value in self.entries]
             return [f"{name}={value}" for name, value in self.entries]
         if self.form == "args":
             args = [part for entry in self.entries for part in entry]
@@ -100,13 +125,20 @@ class EngineSettings:
         text = json.dumps(dict(self.entries))
         return [shlex.quote(text) if shell else text]
 
+    def knobs(self) -> dict[str, str]:
+        """Every entry as text, keyed by its name (a flag keeps its dashes); a JSON value of
+        ``speculative_config`` is its JSON text. What ``--batch --emit`` will carry per answer."""
+        return {name: value if isinstance(value, str) else json.dumps(value)
+                for name, value in self.entries}
+
     def to_json(self) -> dict[str, Any]:
         """``{"engine", "env": {...}}``, ``{"engine", "speculative_config": {...}}`` or
-        ``{"engine", "args": [...]}``."""
+        ``{"engine", "args": [...]}``, each with ``"warnings"``."""
         if self.form == "args":
-            return {"engine": self.engine,
-                    "args": [part for entry in self.entries for part in entry]}
-        return {"engine": self.engine, self.form: dict(self.entries)}
+            body: Any = [part for entry in self.entries for part in entry]
+        else:
+            body = dict(self.entries)
+        return {"engine": self.engine, self.form: body, "warnings": list(self.warnings)}
 
 
 def engine_settings(resolution: Any, engine: str) -> EngineSettings:
@@ -121,33 +153,61 @@ def engine_settings(resolution: Any, engine: str) -> EngineSettings:
     if row.with_rates is not None and not resolution.rates_derived:
         entries = row.with_rates
     as_text = row.form != "speculative_config"
-    return EngineSettings(engine, row.form, tuple(
-        (name, _value(value, resolution, as_text)) for name, value in entries))
+    values = tuple((name, _value(value, resolution, as_text)) for name, value in entries)
+    warnings = tuple(
+        f"{name}={text} is not a whole number: {why}"
+        for name, text in values if (why := row.whole_only.get(name)) and not text.isdigit())
+    return EngineSettings(engine, row.form, values, warnings)
 
 
-def decimal_text(x: float) -> str:
-    """The shortest decimal that reads back to ``x`` (``repr``): 2.78, 1.0, 4.0."""
-    return repr(float(x))
+def number_text(x: float | Decimal) -> str:
+    """The shortest decimal that reads back to ``x``, positional, a whole number without ``.0``:
+    ``4.07``, ``4``, ``0.00001`` (never ``1e-05``)."""
+    # Imported here: ``registry resolve`` loads this module for its --emit choices, and
+    # decimal is start-up time of every run that only --emit uses.
+    from decimal import Decimal
+
+    d = x if isinstance(x, Decimal) else Decimal(repr(float(x)))
+    if d == d.to_integral_value():
+        return str(int(d))
+    return format(d.normalize(), "f")
 
 
 def minus_one_text(x: float) -> str:
-    """``x`` − 1 computed in decimal from :func:`decimal_text`: 2.78 gives ``1.78``."""
-    # Imported here: ``registry resolve`` loads this module for its --emit choices, and
-    # decimal is 1.4 ms of every run's start-up that only --emit uses.
+    """``x`` − 1 computed in decimal from ``x``'s shortest text: 2.78 gives ``1.78``."""
     from decimal import Decimal
 
-    return format(Decimal(decimal_text(x)) - 1, "f")
+    return number_text(Decimal(repr(float(x))) - 1)
+
+
+def rate_text(al: float, k: int, stated: float | None = None) -> str:
+    """(AL − 1) / K from AL's shortest text, exactly, then its shortest decimal; ``stated`` (the
+    resolution's rate) is used instead when it is the same float within rounding and shorter,
+    as a rate stated on the command line (0.7, whose AL 1 + 0.7 × 3 is 3.0999999999999996) is."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    exact = Fraction(Decimal(repr(float(al))) - 1) / k
+    near = float(exact)
+    text = number_text(near)
+    if stated is not None and math.isfinite(stated) and \
+            abs(stated - near) <= 4 * math.ulp(near) and len(number_text(stated)) < len(text):
+        return number_text(stated)
+    return text
 
 
 def _value(value: Value, r: Any, as_text: bool) -> Any:
     if not isinstance(value, _Quantity):
         return value
     if value is AL:
-        return decimal_text(r.acceptance_length) if as_text else float(r.acceptance_length)
+        return number_text(r.acceptance_length) if as_text else float(r.acceptance_length)
     if value is AL_MINUS_1:
         text = minus_one_text(r.acceptance_length)
+        return text if as_text else float(text)
+    if value is RATE:
+        text = rate_text(r.acceptance_length, r.num_spec_tokens, r.acceptance_rate)
         return text if as_text else float(text)
     if value is K:
         return str(r.num_spec_tokens) if as_text else r.num_spec_tokens
     rates = [float(p) for p in r.per_position_rates]
-    return ",".join(decimal_text(p) for p in rates) if as_text else rates
+    return ",".join(number_text(p) for p in rates) if as_text else rates

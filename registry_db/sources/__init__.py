@@ -38,6 +38,9 @@ SOURCES: dict[str, str] = {
     "profile-set": "registry_db.sources.profile_set",
     "inferencex": "registry_db.sources.inferencex",
     "vllm-metrics": "registry_db.sources.vllm_metrics",
+    "atom-metrics": "registry_db.sources.atom_metrics",
+    "sglang": "registry_db.sources.sglang",
+    "trtllm-stats": "registry_db.sources.trtllm_stats",
 }
 
 

@@ -1,16 +1,17 @@
 """InferenceX's golden AL curves (``golden_al_distribution/*.yaml``) read as profile sets.
 
-A curve file is a comment header (read by :mod:`registry_db.sources.inferencex_header`) and a
-body ``MODEL: {thinking_on: {K: AL}, thinking_off: {K: AL}}``. Each (thinking mode, K) cell
-becomes one profile: category from the ``dataset:`` line, method from the "Measured on" line
-(lower-cased), the AL exactly as written, ``method: measured``, and a provenance per thinking
-mode from the header. A header that says the values were copied or are provisional makes the
-file ``copied`` instead, or refuses it when it does not say from where.
+A curve file (read by :mod:`registry_db.sources.inferencex_curve`) is a comment header of facts
+(:mod:`registry_db.sources.inferencex_forms`) and a body of cells ``MODEL: {thinking_on: {K:
+AL}}``, a cell perhaps followed by a counter comment. Each (thinking mode, K) cell becomes one
+profile: the AL exactly as written, the counts when given,
+``method: measured`` with a provenance per thinking mode built from the header's facts and what
+the user says of the file (flags, the map's ``files:`` entry). A header that says the values
+were copied makes ``copied`` profiles whose ``copied_from`` names the source curve's profile.
 
-Nothing is invented: a value the header does not state is left out, or, when the spec requires
-it (the engine image, hardware and sampling of a measured profile), the file is refused with
-what to add. Every problem of every file is reported at once, as findings with ``FILE:LINE:COL``;
-when any is an error, no set is returned, so nothing is written.
+Nothing is invented: a fact the file does not state is left out, or, when the spec requires it
+(the image, chip and sampling of a measured profile), the file is refused saying which flag or
+map entry gives it. Every problem of every file is reported at once, with ``FILE:LINE:COL``;
+any error and nothing is written, unless ``keep_going`` leaves out only the files with errors.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from registry_db.errors import Finding, InvalidInput, UsageError, sort_findings
-from registry_db.inputs.schema import is_int, is_number
 from registry_db.model import (
-    CATEGORY_RE,
+    SAMPLING_KEYS,
+    SUM_TOLERANCE,
+    Counts,
     Profile,
     ProfileSet,
     Provenance,
@@ -33,103 +34,77 @@ from registry_db.model import (
     profile_label,
     set_name_problem,
 )
-from registry_db.sources.inferencex_header import Header, read_header
-from registry_db.sources.output import Ingested, rendered, safe_name, spec_problems
+from registry_db.sources.inferencex_curve import Cell, Curve, read_curve
+from registry_db.sources.inferencex_facts import Fact, Facts, Origin, field_label, shown
+from registry_db.sources.inferencex_header import rounds_to
+from registry_db.sources.inferencex_map import FLAGS, CurveMap, load_map, user_facts
+from registry_db.sources.inferencex_sets import Built, Where, merge, per_file, spec_say, unused
+from registry_db.sources.output import Ingested, rendered, safe_name
 from registry_db.sources.profile_set import collect_files
-from registry_db.yaml.load import MAX_FILE_BYTES, key_pos, load_file, load_yaml, mark, pos
+
+__all__ = ["NAME", "DESCRIPTION", "CurveMap", "load_map", "read", "read_inferencex"]
 
 NAME = "inferencex"
 DESCRIPTION = "InferenceX golden AL curves (golden_al_distribution/*.yaml), or folders of them"
 
-MODES = {"thinking_on": "on", "thinking_off": "off"}
-#: Cell values the collectors write for a cell that produced no AL: left out, with a warning.
-NOT_MEASURED = ("N/A", None)
-METADATA_KEY = "_metadata"
+#: Facts that describe a measurement: a copied curve never takes them from a flag.
+MEASURED = ("hardware", "engine_image", "tp", "benchmark", "prompts")
+YAML_NAMES = (".yaml", ".yml")
 
 
-@dataclass(frozen=True)
-class CurveMap:
-    """``--map``: source model spellings to catalog names, and per-file method names."""
+@dataclass
+class _Run:
+    """One call's inputs and what it has found so far."""
 
-    models: Mapping[str, str] = field(default_factory=dict)
-    #: input file name (``minimaxm3_eagle3_gqa.yaml``) -> the method its profiles get
-    methods: Mapping[str, str] = field(default_factory=dict)
-    file: str | None = None
-    #: (line, column) of each entry, so that an entry no input used can be pointed at
-    where: Mapping[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
-
-
-def load_map(path: str) -> CurveMap:
-    """Read a ``--map`` file: ``models:`` and ``methods:``, each a mapping of text to text.
-
-    Raises :class:`InvalidInput` with every problem of the file.
-    """
-    doc = load_file(path, path)
-    problems: list[Finding] = []
-
-    def bad(where: tuple[int, int], at: str, code: str, message: str) -> None:
-        problems.append(Finding(path, where[0], where[1], at, code, message))
-
-    out: dict[str, dict[str, str]] = {"models": {}, "methods": {}}
-    where: dict[tuple[str, str], tuple[int, int]] = {}
-    if not isinstance(doc, dict):
-        bad(mark(doc) if mark(doc) != (0, 0) else (1, 1), "", "wrong_type",
-            "a map file is a mapping with 'models:' and/or 'methods:'")
-        raise InvalidInput(problems)
-    for section, value in doc.items():
-        if section not in out:
-            bad(key_pos(doc, section), str(section), "unknown_key",
-                f"{section!r} is not a map section; use 'models' (source spelling: catalog "
-                "name) or 'methods' (input file name: method name)")
-            continue
-        if not isinstance(value, dict):
-            bad(pos(doc, section), section, "wrong_type",
-                f"{section} is a mapping of names to names")
-            continue
-        for key, target in value.items():
-            if not isinstance(key, str) or not isinstance(target, str) or not target.strip():
-                bad(pos(value, key), f"{section}.{key}", "wrong_type",
-                    f"{section}: {key!r} must map a name to a non-empty name")
-                continue
-            out[section][key] = target
-            where[(section, key)] = key_pos(value, key)
-    if problems:
-        raise InvalidInput(problems)
-    return CurveMap(out["models"], out["methods"], path, where)
+    curve_map: CurveMap
+    flags: Mapping[str, Any]
+    source_base: str | None
+    used: set[tuple[str, str]] = field(default_factory=set)
+    curves: list[Curve] = field(default_factory=list)
 
 
 def read_inferencex(paths: Iterable[str], *, name: str | None = None,
                     curve_map: CurveMap | None = None, engine_image: str | None = None,
-                    source_base: str | None = None) -> Ingested:
+                    source_base: str | None = None, hardware: str | None = None,
+                    category: str | None = None, tp: int | None = None,
+                    benchmark: str | None = None, prompts: int | None = None,
+                    keep_going: bool = False) -> Ingested:
     """Read golden AL files (or folders of them) into profile sets, rendered and validated.
 
     One set per file, named after the file, unless ``name`` merges every file into one set.
-    ``engine_image`` is the image the curves were measured with (these files rarely state one);
-    ``source_base`` turns each file's path into ``<source_base>/<file name>`` in the provenance.
-    Raises :class:`InvalidInput` carrying every finding when any is an error.
+    The flags (``engine_image``, ``hardware``, ...) say for every file what its header does
+    not; the map's ``files:`` entry says it for one. ``source_base`` makes each file's source
+    ``<source_base>/<file name>``. Raises :class:`InvalidInput` carrying every finding when any
+    is an error; with ``keep_going``, the files without errors are returned and the others'
+    findings are the result's ``refused``.
     """
     if name is not None and set_name_problem(name):
         raise UsageError(f"--name {name!r} cannot name a set: {set_name_problem(name)}")
-    curve_map = curve_map or CurveMap()
+    flags = {"engine_image": engine_image, "hardware": hardware, "category": category,
+             "tp": tp, "benchmark": benchmark, "prompts": prompts}
+    run = _Run(curve_map or CurveMap(), flags, source_base)
     findings: list[Finding] = []
-    used: set[tuple[str, str]] = set()
-    curves: list[tuple[str, list[Profile], dict[tuple, tuple[int, int]]]] = []
     for path in collect_files(paths, findings):
-        file = str(path)
-        profiles, where = _read_file(path, file, curve_map, engine_image, source_base,
-                                     used, findings)
-        curves.append((file, profiles, where))
-    for (section, key), at in curve_map.where.items():
-        if (section, key) not in used:
-            findings.append(Finding(curve_map.file or "", at[0], at[1], f"{section}.{key}",
-                                    "unused_map_entry",
-                                    f"{key!r} matched no input; check its spelling",
-                                    severity="warning"))
-    sets = _merge(curves, name, findings) if name is not None else _per_file(curves, findings)
-    findings = sort_findings(findings)
-    if any(f.is_error for f in findings):
+        curve = read_curve(path, str(path), findings)
+        if curve is not None:
+            run.curves.append(curve)
+    built: list[Built] = []
+    for curve in run.curves:
+        made = _build(curve, run)
+        findings.extend(curve.facts.findings)
+        if made is not None and not any(f.is_error for f in curve.facts.findings):
+            if not spec_say(curve.file, *made, findings):
+                built.append((curve.file, *made))
+    referred = [c.header.copy_source[0] for c in run.curves if c.header.copy_source]
+    findings.extend(unused(run.curve_map, [c.name for c in run.curves] + referred, run.used))
+    sets = merge(built, name, findings) if name is not None else per_file(built, findings)
+    findings = sort_findings(list(dict.fromkeys(findings)))
+    bad = {f.file for f in findings if f.is_error}
+    if bad and not keep_going:
         raise InvalidInput(findings)
-    return rendered(sets, findings)
+    result = rendered(sets, [f for f in findings if f.file not in bad])
+    return Ingested(result.sets, result.texts, result.warnings,
+                    tuple(f for f in findings if f.file in bad))
 
 
 def read(paths: Iterable[str | os.PathLike], **options: Any
@@ -142,258 +117,268 @@ def read(paths: Iterable[str | os.PathLike], **options: Any
     return list(result.sets), list(result.warnings)
 
 
-def _per_file(curves: list, findings: list[Finding]) -> list[ProfileSet]:
-    sets: list[ProfileSet] = []
-    named: dict[str, str] = {}
-    for file, profiles, _ in curves:
-        set_name = safe_name(Path(file).stem)
-        if set_name in named:
-            findings.append(Finding(file, 1, 1, "", "duplicate_set_name",
-                                    f"this file's set would be named {set_name!r}, as "
-                                    f"{named[set_name]}'s is; give --name to merge them, or "
-                                    "rename one file"))
-        named[set_name] = file
-        if profiles:
-            sets.append(ProfileSet(set_name, (), tuple(profiles)))
-    return sets
+# --- one curve's profiles ------------------------------------------------------------------------
+
+class _Key(NamedTuple):
+    """A curve's model, method and category: what its profiles' keys share."""
+
+    model: str
+    method: str
+    category: str
 
 
-def _merge(curves: list, name: str, findings: list[Finding]) -> list[ProfileSet]:
-    profiles: list[Profile] = []
-    seen: dict[tuple, tuple[str, tuple[int, int]]] = {}
-    for file, file_profiles, where in curves:
-        for p in file_profiles:
-            if p.key in seen:
-                other, (line, _) = seen[p.key]
-                here = where[p.key]
-                findings.append(Finding(
-                    file, here[0], here[1], p.label, "duplicate_profile_key",
-                    f"profile {p.label} is in both {other} (line {line}) and {file}; one set "
-                    f"holds one value per key: give one curve its own method name with --map "
-                    f"(methods: {{{Path(file).name}: {p.speculative_method}-VARIANT}}), or "
-                    "leave out --name to make one set per file"))
-                continue
-            seen[p.key] = (file, where[p.key])
-            profiles.append(p)
-    return [ProfileSet(name, (), tuple(profiles))] if profiles else []
-
-
-def _read_file(path: Path, file: str, curve_map: CurveMap, engine_image: str | None,
-               source_base: str | None, used: set, findings: list[Finding]
-               ) -> tuple[list[Profile], dict[tuple, tuple[int, int]]]:
-    """One file's profiles and where each cell was written; problems go to ``findings``."""
-    try:
-        data = path.read_bytes()[:MAX_FILE_BYTES + 1]
-    except OSError as exc:
-        findings.append(Finding(file, 0, 0, "", "unreadable_file",
-                                f"cannot read the file: {exc.strerror or exc}"))
-        return [], {}
-    header, problems = read_header(data.decode("utf-8", errors="replace"), file)
-    findings.extend(problems)
-    try:
-        doc = load_yaml(data, file) if len(data) <= MAX_FILE_BYTES else None
-    except InvalidInput as exc:
-        findings.extend(exc.findings)
-        return [], {}
-    if doc is None:
-        findings.append(Finding(file, 0, 0, "", "file_too_large",
-                                f"the file is larger than {MAX_FILE_BYTES} bytes"))
-        return [], {}
-    errors_before = sum(f.is_error for f in findings)
-    body = _body(doc, file, findings)
-    if body is None:
-        return [], {}
-    source_model, cells = body
-    modes = sorted({cell[0] for cell in cells})
-    fixed = _fixed_fields(header, file, source_model, modes, curve_map, engine_image,
-                          source_base, used, findings)
-    if fixed is None or sum(f.is_error for f in findings) > errors_before:
-        return [], {}
-    model, method, category, provenances, copied = fixed
-    profiles, where = [], {}
-    for mode, k, al, at in cells:
-        copied_from = rationale = None
-        if copied is not None:
-            copied_from = profile_label(copied[0], method, k, mode, category)
-            rationale = copied[1]
-        p = Profile(model=model, speculative_method=method, num_spec_tokens=k, thinking=mode,
-                    category=category, acceptance_length=float(al),
-                    method="measured" if copied is None else "copied",
-                    provenance=provenances[mode], rationale=rationale, copied_from=copied_from)
-        profiles.append(p)
-        where[p.key] = at
-    if any(f.is_error and f.file == file for f in findings):
-        return [], {}  # refused already, at the header line that says why
-    refused = False
-    for index, what, f in spec_problems(ProfileSet("curve", (), tuple(profiles))):
-        # At the cell that made the profile (the dataset line for the category): the user
-        # never sees the YAML the finding was made on.
-        at = where[profiles[index].key] if index is not None else (1, 1)
-        if what == "category" and header.category is not None:
-            at = header.category[1]
-        findings.append(Finding(file, at[0], at[1], what, f.code, f.message))
-        refused = True
-    return ([], {}) if refused else (profiles, where)
-
-
-def _body(doc: Any, file: str, findings: list[Finding]
-          ) -> tuple[str, list[tuple[str, int, Any, tuple[int, int]]]] | None:
-    """``MODEL: {thinking_on: {K: AL}}``: the source's model name and the measured cells."""
-    def error(where: tuple[int, int], at: str, code: str, message: str) -> None:
-        findings.append(Finding(file, max(where[0], 1), max(where[1], 1), at, code, message))
-
-    shape = "MODEL: {thinking_on: {K: AL}, thinking_off: {K: AL}}"
-    if not isinstance(doc, dict):
-        error(mark(doc), "", "not_a_curve", f"not an InferenceX golden AL file: the body is "
-              f"not a mapping {shape}")
-        return None
-    models = [k for k in doc if k != METADATA_KEY]
-    if len(models) != 1:
-        where = key_pos(doc, models[1]) if len(models) > 1 else mark(doc)
-        what = (f"{len(models)} model keys ({', '.join(map(repr, models))})" if models
-                else "no model key")
-        error(where, str(models[1]) if len(models) > 1 else "", "not_one_model",
-              f"{what}; a golden AL file holds exactly one model's curve, {shape}")
-        return None
-    model = models[0]
-    modes = doc[model]
-    if not isinstance(model, str) or not isinstance(modes, dict) or not modes:
-        error(pos(doc, model), str(model), "not_a_curve",
-              f"not an InferenceX golden AL file: expected {shape}")
-        return None
-    cells = []
-    for mode_key, values in modes.items():
-        at = f"{model}.{mode_key}"
-        if mode_key not in MODES:
-            error(key_pos(modes, mode_key), at, "unknown_mode",
-                  f"{mode_key!r} is not a thinking mode; use thinking_on or thinking_off")
-            continue
-        if not isinstance(values, dict) or not values:
-            error(pos(modes, mode_key), at, "not_a_curve",
-                  f"{mode_key} must map each K (num_speculative_tokens) to its AL")
-            continue
-        for k, al in values.items():
-            cell = f"{at}.{k}"
-            if not is_int(k) or k < 1:
-                error(key_pos(values, k), cell, "bad_k",
-                      f"K {k!r} is not a positive integer (num_speculative_tokens)")
-            elif al in NOT_MEASURED:
-                w = pos(values, k)
-                findings.append(Finding(file, w[0], w[1], cell, "cell_not_measured",
-                                        f"{mode_key} K={k} has no value ({al!r}); left out, "
-                                        "never interpolated", severity="warning"))
-            elif not is_number(al):
-                error(pos(values, k), cell, "bad_al", f"AL {al!r} is not a number")
-            elif not math.isfinite(al):
-                error(pos(values, k), cell, "al_not_finite", f"AL {al!r} is not finite")
-            elif not 1 <= al <= k + 1:
-                error(pos(values, k), cell, "al_out_of_range",
-                      f"AL {al!r} lies outside [1, {k + 1}] for K = {k}; AL counts the bonus "
-                      "token, so it is at least 1 and at most K + 1")
-            else:
-                cells.append((MODES[mode_key], k, al, pos(values, k)))
-    return model, cells
-
-
-def _fixed_fields(h: Header, file: str, source_model: str, modes: list[str], curve_map: CurveMap,
-                  engine_image: str | None, source_base: str | None, used: set,
-                  findings: list[Finding]) -> tuple | None:
-    """Model, method, category, a provenance per mode and the copy (model, rationale)."""
-    def error(where: tuple[int, int], code: str, message: str) -> None:
-        findings.append(Finding(file, where[0], where[1], "header", code, message))
-
-    top = (1, 1)
-    model = curve_map.models.get(source_model, source_model)
-    if source_model in curve_map.models:
-        used.add(("models", source_model))
-    # A copied curve's "Measured on" line names the model it was measured on: no mismatch.
-    copy_source = h.copied_from[0] if h.copied_lines and h.copied_from else None
-    if h.measured_model and h.measured_model[0] not in (source_model, copy_source):
-        findings.append(Finding(file, *h.measured_model[1], "header", "model_mismatch",
-                                f"the header measured {h.measured_model[0]!r} but the values "
-                                f"are under {source_model!r}; the values' key is used",
-                                severity="warning"))
-    stated = [m for m in (h.method, h.key_method, h.spec_method) if m is not None]
-    for other in stated[1:]:
-        if other[0] != stated[0][0]:
-            error(other[1], "method_mismatch",
-                  f"the header names method {other[0]!r} here but {stated[0][0]!r} on line "
-                  f"{stated[0][1][0]}; fix the header")
-    method = curve_map.methods.get(Path(file).name)
+def _key(curve: Curve, run: _Run, report: Facts) -> _Key | None:
+    """The model (map, else the body's), method (map, else the header's) and category (the
+    header's, or the user's); what is missing is an error in ``report``."""
+    top = Origin(curve.file, 1, 1, "line 1")
+    facts, mapped = curve.facts, run.curve_map
+    model = mapped.model(curve.name, curve.model)
+    if model is not None:
+        run.used.add(model[1])
+    method = mapped.method(curve.name)
     if method is not None:
-        used.add(("methods", Path(file).name))
-    elif stated:
-        method = stated[0][0]
-    else:
-        error(top, "no_method", "the header has no 'Measured on MODEL (CHIP, vLLM METHOD)' "
-              "line, so the speculative method is unknown; add it, or name the method for "
-              f"this file in --map (methods: {{{Path(file).name}: METHOD}})")
-    category = None
-    if h.category is None:
-        error(top, "no_category", "the header has no 'dataset: CATEGORY' line, so the "
-              "workload category is unknown; add it")
-    elif not CATEGORY_RE.fullmatch(h.category[0]):
-        error(h.category[1], "bad_category", f"dataset {h.category[0]!r} is not a category: "
-              "lower-case letters, digits, '_' and '-'")
-    else:
-        category = h.category[0]
-    copied = None
-    if h.copied_lines:
-        line = h.copied_lines[0][0]
-        if h.copied_from is None:
-            error((line, 1), "copied_without_source",
-                  "the header says these values are copied or provisional, but not from which "
-                  "curve; a copied profile names its source: add a header line "
-                  "'# copied from MODEL' naming the model whose curve was used")
-        else:
-            source = curve_map.models.get(h.copied_from[0], h.copied_from[0])
-            if h.copied_from[0] in curve_map.models:
-                used.add(("models", h.copied_from[0]))
-            copied = (source, " ".join(text for _, text in h.copied_lines))
-    image = engine_image or h.engine_image
-    if engine_image and h.engine_image and engine_image != h.engine_image:
-        error(top, "engine_image_mismatch", f"--engine-image {engine_image!r} differs from "
-              f"the header's image {h.engine_image!r}; leave out --engine-image or fix it")
-    if not h.copied_lines:
-        if image is None:
-            error(top, "missing_engine_image", "the file states no engine image, which a "
-                  "measured profile requires; give --engine-image IMAGE, the image the curve "
-                  "was measured with (it is never guessed)")
-        if h.hardware is None:
-            error(top, "no_hardware", "the header names no chip ('Measured on MODEL (CHIP, "
-                  "...)'), which a measured profile requires; add it")
+        run.used.add(method[1])
+    elif (stated := facts.stated("method")) is not None:
+        method = (stated.value, ("", ""))
+    elif "method" not in facts.unreadable:
+        report.error(top, "no_method", "the header names no speculative method ('Measured on "
+                     "MODEL (CHIP, vLLM METHOD)', 'method: M', a speculative config); name it "
+                     f"in --map (files: {{{curve.name}: {{method: METHOD}}}})")
+    user = user_facts(mapped, curve.name, run.flags)
+    category = _agreed(curve, "category", None, user, report)
+    if category is None and "category" not in facts.unreadable:
+        report.error(top, "no_category", "the header states no workload category ('dataset: "
+                     "coding'); give --category C, or in --map files: "
+                     f"{{{curve.name}: {{category: C}}}}")
     if method is None or category is None:
         return None
-    source = f"{source_base.rstrip('/')}/{Path(file).name}" if source_base else file
-    provenances = {mode: _provenance(h, mode, source, image, copied is None, file, findings)
-                   for mode in modes}
-    return model, method, category, provenances, copied
+    return _Key(model[0] if model else curve.model, method[0], category.value)
 
 
-def _provenance(h: Header, mode: str, source: str, image: str | None, measured: bool,
-                file: str, findings: list[Finding]) -> Provenance:
-    line = h.modes.get(mode)
-    sampling = dict(h.sampling, **(line.sampling if line else {}))
-    settings: dict[str, Any] = dict(h.settings, **(line.settings if line else {}))
-    settings.update(h.spec_settings)
-    if h.draft_model:
-        settings["draft_model"] = h.draft_model
-    where = (line.line, 1) if line else (1, 1)
-    if "temperature" not in sampling and sampling:
-        findings.append(Finding(file, *where, "header", "no_temperature" if measured else
-                                "sampling_left_out",
-                                f"thinking_{mode} states sampling but no temperature"
-                                + ("; a measured profile needs it: add it to the dataset line "
-                                   f"or a thinking_{mode} line" if measured else
-                                   "; its sampling is left out"),
-                                severity="error" if measured else "warning"))
-    elif "temperature" not in sampling and measured:
-        findings.append(Finding(file, *where, "header", "no_temperature",
-                                f"the header states no temperature for thinking_{mode}; a "
-                                "measured profile needs its sampling: add 'temperature: T' to "
-                                f"the dataset line or a thinking_{mode} line"))
+def _agreed(curve: Curve, name: str, mode: str | None, user: Mapping[str, Fact],
+            report: Facts) -> Fact | None:
+    """The header's fact ``name`` for ``mode``, or the user's; both, and they must agree."""
+    said, given = curve.facts.get(name, mode), user.get(name)
+    if said is None or given is None:
+        return said or given
+    same = (str(said.value).lower() == str(given.value).lower() if name == "hardware"
+            else said.value == given.value)
+    if not same:
+        report.error(said.origin, "flag_disagrees",
+                     f"{given.origin.label} differs from the header's {field_label(name)} "
+                     f"{shown(said.value)} ({said.origin.label}); leave it out for "
+                     f"{curve.name}, or fix the header")
+    return said
+
+
+def _build(curve: Curve, run: _Run) -> tuple[ProfileSet, Where] | None:
+    """The curve's set, and where each profile's facts came from (for the validator's say)."""
+    facts = curve.facts
+    key = _key(curve, run, facts)
+    copied = bool(curve.header.copied)
+    user = user_facts(run.curve_map, curve.name, run.flags)
+    if copied:
+        for f in run.curve_map.facts(curve.name):
+            if f.name in ("hardware", "engine_image"):
+                facts.error(f.origin, "copy_not_measured",
+                            f"{curve.name} says its values were copied, so its {f.name} is its "
+                            "source's, which its header states; remove the entry",
+                            path=f"files.{curve.name}.{f.name}")
+        # flags describe the inputs' measurements, and a copy's chip and image its source's
+        user = {n: f for n, f in user.items()
+                if not ((n in MEASURED and f.origin.file == "") or n in ("hardware",
+                                                                       "engine_image"))}
+    stated = facts.stated("model")
+    if stated and not copied and stated.value != curve.model:
+        facts.warn(stated.origin, "model_mismatch",
+                   f"the header measured {stated.value!r} but the values are under "
+                   f"{curve.model!r}; the values' key is used")
+    _check_declared(curve)
+    source = (f"{run.source_base.rstrip('/')}/{curve.name}" if run.source_base else curve.file)
+    where: Where = {("cell", c.mode, c.k): Origin(curve.file, *c.where, f"line {c.where[0]}")
+                     for c in curve.cells}
+    for name, path in (("category", "category"), ("method", "speculative_method")):
+        given = facts.stated(name) or user.get(name)
+        if given is not None:
+            where[(None, path)] = given.origin
+    provenances = {}
+    for mode in sorted({c.mode for c in curve.cells}):
+        provenances[mode], origins = _provenance(curve, mode, source, user, copied)
+        where.update(((mode, name), origin) for name, origin in origins.items())
+    if key is None:
+        return None  # after the provenances, so that everything missing is said at once
+    copy = _copy_source(curve, run) if copied else None
+    if copied and copy is None:
+        return None
+    profiles = []
+    for cell in curve.cells:
+        copied_from = None if copy is None else _copied_from(curve, copy, key, cell)
+        counts = facts.counts(cell.mode, cell.k)
+        if counts is not None:
+            _check_counts(curve, cell, counts)
+        profiles.append(Profile(
+            model=key.model, speculative_method=key.method, num_spec_tokens=cell.k,
+            thinking=cell.mode, category=key.category, acceptance_length=cell.al,
+            method="copied" if copied else "measured", provenance=provenances[cell.mode],
+            rationale=curve.header.rationale, copied_from=copied_from,
+            counts=None if counts is None else counts.value))
+    caveats = tuple(dict.fromkeys(f.value for f in facts.caveats))
+    return ProfileSet(safe_name(curve.path.stem), caveats, tuple(profiles)), where
+
+
+def _provenance(curve: Curve, mode: str, source: str, user: Mapping[str, Fact], copied: bool
+                ) -> tuple[Provenance, dict[str, Origin]]:
+    """Thinking mode ``mode``'s provenance, and where each field of it came from."""
+    facts, where = curve.facts, {}
+    top = Origin(curve.file, 1, 1, "line 1")
+
+    def value(name: str) -> Any:
+        f = _agreed(curve, name, mode, user, facts)
+        if f is None:
+            return None
+        where[name] = f.origin
+        return f.value
+
+    fields = {name: value(name) for name in ("run", "benchmark", "prompts", "hardware",
+                                              "engine_image", "tp")}
+    sampling = {k: value(f"sampling.{k}") for k in SAMPLING_KEYS}
+    settings = [(f.name.split(".", 1)[1], f) for f in facts.prefixed("settings.", mode)]
+    if (draft := facts.get("draft_model", mode)) is not None:
+        settings.append(("draft_model", draft))
+    for setting, f in settings:
+        where[f"settings.{setting}"] = f.origin
+    if not copied:
+        for name, code, what in (("engine_image", "missing_engine_image", "IMAGE"),
+                                 ("hardware", "no_hardware", "CHIP")):
+            if fields[name] is None and name not in facts.unreadable:
+                flag = FLAGS[name]
+                facts.error(top, code,
+                            f"the file states no {name.replace('_', ' ')}, which a measured "
+                            f"profile requires; give {flag} {what}, or in --map files: "
+                            f"{{{curve.name}: {{{name}: {what}}}}} (it is never guessed)")
+    has_temperature = sampling["temperature"] is not None
+    if not has_temperature and "sampling.temperature" not in facts.unreadable and (
+            not copied or any(v is not None for v in sampling.values())):
+        # at the mode's own line when it has one, else where the shared sampling is stated
+        said = next((f.origin for f in facts.by_key.values() if f.mode == mode),
+                    next((f.origin for f in facts.prefixed("sampling.", mode)), top))
+        line = said._replace(column=1)
+        message = (f"the file states no temperature for thinking_{mode}; a measured profile "
+                   "needs its sampling: add 'temperature: T' to the header, or in --map files: "
+                   f"{{{curve.name}: {{sampling: {{temperature: T}}}}}}")
+        if copied:
+            facts.warn(line, "sampling_left_out", f"thinking_{mode} states sampling but no "
+                       "temperature; its sampling is left out")
+        else:
+            facts.error(line, "no_temperature", message)
     return Provenance(
-        source=source, run=h.run, benchmark=h.benchmark, hardware=h.hardware,
-        engine_image=image, tp=h.tp,
-        sampling=Sampling(**sampling) if "temperature" in sampling else None,
-        settings=tuple(settings.items()))
+        source=source, **fields,
+        sampling=Sampling(**sampling) if has_temperature else None,
+        settings=tuple((n, f.value) for n, f in settings)), where
+
+
+def _check_counts(curve: Curve, cell: Cell, counts: Fact) -> None:
+    """The file's rounded AL must be 1 + accepted / drafts to its rounding."""
+    c: Counts = counts.value
+    exact = 1 + c.accepted_tokens / c.drafts if c.drafts else math.inf
+    # Beyond SUM_TOLERANCE the validator's own counts rule refuses it, with its message.
+    if not rounds_to(exact, cell.text) and abs(exact - cell.al) <= SUM_TOLERANCE:
+        elsewhere = (f" (the counts on {counts.origin.label})"
+                     if counts.origin.line != cell.where[0] else "")
+        curve.facts.warn(Origin(curve.file, *cell.where, f"line {cell.where[0]}"),
+                         "al_disagrees_with_counts",
+                         f"AL {cell.text} is not 1 + accepted / drafts = 1 + "
+                         f"{c.accepted_tokens} / {c.drafts} = {exact:.6g}{elsewhere} to its "
+                         "rounding; the file's AL is kept")
+
+
+def _check_declared(curve: Curve) -> None:
+    """A header that lists the draft lengths or modes it ran (the JSON block's MTP_LIST and
+    THINKING_MODES) must list what the body holds."""
+    cells = curve.cells
+    for name, have in (("ks", {c.k for c in cells}), ("modes", {c.mode for c in cells})):
+        said = curve.facts.get(name)
+        if said is not None and set(said.value) != have:
+            curve.facts.warn(said.origin, "header_body_differ",
+                             f"the header lists {' '.join(map(str, said.value))} but the body "
+                             f"holds {' '.join(sorted(map(str, have)))}")
+
+
+# --- copies --------------------------------------------------------------------------------------
+
+class _Source(NamedTuple):
+    """What a copy was copied from: its model, and when its curve was read, its key and cells."""
+
+    model: str
+    key: _Key | None
+    cells: dict[tuple[str, int], Cell] | None
+    name: str
+
+
+def _copy_source(curve: Curve, run: _Run) -> _Source | None:
+    """The curve a copy names: among the inputs, beside the copy, or in the map."""
+    facts, said = curve.facts, curve.header.copy_source
+    if said is None:
+        line = curve.header.copied[0]
+        facts.error(Origin(curve.file, line.number, 1, f"line {line.number}"),
+                    "copied_without_source", "the header says these values are copied or "
+                    "provisional, but not from which curve; a copied profile names its source: "
+                    "add a header line 'copied from FILE.yaml' (or 'copied from MODEL')")
+        return None
+    name, origin = said
+    if not name.endswith(YAML_NAMES):  # a model, as the header spells it
+        mapped = run.curve_map.model(None, name)
+        if mapped is not None:
+            run.used.add(mapped[1])
+        return _Source(mapped[0] if mapped else name, None, None, name)
+    inputs = [c for c in run.curves if c.name == name]
+    source = next((c for c in inputs if c.path.parent == curve.path.parent),
+                  inputs[0] if inputs else None)
+    beside = curve.path.parent / name
+    if source is None and beside.is_file():
+        problems: list[Finding] = []
+        source = read_curve(beside, str(beside), problems)
+        if source is None:
+            first = next(f for f in problems if f.is_error)
+            facts.error(origin, "copied_source_unreadable",
+                        f"copied from {name}, and {beside} is not a curve it can read: "
+                        f"{first.render()}")
+            return None
+    if source is not None:
+        key = _key(source, run, Facts(source.file))
+        if key is None:
+            facts.error(origin, "copied_source_unreadable",
+                        f"copied from {name}, whose curve does not say its method and category; "
+                        f"name them in --map (files: {{{name}: {{method: M, category: C}}}})")
+            return None
+        return _Source(key.model, key, {(c.mode, c.k): c for c in source.cells}, name)
+    mapped = run.curve_map.model(name, None)
+    if mapped is not None:
+        run.used.add(mapped[1])
+        return _Source(mapped[0], None, None, name)
+    facts.error(origin, "copied_source_unknown",
+                f"copied from {name}, which is neither among the inputs nor beside this file, so "
+                f"the model it belongs to is unknown; give {name} as an input, or name its model "
+                f"in --map (files: {{{name}: {{model: MODEL}}}})")
+    return None
+
+
+def _copied_from(curve: Curve, source: _Source, key: _Key, cell: Cell) -> str:
+    """The source profile's label (``model/method/kK/thinking-MODE/category``), never a file."""
+    label_key = source.key or _Key(source.model, key.method, key.category)
+    label = profile_label(label_key.model, label_key.method, cell.k, cell.mode,
+                          label_key.category)
+    if source.cells is not None:
+        origin = Origin(curve.file, *cell.where, f"line {cell.where[0]}")
+        theirs = source.cells.get((cell.mode, cell.k))
+        if theirs is None:
+            curve.facts.error(origin, "copied_cell_missing",
+                              f"copied from {source.name}, which has no thinking_{cell.mode} "
+                              f"K={cell.k}; fix the header or the value")
+        elif theirs.al != cell.al:
+            curve.facts.warn(origin, "copied_value_differs",
+                             f"copied from {source.name}, whose thinking_{cell.mode} K={cell.k} "
+                             f"is {theirs.text}, but this file says {cell.text}")
+    return label
+
+

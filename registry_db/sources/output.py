@@ -31,6 +31,9 @@ class Ingested:
     sets: tuple[ProfileSet, ...]
     texts: tuple[str, ...]
     warnings: tuple[Finding, ...] = ()
+    #: Every finding of the inputs left out because they had errors (only when the caller
+    #: asked to keep going past them: ``ingest inferencex --keep-going``).
+    refused: tuple[Finding, ...] = ()
 
 
 def safe_name(stem: str) -> str:

@@ -8,6 +8,7 @@ one rule that spans files: two files may not declare one set.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,20 @@ def read(paths: Iterable[str | os.PathLike], *,
     """The source protocol's entry point: :func:`check_paths`."""
     return check_paths(paths, progress)
 
+
+
+def _kind(path: Path) -> str:
+    """What a folder entry that is not a regular file is, as a message names it."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError as exc:
+        return f"it cannot be examined ({exc.strerror or exc})"
+    for test, what in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return what
+    return "not a file"
 
 
 def _skipped_subfolders(folder: Path) -> list[Finding]:
@@ -85,13 +100,20 @@ def collect_files(paths: Iterable[str | os.PathLike],
                                         f"cannot read the folder: {exc.strerror or exc}"))
                 continue
             found = [p for p in entries if p.is_file()]
-            problems.extend(_skipped_subfolders(path))
+            skipped = _skipped_subfolders(path)
+            problems.extend(skipped)
+            said = {f.file for f in skipped}
             for p in entries:
                 if p.is_symlink() and not p.is_file():
                     # is_file() is False for a dangling or looping link: say why it is skipped.
                     problems.append(Finding(str(p), 0, 0, "", "broken_link",
                                             "the link leads to no file (dangling or looping); "
                                             "skipped", severity="warning"))
+                elif not p.is_file() and str(p) not in said:
+                    # Never opened: reading a FIFO would wait for a writer that never comes.
+                    problems.append(Finding(str(p), 0, 0, "", "not_a_file",
+                                            f"{_kind(p)}, not a regular file; skipped",
+                                            severity="warning"))
             if not found:
                 problems.append(Finding(label, 0, 0, "", "no_yaml_files",
                                         "the folder holds no *.yaml or *.yml file"))

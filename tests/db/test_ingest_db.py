@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 
 from registry_db import store
-from registry_db.model import Sampling
+from registry_db.model import Counts, Sampling
 from registry_db.sources.inferencex import read_inferencex
 from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics
 from tests.helpers import run_cli as run
@@ -116,3 +116,61 @@ def test_the_readmes_ingest_example_runs_as_written(tmp_path, monkeypatch):
         if args[0] in ("resolve", "query"):  # what the README shows they print
             printed.append(result.stdout)
     assert "".join(printed) == shown
+
+
+REAL = IX / "real"
+DSV41 = REAL / "wufann-InferenceX-ff6642645ac0" / "dsv41flash_dspark.yaml"
+E2E = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"
+       "golden_al_distribution")
+
+
+def test_the_specs_example_file_ingests_imports_and_resolves(db_url, tmp_path):
+    """dsv41flash_dspark.yaml (wufann/InferenceX ff6642645ac0, README under real/)."""
+    out = tmp_path / "acceptance"
+    ingest_validate_import(db_url, out, "inferencex", DSV41, "--hardware", "b300",
+                           "--prompts", "80", "--source-base", E2E)
+    got = resolve(db_url, "--model", "deepseek-v4.1-flash", "--method", "dspark", "--k", "5",
+                  "--thinking", "off", "--category", "coding")
+    assert (got["acceptance_length"], got["source"]) == (4.07, f"{E2E}/dsv41flash_dspark.yaml")
+
+
+def test_import_of_a_raw_curve_says_what_it_is_and_names_the_ingest_command(db_url):
+    curve = REAL / "SemiAnalysisAI-InferenceX-f0711382f121" / "dsv4_mtp.yaml"
+    for command in (["validate"], ["-d", db_url, "import"]):
+        result = run(*command, curve)
+        assert result.exit_code == 1
+        (line, summary) = result.stderr.splitlines()
+        assert line.startswith(f"{curve}:9:1: (document): this is an InferenceX golden AL curve")
+        assert f"`registry ingest inferencex {curve} -o acceptance/`" in line
+    assert json.loads(run("-d", db_url, "list", "--json").stdout) == []
+
+
+def test_a_fifo_in_an_imported_folder_is_said_skipped(db_url, tmp_path):
+    import os
+
+    (tmp_path / "seed.yaml").write_text((DATA.parent / "valid" /
+                                         "inferencex-golden-al.yaml").read_text())
+    os.mkfifo(tmp_path / "x.yaml")
+    for command in (["validate"], ["-d", db_url, "import"]):
+        result = run(*command, tmp_path)
+        assert result.exit_code == 0, result.output
+        assert (f"{tmp_path / 'x.yaml'}:0:0: (document): warning: a FIFO (named pipe), not a "
+                "regular file; skipped") in result.stderr
+
+
+def test_a_curve_with_counter_comments_imports_its_counts(db_url, engine, tmp_path):
+    """qwen3.827b_bf16_mtp.yaml (SemiAnalysisAI/InferenceX 67ba7fb5ee54, README under real/):
+    each cell's counter comment is the stored profile's counts, with its standard error."""
+    curve = REAL / "SemiAnalysisAI-InferenceX-67ba7fb5ee54" / "qwen3.827b_bf16_mtp.yaml"
+    ingested = read_inferencex([str(curve)])
+    ingest_validate_import(db_url, tmp_path / "acceptance", "inferencex", curve)
+    (stored,) = store.load_sets(engine, ["qwen3.827b_bf16_mtp"])
+    assert stored.content_hash() == ingested.sets[0].content_hash()
+    assert {(p.thinking, p.num_spec_tokens): p.counts for p in stored.profiles}[("on", 3)] == (
+        Counts(drafts=84142, draft_tokens=252426, accepted_tokens=126838))
+    listed = json.loads(run("-d", db_url, "profiles", "--model", "qwen3.8-27b", "--k", "3",
+                            "--thinking", "on", "--json").stdout)
+    ((got,),) = [listed]
+    assert got["acceptance_length"] == 2.51
+    assert got["counts"] == {"drafts": 84142, "draft_tokens": 252426, "accepted_tokens": 126838}
+    assert got["uncertainty"]["drafts"] == 84142 and got["uncertainty"]["exact"] is False

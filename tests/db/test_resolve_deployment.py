@@ -127,6 +127,24 @@ def test_cli_deployment_text_and_emit(url, tmp_path):
     emitted = run(url, *SOLO, "--deployment", path, "--emit", "trtllm").stdout
     assert emitted == ("# pool decode\nTLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=1.5\n"
                        "# pool draft2\nTLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=0.9\n")
+    warned = run(url, *SOLO, "--deployment", path, "--emit", "trtllm").stderr.splitlines()
+    assert [w.split(":")[0:2] for w in warned] == [["warning", " pool decode"],
+                                                   ["warning", " pool draft2"]]
+
+
+def test_cli_deployment_shell_quotes_the_pool_name(url, tmp_path):
+    """A pool name is the deployment file's text: under ``eval`` a newline in it would end the
+    comment and run what follows, so the shell form escapes it."""
+    odd = deployment_file(tmp_path, MIXED_YAML.replace("name: decode", "name: d $(echo hi)"))
+    quoted = run(url, *SOLO, "--deployment", odd, "--emit", "sglang", "--shell")
+    assert quoted.exit_code == 0 and quoted.stdout.startswith("# pool 'd $(echo hi)'\n")
+    path = deployment_file(tmp_path, MIXED_YAML.replace("name: decode", 'name: "d\\necho hi"'))
+    result = run(url, *SOLO, "--deployment", path, "--emit", "sglang", "--shell")
+    if result.exit_code != 0:  # a name with a control character refused where it enters
+        assert result.exit_code == 1 and "Traceback" not in result.stderr
+        return
+    first, *rest = result.stdout.splitlines()
+    assert first == "# pool 'd\\necho hi'" and not any(x.startswith("echo") for x in rest)
 
 
 def test_cli_k_mismatch_names_the_pool(url, tmp_path):

@@ -31,11 +31,15 @@ OFF = [*DSV, "--thinking", "off", "--category", "coding"]   # the seed's AL 4.07
     ("trtllm", "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=3.07\n"),
     ("atom", "--spec-decode-acceptance-length 4.07\n"),
     ("tilert", "TILERT_SIMULATE_ACC_LEN=4.07\nTILERT_SIMULATE_ACC_METHOD=match-expected\n"),
+    ("blis", "--num-speculative-tokens 5 --speculative-acceptance-rate 0.614\n"),
 ])
 def test_emit_prints_what_the_engine_takes(url, name, expected):
     result = run(url, *OFF, "--emit", name)
     assert result.exit_code == 0, result.stderr
-    assert result.stdout == expected and result.stderr == ""
+    assert result.stdout == expected
+    # A fractional forced count is said on stderr: TensorRT-LLM's two-model path cannot take it.
+    warned = "not a whole number" in result.stderr
+    assert warned == (name == "trtllm") and "note" not in result.stderr
 
 
 def test_emit_stated_rates_give_vllm_the_rates(url):
@@ -60,7 +64,7 @@ def test_emit_stated_rates_give_vllm_the_rates(url):
 def test_emit_with_json_wraps_it_beside_the_resolution(url, name, key, value):
     result = run(url, *OFF, "--emit", name, "--json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == {"engine": name, key: value,
+    assert json.loads(result.stdout) == {"engine": name, key: value, "warnings": [],
                                          "resolution": seed_answer()}
 
 
@@ -76,8 +80,21 @@ def test_emit_shell_exports_and_quotes(url):
 def test_emit_notes_go_to_stderr(url):
     result = run(url, *OFF, "--hardware", "h200", "--emit", "trtllm", "--shell")
     assert result.stdout == "export TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=3.07\n"
-    assert result.stderr == ("note: the profile was measured on b300 and the run is on h200; "
-                             "acceptance is reused across hardware\n")
+    note, warning = result.stderr.splitlines()
+    assert note == ("note: the profile was measured on b300 and the run is on h200; "
+                    "acceptance is reused across hardware")
+    assert warning.startswith("warning: TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=3.07 is not "
+                              "a whole number: ") and "int(...)" in warning
+
+
+def test_emit_a_whole_forced_count_as_an_integer(url):
+    result = run(url, *GLM, "--acceptance-length", "4", "--emit", "trtllm")
+    assert result.stdout == "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=3\n"
+    assert result.stderr == ""
+    as_json = json.loads(run(url, *GLM, "--acceptance-length", "3.07", "--emit", "trtllm",
+                             "--json").stdout)
+    assert as_json["env"] == {"TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS": "2.07"}
+    assert len(as_json["warnings"]) == 1
 
 
 def test_a_refusal_with_emit_stays_exit_1_with_its_reason(url):
@@ -92,7 +109,8 @@ def test_a_refusal_with_emit_stays_exit_1_with_its_reason(url):
 @pytest.mark.parametrize("args, needle", [
     ([*OFF, "--shell"], "--shell goes with --emit ENGINE"),
     (["--batch", "-", "--emit", "vllm"], "--emit answers one run"),
-    ([*OFF, "--emit", "hf"], "'hf' is not one of 'vllm', 'sglang', 'trtllm', 'atom', 'tilert'"),
+    ([*OFF, "--emit", "hf"],
+     "'hf' is not one of 'vllm', 'sglang', 'trtllm', 'atom', 'tilert', 'blis'"),
 ])
 def test_emit_usage_errors_exit_2(url, args, needle):
     result = run(url, *args)

@@ -94,12 +94,14 @@ def test_one_mode_and_unknown_header_lines_are_warnings_at_file_line():
     (ps,) = result.sets
     assert [(p.thinking, p.num_spec_tokens) for p in ps.profiles] == [("on", 1), ("on", 3)]
     warnings = {(w.line, w.code) for w in result.warnings}
-    assert warnings == {(3, "unknown_header_item"), (4, "unknown_header_line"),
-                        (5, "unknown_header_item"), (11, "cell_not_measured")}
+    assert warnings == {(4, "unknown_header_line"), (5, "unknown_header_item"),
+                        (11, "cell_not_measured")}
     assert all(w.severity == "warning" for w in result.warnings)
     line4 = next(w for w in result.warnings if w.line == 4)
     assert line4.render().startswith(f"{f('one_mode')}:4:")
-    assert dict(ps.profiles[0].provenance.settings) == {"draft_model": "org/thinker-eagle3"}
+    # seed: 7 on the dataset line is a setting (the collectors' later files state it too)
+    assert dict(ps.profiles[0].provenance.settings) == {"seed": 7,
+                                                        "draft_model": "org/thinker-eagle3"}
 
 
 @pytest.mark.parametrize("words, method", [("vLLM MTP", "mtp"), ("vLLM EAGLE3", "eagle3"),
@@ -120,7 +122,10 @@ def test_header_engine_image_is_used_and_a_differing_flag_is_refused(tmp_path):
     assert ps.profiles[0].provenance.engine_image == "vllm/vllm-openai:v1"
     with pytest.raises(InvalidInput) as exc:
         read_inferencex([str(path)], engine_image="other:v2")
-    assert [x.code for x in exc.value.findings] == ["engine_image_mismatch"]
+    (finding,) = exc.value.findings
+    assert (finding.code, finding.line) == ("flag_disagrees", 2)
+    assert "--engine-image other:v2" in finding.message
+    assert "'vllm/vllm-openai:v1' (line 2)" in finding.message
 
 
 def test_methods_that_disagree_within_the_header_are_refused(tmp_path):
@@ -131,7 +136,8 @@ def test_methods_that_disagree_within_the_header_are_refused(tmp_path):
     with pytest.raises(InvalidInput) as exc:
         read_inferencex([str(path)], engine_image=IMAGE)
     (finding,) = exc.value.findings
-    assert (finding.code, finding.line) == ("method_mismatch", 3)
+    assert (finding.code, finding.line) == ("conflicting_header", 3)
+    assert "'eagle3' here but 'mtp' on line 2" in finding.message
 
 
 def test_source_base_makes_the_source_the_files_url():
@@ -156,7 +162,7 @@ def test_a_copied_header_makes_copied_profiles_with_source_and_rationale():
 def test_provisional_without_a_source_curve_is_refused_saying_what_to_add():
     (finding,) = refused("bad/provisional_no_source")
     assert (finding.code, finding.line) == ("copied_without_source", 2)
-    assert "add a header line '# copied from MODEL'" in finding.message
+    assert "add a header line 'copied from FILE.yaml'" in finding.message
 
 
 # --- refusals -------------------------------------------------------------------------------------
@@ -297,21 +303,24 @@ def curve(tmp_path, header: str = HEADER, body: str = BODY) -> str:
 
 
 @pytest.mark.parametrize("header, code, line", [
+    # the spec's own sampling rules, said at the header line that states the value
     ("# Measured on m (B300, vLLM MTP).\n# dataset: coding | top_p: 1.5 | temperature: 1\n",
-     "bad_sampling", 2),
+     "top_p_out_of_range", 2),
     ("# dataset: coding | temperature: 1 | top_k: -5\n# Measured on m (B300, vLLM MTP).\n",
-     "bad_sampling", 1),
+     "top_k_out_of_range", 1),
     ("# dataset: coding | temperature: -0.1\n# Measured on m (B300, vLLM MTP).\n",
-     "bad_sampling", 1),
+     "negative_temperature", 1),
+    ("# dataset: coding | temperature: 1e999\n# Measured on m (B300, vLLM MTP).\n",
+     "bad_header_value", 1),
     ("# temperature is 1.0\n# dataset: coding\n# Measured on m (B300, vLLM MTP).\n",
      "no_temperature", 1),
     ("# dataset: coding | temperature: 1.0\n", "no_method", 1),
-    ("# Measured on m (B300, vLLM MTP).\n", "no_category", 1),
+    ("# Measured on m (B300, vLLM MTP).\n# temperature: 1.0\n", "no_category", 1),
     ("# dataset: Coding! | temperature: 1.0\n# Measured on m (B300, vLLM MTP).\n",
      "bad_category", 1),
     ("# dataset: coding | temperature: 1.0\n# Measured on m (vLLM MTP).\n", "no_hardware", 1),
     ("# dataset: coding | temperature: 1.0\n# speculative-config: method=mtp\n"
-     "# Measured on m (B300, vLLM EAGLE3).\n", "method_mismatch", 2),
+     "# Measured on m (B300, vLLM EAGLE3).\n", "conflicting_header", 3),
 ])
 def test_header_refusals(tmp_path, header, code, line):
     with pytest.raises(InvalidInput) as exc:
@@ -334,11 +343,13 @@ def test_body_refusals(tmp_path, body, code):
     assert [x.code for x in exc.value.findings] == [code]
 
 
-def test_chat_template_kwargs_that_are_not_json_are_left_out_with_a_warning(tmp_path):
+def test_a_value_the_reader_cannot_read_is_an_error_at_its_line_never_dropped(tmp_path):
     header = HEADER + '# thinking_on: chat_template_kwargs: {thinking: yes}\n'
-    result = read_inferencex([curve(tmp_path, header)], engine_image=IMAGE)
-    assert [(w.code, w.line) for w in result.warnings] == [("unknown_header_item", 3)]
-    assert result.sets[0].profiles[0].provenance.settings == ()
+    with pytest.raises(InvalidInput) as exc:
+        read_inferencex([curve(tmp_path, header)], engine_image=IMAGE)
+    (finding,) = exc.value.findings
+    assert (finding.code, finding.line, finding.column) == ("bad_header_value", 3, 38)
+    assert "it is not JSON" in finding.message
 
 
 def test_a_measured_on_model_other_than_the_values_key_is_a_warning(tmp_path):
@@ -377,3 +388,53 @@ def test_a_file_named_unlike_its_set_draws_a_warning(tmp_path):
                 "golden", "-o", out)
     assert named.exit_code == 0 and "warning" not in named.stderr
     assert run("validate", out).stderr.count("warning") == 0
+
+
+# --- issue 27: a repeated line, a BOM, a number past float ----------------------------------------
+
+def test_two_header_lines_that_disagree_are_an_error_naming_both(tmp_path):
+    header = HEADER + "# dataset: math | temperature: 0.5\n"
+    with pytest.raises(InvalidInput) as exc:
+        read_inferencex([curve(tmp_path, header)], engine_image=IMAGE)
+    found = sorted((f.line, f.column, f.message) for f in exc.value.findings)
+    assert [(line, column) for line, column, _ in found] == [(3, 12), (3, 32)]
+    assert "category is 'math' here but 'coding' on line 1" in found[0][2]
+    assert "temperature is 0.5 here but 1.0 on line 1" in found[1][2]
+
+
+def test_a_repeated_line_that_agrees_is_no_problem(tmp_path):
+    (ps,) = read_inferencex([curve(tmp_path, HEADER + HEADER)], engine_image=IMAGE).sets
+    assert ps.profiles[0].category == "coding"
+
+
+def test_a_bom_before_the_header_is_read_past(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + (HEADER + BODY).encode())
+    (ps,) = read_inferencex([str(path)], engine_image=IMAGE).sets
+    assert (ps.profiles[0].category, ps.profiles[0].provenance.sampling.temperature) == (
+        "coding", 1.0)
+
+
+def test_a_temperature_past_float_is_a_one_line_error(tmp_path):
+    path = curve(tmp_path, "# dataset: coding | temperature: 1e999\n"
+                           "# Measured on m (B300, vLLM MTP).\n")
+    result = run("ingest", "inferencex", path, "--engine-image", IMAGE)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0] == (
+        f"{path}:1:34: header: temperature '1e999' cannot be read: it is not a finite number; "
+        "fix the header")
+
+
+@pytest.mark.parametrize("text, found", [
+    ("methods: {c.yaml: mtp}\nfiles: {c.yaml: {method: eagle3}}\n", ("map_disagrees", 2)),
+    ("files: {c.yaml: {tp: -1}}\n", ("negative_count", 1)),
+    ("files: {c.yaml: {sampling: {top_p: 2}}}\n", ("top_p_out_of_range", 1)),
+    ("files: {c.yaml: {category: Coding}}\n", ("bad_category", 1)),
+    ("files: {c.yaml: {chip: b300}}\n", ("unknown_key", 1)),
+])
+def test_a_map_files_entry_is_checked_by_the_specs_own_rows(tmp_path, text, found):
+    path = tmp_path / "map.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidInput) as exc:
+        load_map(str(path))
+    assert [(x.code, x.line) for x in exc.value.findings] == [found]

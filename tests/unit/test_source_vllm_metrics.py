@@ -287,3 +287,227 @@ def test_an_engine_that_started_between_the_scrapes_counts_from_zero(tmp_path):
     # engine 0: 10 drafts, 15 accepted since BEFORE; engine 1: 11 and 16 from its start
     assert dict(p.provenance.settings)["num_drafts"] == 21
     assert p.acceptance_length == float(1 + Fraction(31, 21))
+
+
+# --- the gaps a real scrape meets (issue 25) and hostile scrapes (issue 27, items 14 and 15) ---
+
+def test_an_openmetrics_scrape_reads_as_the_text_one():
+    """after.openmetrics is after.prom's counters rendered by prometheus_client's OpenMetrics
+    exposition (prometheus_client 0.26, openmetrics/exposition.py), which vLLM's /metrics
+    negotiates for a Prometheus that asks for it: samples named vllm_spec_decode_*_total (the
+    ``vllm:`` escaped), # TYPE lines keeping ``vllm:``, _created samples, and # EOF."""
+    text = (DATA / "after.openmetrics").read_text()
+    assert "\nvllm_spec_decode_num_drafts_total{" in text and text.endswith("# EOF\n")
+    om, _ = profile(after=str(DATA / "after.openmetrics"))
+    plain, _ = profile()
+    assert (om.acceptance_length, om.per_position_rates, om.counts) == (
+        plain.acceptance_length, plain.per_position_rates, plain.counts)
+
+
+def test_the_counts_are_the_profiles():
+    from registry_db.model import Counts
+
+    p, _ = profile()
+    assert p.counts == Counts(DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS)
+
+
+def test_several_servers_summed_warn(tmp_path):
+    text = Path(AFTER).read_text()
+    two = "".join(line.replace('{engine="', '{instance="a:8000",job="vllm",engine="')
+                  for line in text.splitlines(keepends=True)) + "".join(
+        line.replace('{engine="', '{instance="b:8000",job="vllm",engine="')
+        for line in text.splitlines(keepends=True) if line.startswith("vllm:spec"))
+    path = tmp_path / "federated.prom"
+    path.write_text(two)
+    p, result = profile(after=str(path), before=None)
+    (warning,) = result.warnings
+    assert (warning.code, warning.severity) == ("mixed_servers", "warning")
+    assert "2 servers" in warning.message and "instance='b:8000'" in warning.message
+    assert p.counts.drafts == 2 * (41000 + 46995)
+
+
+def test_swapped_scrapes_are_named_as_such():
+    (finding,) = refused(after=BEFORE, before=AFTER)
+    assert finding.code == "scrapes_swapped" and finding.file == BEFORE
+    assert "AFTER and BEFORE look swapped" in finding.message
+
+
+def test_a_missing_per_position_series_is_missing_not_a_restart(tmp_path):
+    after = edited(tmp_path, drop='engine="1",model_name="example/model",position="2"')
+    (finding,) = refused(after=after)
+    assert finding.code == "missing_series" and "BEFORE has it" in finding.message
+    assert 'position="2"' in finding.message and "restart" not in finding.message
+    assert f"{BEFORE}:23" in finding.message
+
+
+def test_a_counter_declared_a_gauge_is_refused(tmp_path):
+    after = edited(tmp_path, replace=("# TYPE vllm:spec_decode_num_drafts_total counter",
+                                      "# TYPE vllm:spec_decode_num_drafts gauge"))
+    text = Path(after).read_text().replace("vllm:spec_decode_num_drafts_total{",
+                                           "vllm:spec_decode_num_drafts{")
+    Path(after).write_text(text)
+    (finding,) = refused(after=after, before=None)
+    assert (finding.code, finding.line) == ("not_a_counter", 5)
+    assert "declared a gauge" in finding.message
+
+
+def test_a_scrape_over_the_size_cap_is_refused(tmp_path, monkeypatch):
+    from registry_db.sources import counters
+
+    monkeypatch.setattr(counters, "MAX_INPUT_BYTES", 1000)
+    (finding,) = refused(before=None)
+    assert finding.code == "too_large" and "more than 1,000 bytes" in finding.message
+
+
+def test_k_is_checked_before_any_input_is_read():
+    from registry_db.errors import UsageError
+
+    with pytest.raises(UsageError, match="--k 10000000 is outside 1..64"):
+        read_vllm_metrics("no-such-file.prom", None, Facts(**{**FACTS.__dict__, "k": 10**7}))
+    result = run("ingest", "vllm-metrics", "no-such-file.prom", *ARGS[:4], "--k", "10000000")
+    assert result.exit_code == 2 and "not in the range 1<=x<=64" in result.stderr
+
+
+def test_hostile_scrapes_are_indexed_once(tmp_path, monkeypatch):
+    """2,000 engines whose counters all went down: one finding per series, each with its line,
+    and the text parsed once whole and once per counter line, not once per finding."""
+    import prometheus_client.parser as parser
+
+    n = 2000
+    pre = "vllm:spec_decode_num_"
+
+    def engines(value: int) -> str:
+        return "".join(f'{pre}{c}_total{{engine="{e}"}} {value}\n'
+                       for c in ("drafts", "draft_tokens", "accepted_tokens") for e in range(n)) \
+            + "".join(f'{pre}accepted_tokens_per_pos_total{{engine="{e}",position="{i}"}} 0\n'
+                      for e in range(n) for i in range(3))
+    up, down = tmp_path / "up.prom", tmp_path / "down.prom"
+    up.write_text("# TYPE vllm:spec_decode_num_drafts counter\n" + engines(10)
+                  + f'{pre}drafts_total{{engine="extra"}} 5\n')
+    down.write_text(engines(5) + f'{pre}drafts_total{{engine="extra"}} 9\n')
+    calls = []
+    real = parser.text_string_to_metric_families
+    monkeypatch.setattr(parser, "text_string_to_metric_families",
+                        lambda text: calls.append(1) or real(text))
+    findings = refused(after=str(down), before=str(up))
+    assert len(findings) == 3 * n and {f.code for f in findings} == {"counter_went_down"}
+    assert findings[0].line == 1 and findings[-1].line == 3 * n
+    lines = 2 * (6 * n + 1)
+    assert len(calls) == lines + 2
+
+
+# --- inputs: stdin and URLs ----------------------------------------------------------------------
+
+@pytest.fixture
+def server():
+    """A local HTTP server answering GET /metrics with after.prom (and /big with more)."""
+    import http.server
+    import threading
+
+    body = Path(AFTER).read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the standard library's name)
+            if self.path not in ("/metrics", "/big"):
+                self.send_error(404, "Not Found")
+                return
+            data = body if self.path == "/metrics" else body * 50
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_an_http_after_is_fetched(server, tmp_path):
+    out = tmp_path / "example-model-eagle3.yaml"
+    result = run("ingest", "vllm-metrics", f"{server}/metrics", "--before", BEFORE, *ARGS,
+                 "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    sets, _ = check_paths([out])
+    (p,) = sets[0].profiles
+    assert p.acceptance_length == 2.5165480322371905
+    assert p.provenance.source == f"vLLM /metrics: {BEFORE} -> {server}/metrics"
+
+
+def test_a_url_over_the_cap_or_missing_is_one_clear_line(server, monkeypatch):
+    from registry_db.sources import counters
+
+    missing = run("ingest", "vllm-metrics", f"{server}/nothing", *ARGS)
+    assert missing.exit_code == 1
+    assert missing.stderr.splitlines()[0] == (
+        f"{server}/nothing:0:0: (document): the server answered HTTP 404 Not Found")
+    monkeypatch.setattr(counters, "MAX_INPUT_BYTES", 20000)
+    (finding,) = refused(after=f"{server}/big", before=None)
+    assert finding.code == "too_large"
+
+
+def test_a_server_that_is_down_is_one_clear_line():
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago and has no listener
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = run("ingest", "vllm-metrics", f"http://127.0.0.1:{port}/metrics", *ARGS)
+    assert result.exit_code == 1 and result.stdout == ""
+    first, summary = result.stderr.splitlines()
+    assert first.startswith(f"http://127.0.0.1:{port}/metrics:0:0: (document): cannot fetch it: ")
+    assert "is the server up" in first and summary == "1 error(s), 0 warning(s)"
+
+
+def test_a_server_that_never_answers_times_out(monkeypatch):
+    import socket
+
+    from registry_db.sources import counters
+
+    monkeypatch.setattr(counters, "FETCH_TIMEOUT", 0.2)
+    with socket.socket() as listener:  # accepts connections, never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        (finding,) = refused(after=f"http://127.0.0.1:{listener.getsockname()[1]}/m",
+                             before=None)
+    assert finding.code == "fetch_failed"
+    assert finding.message in ("cannot fetch it: timed out; is the server up at that address?",
+                               "cannot fetch it: no answer within 0.2 s"), finding.message
+
+
+def test_dash_reads_stdin():
+    result = run("ingest", "vllm-metrics", "-", "--before", BEFORE, *ARGS,
+                 input=Path(AFTER).read_text())
+    assert result.exit_code == 0, result.stderr
+    assert "acceptance_length: 2.5165480322371905" in result.stdout
+    both = run("ingest", "vllm-metrics", "-", "--before", "-", *ARGS)
+    assert both.exit_code == 2 and "cannot both be -" in both.stderr
+
+
+@pytest.mark.parametrize("command", ["vllm-metrics", "atom-metrics", "sglang", "trtllm-stats"])
+def test_every_missing_flag_is_named_at_once(command):
+    result = run("ingest", command, AFTER, "--model", "m", "--k", "3")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == (
+        "Error: missing options --method, --thinking, --category, --hardware, --engine-image, "
+        "--temperature")
+
+
+@pytest.mark.parametrize("command", ["vllm-metrics", "atom-metrics", "sglang", "trtllm-stats"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_temperature_that_is_not_finite_is_a_usage_error(command, value):
+    result = run("ingest", command, AFTER, *ARGS[:-2], "--temperature", value)
+    assert result.exit_code == 2
+    # -inf is below the range's 0 first; nan and inf pass every range test, and are refused.
+    assert ("not in the range" if value == "-inf" else "not a finite number") in result.stderr
+
+
+def test_round_needs_two_places_since_the_counts_hold_al_within_a_hundredth():
+    result = run("ingest", "vllm-metrics", AFTER, *ARGS, "--round", "1")
+    assert result.exit_code == 2 and "--round" in result.stderr
