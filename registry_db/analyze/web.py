@@ -321,6 +321,10 @@ def _page(name: str) -> dict[str, Any]:
         "description": plain_text(relation.summary),
         "columns": {c.name: plain_text(c.meaning, c.unit) for c in relation.columns},
     }
+    if relation.kind == "table":
+        # The database's page leads with the questions and the views, the analysts' surface;
+        # the tables (the implementation) are listed under its "hidden tables", open as ever.
+        out["hidden"] = True
     page = PAGES.get(name)
     if page is not None:
         if page.facets:

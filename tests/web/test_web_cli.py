@@ -49,6 +49,7 @@ def test_metadata_facets_and_orders_name_real_columns():
         shown = pages[name]
         assert shown.get("facets", []) == list(page.facets)
         assert shown["sort_desc" if page.descending else "sort"] == page.sort
+    assert {n for n, p in pages.items() if p.get("hidden")} == set(catalog.TABLES)
     assert set(web.PAGES["acceptance_profiles"].facets) >= {
         "model", "speculative_method", "thinking", "category", "method"}
 

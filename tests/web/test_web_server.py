@@ -68,6 +68,11 @@ def test_the_home_page_names_the_registry_its_views_and_questions(server, db):
         assert name in page
     for query in web.canned_queries():
         assert query.title in page
+    # The tables are there, one click away: the page leads with the analysts' surface.
+    assert f"{len(catalog.TABLES)} hidden tables" in page
+    assert f'href="/{db}/profiles"' not in page
+    status, _, body = _get(server, f"/{db}/profiles.json", _shape="array", _size="1")
+    assert status == 200 and len(json.loads(body)) == 1
 
 
 @pytest.mark.parametrize("view", sorted(catalog.VIEWS))
