@@ -16,7 +16,11 @@ from registry_db.model import Refusal
 
 @dataclass(frozen=True)
 class Finding:
-    """One problem: where (file, 1-based line and column, key path), which rule, and what."""
+    """One problem: where (file, 1-based line and column, key path), which rule, and what.
+
+    Line 0 means the problem has no position in the file (a missing file, a whole scrape's
+    counters): it is then rendered ``FILE: PATH: MESSAGE`` and its JSON position is null,
+    since editors reject line 0."""
 
     file: str
     line: int
@@ -27,14 +31,18 @@ class Finding:
     severity: str = "error"
 
     def render(self) -> str:
-        """``FILE:LINE:COL: PATH: MESSAGE`` (warnings say so)."""
-        where = f"{self.file}:{self.line}:{self.column}"
+        """``FILE:LINE:COL: PATH: MESSAGE`` (warnings say so); ``FILE: PATH: MESSAGE`` when
+        the problem has no position."""
+        where = f"{self.file}:{self.line}:{max(self.column, 1)}" if self.line > 0 else self.file
         what = self.message if self.severity == "error" else f"warning: {self.message}"
         return f"{where}: {self.path or '(document)'}: {what}"
 
     def to_json(self) -> dict:
-        """The contract's problem object."""
-        return asdict(self)
+        """The contract's problem object (``line`` and ``column`` null without a position)."""
+        out = asdict(self)
+        if self.line <= 0:
+            out["line"] = out["column"] = None
+        return out
 
     @property
     def is_error(self) -> bool:

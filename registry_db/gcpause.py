@@ -6,11 +6,8 @@ run, and a full collection walks every live container. Bulk work allocates milli
 dicts, tuples and dataclasses that stay alive until it ends, so the collector runs again and
 again over a growing heap and finds nothing to free: reference counting frees everything this
 work drops. Pausing defers no garbage; the collector's prior state is restored afterwards (a
-caller that had it off keeps it off).
-
-Measured on the benchmark's data (in process, CPU, two alternating runs each): importing its
-100,000 profiles in 200 files (``import_paths``), 12.4 s with the collector running and 11.1 s
-paused; ``registry resolve --batch`` of its 100,000 requests, 5.5 s running and 4.2 s paused.
+caller that had it off keeps it off). The pause is the command's to take, at its edge (what it
+saves: docs/decisions.md, Speed).
 """
 
 from __future__ import annotations
@@ -44,11 +41,11 @@ def _age_survivors() -> None:
 
     Everything allocated during the pause is still in the youngest generation, so the first
     collection after it (due at the next allocation: the pause let the count run far past its
-    threshold) would walk all of it, the batch's answers included, and find nothing: 0.16 s of
-    a 100,000-request batch's 1.5 s, measured. ``freeze`` then ``unfreeze`` splices the lists
-    over in constant time; the oldest generation is walked by the next full collection, as a
-    long-lived object's would be. Skipped when something else keeps objects frozen (a server
-    that froze its heap before forking), whose freeze ``unfreeze`` would undo.
+    threshold) would walk all of it, the batch's answers included, and find nothing.
+    ``freeze`` then ``unfreeze`` splices the lists over in constant time; the oldest generation
+    is walked by the next full collection, as a long-lived object's would be. Skipped when
+    something else keeps objects frozen (a server that froze its heap before forking), whose
+    freeze ``unfreeze`` would undo.
     """
     if gc.get_freeze_count() == 0:
         gc.freeze()

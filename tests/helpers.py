@@ -153,3 +153,66 @@ def reader_role(admin_url: str) -> Iterator[str]:
             conn.execute(text(f'DROP ROLE "{name}"'))
             conn.commit()
         engine.dispose()
+
+
+def run_in_terminal(*args: str, env: dict[str, str] | None = None, columns: int = 80,
+                    stdout_tty: bool = True, stderr_tty: bool = False,
+                    timeout: float = 120) -> tuple[int, str, str]:
+    """``python -m registry_db ARGS`` as a real process whose stdout and/or stderr is a terminal
+    (a pseudo-terminal ``columns`` wide, ``COLUMNS`` set to match), the other a pipe.
+
+    Returns the exit code, stdout and stderr, a terminal's ``\\r\\n`` read back as ``\\n``.
+    """
+    import fcntl
+    import os
+    import selectors
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    streams, parent_ends, child_ends = {}, [], []
+    for name, tty in (("stdout", stdout_tty), ("stderr", stderr_tty)):
+        if tty:
+            master, slave = os.openpty()
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        else:
+            master, slave = os.pipe()
+        streams[name] = (master, slave)
+        parent_ends.append(master)
+        child_ends.append(slave)
+    full_env = {**os.environ, "COLUMNS": str(columns), **(env or {})}
+    proc = subprocess.Popen([sys.executable, "-m", "registry_db", *args],
+                            stdin=subprocess.DEVNULL, stdout=streams["stdout"][1],
+                            stderr=streams["stderr"][1], env=full_env)
+    for fd in child_ends:
+        os.close(fd)
+    chunks: dict[int, list[bytes]] = {fd: [] for fd in parent_ends}
+    with selectors.DefaultSelector() as sel:
+        for fd in parent_ends:
+            sel.register(fd, selectors.EVENT_READ)
+        open_fds = set(parent_ends)
+        while open_fds:
+            events = sel.select(timeout)
+            if not events:
+                proc.kill()
+                raise AssertionError(f"registry {' '.join(args)} did not finish")
+            for key, _ in events:
+                try:
+                    data = os.read(key.fd, 65536)
+                except OSError:  # EIO: the terminal's other end is closed
+                    data = b""
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    sel.unregister(key.fd)
+                    open_fds.discard(key.fd)
+    code = proc.wait(timeout)
+    for fd in parent_ends:
+        os.close(fd)
+
+    def text(name: str) -> str:
+        raw = b"".join(chunks[streams[name][0]]).decode("utf-8", "replace")
+        return raw.replace("\r\n", "\n")
+
+    return code, text("stdout"), text("stderr")

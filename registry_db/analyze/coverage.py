@@ -16,14 +16,17 @@ from __future__ import annotations
 import difflib
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import column, select, table
 from sqlalchemy.engine import Connection
 
 from registry_db.errors import EmptySelection, NotFound
-from registry_db.model import Uncertainty
-from registry_db.store.read import Bind, _connect, set_names, unknown_set_message
+from registry_db.model import THINKING_MODES, Uncertainty
+from registry_db.store import history
+from registry_db.store.engine import Bind
+from registry_db.store.read import _connect, set_names, unknown_set_message
 from registry_db.store.schema import profile_sets, profiles
 
 #: The view, declared here as a lightweight construct: its SQL lives only in the migrations.
@@ -55,15 +58,22 @@ class Selection:
     thinking: str | None = None
     category: str | None = None
     sets: tuple[str, ...] = ()
+    #: The registry as it was at this (aware) time, read from the history; None: as it is.
+    as_of: datetime | None = None
 
     def filters(self) -> dict[str, str]:
         """The given filters, column -> value, in the key's order."""
         return {c: getattr(self, c) for c in FILTER_WORDS if getattr(self, c) is not None}
 
 
-def describe(filters: dict[str, str]) -> str:
+#: The filters of ``registry profiles``, which also filter on K.
+PROFILE_FILTER_WORDS = {"model": "model", "speculative_method": "method",
+                        "num_spec_tokens": "K", "thinking": "thinking", "category": "category"}
+
+
+def describe(filters: dict[str, Any], words: dict[str, str] = FILTER_WORDS) -> str:
     """``model 'glm-5.3', category 'chat'``: filters in words."""
-    return ", ".join(f"{FILTER_WORDS[c]} {v!r}" for c, v in filters.items())
+    return ", ".join(f"{words[c]} {v!r}" for c, v in filters.items())
 
 
 @dataclass(frozen=True)
@@ -195,10 +205,12 @@ class Coverage:
 def read_coverage(bind: Bind, selection: Selection = Selection()) -> Coverage:
     """The coverage grid of ``selection``.
 
-    Raises :class:`NotFound` for a set that is not stored, :class:`EmptySelection` when no stored
-    profile in the selected sets matches the filters.
+    Raises :class:`NotFound` for a set that is not stored (not held then, with ``as_of``),
+    :class:`EmptySelection` when no stored profile in the selected sets matches the filters.
     """
     with _connect(bind) as conn:
+        if selection.as_of is not None:
+            return _coverage_as_of(conn, selection)
         if selection.sets:
             known = set_names(conn)
             for name in selection.sets:
@@ -211,8 +223,7 @@ def read_coverage(bind: Bind, selection: Selection = Selection()) -> Coverage:
                         v.num_spec_tokens, v.profile_set, v.acceptance_length, v.method,
                         v.drafts, v.al_stderr, v.al_stderr_exact)
                  .where(*(v[c] == value for c, value in selection.filters().items())))
-        grid: dict[tuple[str, str, str, str], dict[int, list[Entry]]] = defaultdict(
-            lambda: defaultdict(list))
+        grid: Grid = defaultdict(lambda: defaultdict(list))
         for r in conn.execute(query):
             if (r.model, r.speculative_method) not in pairs or r.category not in categories:
                 continue
@@ -223,10 +234,18 @@ def read_coverage(bind: Bind, selection: Selection = Selection()) -> Coverage:
                     int(r.drafts), float(r.al_stderr), bool(r.al_stderr_exact))
                 cells[r.num_spec_tokens].append(Entry(r.profile_set, r.acceptance_length,
                                                       r.method, u))
-        present_ks = [k for cells in grid.values() for k, e in cells.items() if e]
-        if not present_ks:
-            raise EmptySelection(_holdings(conn, selection))
-    max_k = max(present_ks)
+        if not any(e for cells in grid.values() for e in cells.values()):
+            raise EmptySelection(_holdings(selection, _stored_values(conn, selection.sets)))
+    return _coverage(selection, grid)
+
+
+#: The grid being read: (model, method, thinking, category) -> K -> the selected sets' entries.
+Grid = dict[tuple[str, str, str, str], dict[int, list[Entry]]]
+
+
+def _coverage(selection: Selection, grid: Grid) -> Coverage:
+    """The grid's rows, K from 1 to the largest K held."""
+    max_k = max(k for cells in grid.values() for k, e in cells.items() if e)
     rows = tuple(
         Row(*key, cells=tuple(
             Cell(k, tuple(sorted(cells.get(k, ()), key=lambda e: e.profile_set)))
@@ -236,6 +255,34 @@ def read_coverage(bind: Bind, selection: Selection = Selection()) -> Coverage:
     return Coverage(selection=selection, max_k=max_k, rows=rows, sets=tuple(used))
 
 
+def _coverage_as_of(conn: Connection, selection: Selection) -> Coverage:
+    """The grid of the registry as of ``selection.as_of``, by the view's rule (every stored
+    pair, both thinking modes, every stored category) over the sets held then."""
+    assert selection.as_of is not None
+    held = history.held(conn, list(selection.sets) or None, as_of=selection.as_of)
+    profiles = [(h.set.name, p) for h in held for p in h.set.profiles]
+    pairs = sorted({(p.model, p.speculative_method) for _, p in profiles})
+    categories = sorted({p.category for _, p in profiles})
+    given = selection.filters()
+    grid: Grid = {}
+    for model, smethod in pairs:
+        for thinking in THINKING_MODES:
+            for category in categories:
+                key = (model, smethod, thinking, category)
+                if all(dict(zip(FILTER_WORDS, key))[c] == v for c, v in given.items()):
+                    grid[key] = defaultdict(list)
+    for name, p in profiles:
+        cells = grid.get((p.model, p.speculative_method, p.thinking, p.category))
+        if cells is not None:
+            u = None if p.counts is None else p.counts.uncertainty(p.num_spec_tokens)
+            cells[p.num_spec_tokens].append(Entry(name, float(p.acceptance_length), p.method,
+                                                  u))
+    if not any(e for cells in grid.values() for e in cells.values()):
+        def values(col: str, others: dict[str, str]) -> list[str]:
+            return sorted({getattr(p, col) for _, p in profiles
+                           if all(getattr(p, c) == v for c, v in others.items())})
+        raise EmptySelection(_holdings(selection, values))
+    return _coverage(selection, grid)
 
 
 def _held(sets: tuple[str, ...]):  # noqa: ANN202 - a SQLAlchemy clause
@@ -258,29 +305,65 @@ def _frame(conn: Connection, sets: tuple[str, ...]) -> tuple[set[tuple[str, str]
     return pairs, categories
 
 
-def _holdings(conn: Connection, selection: Selection) -> str:
-    """Why nothing matched: for each filter, what the registry holds under the other filters."""
-    held = _held(selection.sets)
+def _stored_values(conn: Connection, sets: tuple[str, ...]):  # noqa: ANN202
+    """``values(column, filters)``: the stored values of a key column in the selected sets
+    under the other filters, sorted."""
+    held = _held(sets)
+
+    def values(col: str, others: dict[str, Any]) -> list[Any]:
+        return sorted(conn.execute(
+            select(profiles.c[col]).where(
+                held, *(profiles.c[c] == v for c, v in others.items())).distinct()).scalars())
+    return values
+
+
+def no_match_message(bind: Bind, given: dict[str, Any], sets: tuple[str, ...] = (),
+                     as_of: datetime | None = None) -> str:
+    """Why the profile filters ``given`` (column -> value, :data:`PROFILE_FILTER_WORDS`'s
+    columns) match no stored profile in ``sets`` (all when empty), now or as of a time: what
+    the registry holds under the other filters, with the nearest name."""
+    selection = Selection(sets=sets, as_of=as_of)
+    with _connect(bind) as conn:
+        if as_of is None:
+            return _holdings(selection, _stored_values(conn, sets), given,
+                             PROFILE_FILTER_WORDS)
+        profs = [p for h in history.held(conn, list(sets) or None, as_of=as_of)
+                 for p in h.set.profiles]
+
+    def values(col: str, others: dict[str, Any]) -> list[Any]:
+        return sorted({getattr(p, col) for p in profs
+                       if all(getattr(p, c) == v for c, v in others.items())})
+    return _holdings(selection, values, given, PROFILE_FILTER_WORDS)
+
+
+def _holdings(selection: Selection, values: Any, given: dict[str, Any] | None = None,
+              words: dict[str, str] = FILTER_WORDS) -> str:
+    """Why nothing matched: for each filter, what the registry holds under the other filters
+    (``values(column, filters)``, from the tables or from the history as of a time)."""
     scope = (f"the set{'s' if len(selection.sets) > 1 else ''} {', '.join(selection.sets)}"
              if selection.sets else "the registry")
-    given = selection.filters()
+    if selection.as_of is not None:
+        scope += f" as of {selection.as_of.isoformat()}"
+    given = selection.filters() if given is None else given
     if not given:
-        return (f"{scope} holds no profiles yet; add some with `registry import PATH`"
-                if not selection.sets else f"{scope} hold no profiles")
+        if selection.sets:
+            return f"{scope} hold no profiles"
+        return (f"{scope} holds no profiles" if selection.as_of is not None else
+                f"{scope} holds no profiles yet; add some with `registry import PATH`")
     sentences: list[str] = []
     for col, value in given.items():
         others = {c: v for c, v in given.items() if c != col}
-        values = sorted(conn.execute(
-            select(profiles.c[col]).where(
-                held, *(profiles.c[c] == v for c, v in others.items())).distinct()).scalars())
+        found = values(col, others)
         who = scope if not sentences else "it"
-        where = f"With {describe(others)}, {who}" if others else who[:1].upper() + who[1:]
-        if not values:
+        where = (f"With {describe(others, words)}, {who}" if others
+                 else who[:1].upper() + who[1:])
+        if not found:
             sentences.append(f"{where} holds nothing at all.")
             continue
-        near = difflib.get_close_matches(value, values, n=1, cutoff=0.6)
+        near = difflib.get_close_matches(value, found, n=1, cutoff=0.6) \
+            if isinstance(value, str) else []
         hint = f" (did you mean {near[0]!r}?)" if near and near[0] != value else ""
-        shown = ", ".join(values[:20]) + (f", … ({len(values)} in all)"
-                                          if len(values) > 20 else "")
-        sentences.append(f"{where} holds {FILTER_WORDS[col]}: {shown}{hint}.")
-    return f"no stored profile matches {describe(given)}. " + " ".join(sentences)
+        shown = ", ".join(str(v) for v in found[:20]) + (f", … ({len(found)} in all)"
+                                                         if len(found) > 20 else "")
+        sentences.append(f"{where} holds {words[col]}: {shown}{hint}.")
+    return f"no stored profile matches {describe(given, words)}. " + " ".join(sentences)

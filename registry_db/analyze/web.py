@@ -12,10 +12,9 @@ pictures are :mod:`registry_db.analyze.web_plugin`'s.
 
 from __future__ import annotations
 
-import re
 from typing import Any, NamedTuple
 
-from registry_db.resolve import statements
+from registry_db.resolve.statements import named_one_statement
 from registry_db.store.catalog import RELATIONS, VIEWS, plain_text
 
 TITLE = "Acceptance-profile registry"
@@ -59,22 +58,12 @@ PAGES: dict[str, Page] = {
 #: The form of "resolve a run", in its order: the resolver's terms (``set``: one set, or every
 #: set when empty; ``fallback``: the pin's fallback_category, none when empty).
 RESOLVE_PARAMETERS = ("model", "method", "k", "thinking", "category", "fallback", "set")
-_MARKER = re.compile(r"\?")
 
 
 def named_statement(scoped: bool) -> str:
-    """The resolver's one-run statement on SQLite, with a fallback category, over every set
-    (or, ``scoped``, over the one set ``:set``), its parameters named as the form names them."""
-    named: Any = getattr(statements, "named_one_statement", None)
-    if named is not None:  # the resolver's named form: its one set is :set_1
-        return str(named("sqlite", 1 if scoped else 0)).replace(":set_1", ":set")
-    # Until the resolver names its parameters: its markers, named back in its order.
-    positional: Any = statements.one_statement
-    statement, order = positional("sqlite", 1 if scoped else 0, False, True)
-    names = iter("set" if n == "scope" else n for n in order)
-    text = _MARKER.sub(lambda _m: ":" + next(names), statement)
-    assert next(names, None) is None, "every parameter of the statement is named"
-    return text
+    """The resolver's one-run statement on SQLite over every set (or, ``scoped``, over the one
+    set ``:set``; the resolver names it ``:set_1``), its parameters named as the form's."""
+    return named_one_statement("sqlite", 1 if scoped else 0).replace(":set_1", ":set")
 
 
 #: Around the resolver's statement, the decision of resolve/finish.py (and the refusals

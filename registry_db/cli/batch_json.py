@@ -8,10 +8,8 @@ fields: strings through the encoder's own string function, floats by ``float.__r
 the encoder uses for a finite float), in the keys' order of ``to_json``. Anything the template
 does not cover exactly (NaN or an infinity, an int where a float is expected, a type it does not
 know, a ``to_json`` whose keys changed) goes through the encoder, so the bytes stay the
-encoder's. ``tests/unit/test_batch_json.py`` compares both ways over generated answers.
-
-Measured on the benchmark's 100,000 answers (10 % refusals; CPU, best of 5, two runs on a
-loaded machine): the encoder on ``to_json()`` dicts 1.26-1.40 s, this 0.75-0.83 s.
+encoder's. ``tests/unit/test_batch_json.py`` compares both ways over generated answers; why the
+template is worth its code is in docs/decisions.md (Resolving).
 """
 
 from __future__ import annotations
@@ -80,24 +78,25 @@ def _resolution(r: Resolution) -> str | None:
             f'"warnings": [{", ".join(map(esc, r.warnings)) if r.warnings else ""}]}}')
 
 
-def answer_line(answer: Resolution | Refusal, ident: Any = None,
-                memo: dict[int, str] | None = None) -> str:
+def answer_line(answer: Any, ident: Any = None,
+                memo: dict[int, tuple[Any, str]] | None = None) -> str:
     """The answer's JSON line (no newline), ``ident`` first when it is not None: the same text
-    as ``ENCODER.encode({"id": ident, **answer.to_json()})``.
+    as ``ENCODER.encode({"id": ident, **answer.to_json()})`` (a Resolution, a Refusal, or any
+    answer with ``to_json()``).
 
     ``memo`` keeps each answer's text by the answer's identity, for a batch whose identical
-    runs share one answer object (the benchmark's 100,000 lines hold 74,000 distinct runs): the
-    caller keeps every answer it passes alive as long as the memo, so that no identity is
-    reused by another object.
+    runs share one answer object: each is written once. It holds the answer too, so that no
+    identity in it is reused by another object while it lasts.
     """
-    body = None if memo is None else memo.get(id(answer))
+    found = None if memo is None else memo.get(id(answer))
+    body = None if found is None else found[1]
     if body is None:
         body = _body(answer)
         if body is None:
             out = answer.to_json()
             return ENCODER.encode(out if ident is None else {"id": ident, **out})
         if memo is not None:
-            memo[id(answer)] = body
+            memo[id(answer)] = (answer, body)
     if ident is None:
         return "{" + body
     return f'{{"id": {ENCODER.encode(ident)}, {body}'

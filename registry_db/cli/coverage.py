@@ -7,18 +7,23 @@ measured and on cells several sets hold), as JSON listing every cell, or as long
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 import click
 
 from registry_db.cli.output import (
+    as_of_option,
+    complete_methods,
+    complete_models,
     complete_set_names,
+    csv_text,
     emit_json,
+    emit_lines,
     handle_errors,
     output_options,
     readable,
+    table_lines,
+    terminal_width,
 )
 
 CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acceptance_length",
@@ -26,24 +31,27 @@ CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acce
 
 
 @click.command("coverage")
-@click.option("--model", metavar="M", help="Only this model.")
-@click.option("--method", "speculative_method", metavar="X",
+@click.option("--model", metavar="M", shell_complete=complete_models, help="Only this model.")
+@click.option("--method", "speculative_method", metavar="X", shell_complete=complete_methods,
               help="Only this speculative method (e.g. dspark, mtp).")
 @click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,
               help="The sets that count as the registry (repeatable; default: all).")
 @click.option("--category", metavar="C", help="Only this workload category.")
+@as_of_option
 @output_options
 @click.pass_obj
 @handle_errors
 def coverage(settings: Any, model: str | None, speculative_method: str | None,
-             sets: tuple[str, ...], category: str | None, as_json: bool, as_csv: bool) -> None:
+             sets: tuple[str, ...], category: str | None, as_of: Any, as_json: bool,
+             as_csv: bool, as_nl: bool) -> None:
     """Show which cells hold a profile: a row per (model, method, thinking, category), K across.
 
     Rows are every stored (model, method) pair in both thinking modes and every stored
     category; columns run from K 1 to the largest K stored. A cell shows its AL, or `-` where
     no set holds one (a run there is refused or falls back). Marks: c copied, a assumed,
     l literature, v vendor_spec (not measured); * held by several sets (a run there is a
-    conflict). --json lists every cell, present and missing; --csv prints one line per cell.
+    conflict). --json lists every cell, present and missing (--nl: one row per line); --csv
+    prints one line per cell. --as-of TIME shows the grid of the registry as it was then.
 
     \b
     Example:
@@ -53,19 +61,22 @@ def coverage(settings: Any, model: str | None, speculative_method: str | None,
     from registry_db.analyze.coverage import Selection, read_coverage
 
     selection = Selection(model=model, speculative_method=speculative_method,
-                          category=category, sets=tuple(sets))
+                          category=category, sets=tuple(sets), as_of=as_of)
     with settings.registry(readonly=True) as engine:
         grid = read_coverage(engine, selection)
     if as_json:
         emit_json(grid.to_json())
+    elif as_nl:
+        emit_lines(r.to_json() for r in grid.rows)
     elif as_csv:
         click.echo(render_csv(grid), nl=False)
     else:
-        click.echo(render_table(grid))
+        click.echo(render_table(grid, terminal_width()))
 
 
-def render_table(grid: Any) -> str:
-    """The grid as an aligned table, a footer saying how much is stored and what marks mean."""
+def render_table(grid: Any, width: int | None = None) -> str:
+    """The grid as an aligned table, a footer saying how much is stored and what marks mean;
+    with ``width`` (a terminal's), the key columns are shortened to fit it, never the values."""
     head = ["model", "speculative_method", "thinking", "category"]
     ks = [f"k{k}" for k in range(1, grid.max_k + 1)]
     # Marks hang to the right of the numbers, so that the numbers of a column stay aligned.
@@ -73,14 +84,7 @@ def render_table(grid: Any) -> str:
              for i in range(grid.max_k)]
     body = [[*r.key, *(_value(c) + c.marks.ljust(w) for c, w in zip(r.cells, marks))]
             for r in grid.rows]
-    widths = [max(len(x) for x in col) for col in zip(head + ks, *body)]
-
-    def line(cells: list[str]) -> str:
-        text = [c.ljust(w) if i < len(head) else c.rjust(w)
-                for i, (c, w) in enumerate(zip(cells, widths))]
-        return "  ".join(text).rstrip()
-
-    out = [line(head + ks), line(["-" * w for w in widths]), *(line(b) for b in body)]
+    out = table_lines(head + ks, body, [False] * len(head) + [True] * len(ks), width)
     cells = [c for r in grid.rows for c in r.cells]
     footer = f"{sum(c.present for c in cells)} of {len(cells)} cells stored"
     legend = grid.marks()
@@ -95,13 +99,6 @@ def _value(cell: Any) -> str:
 
 def render_csv(grid: Any) -> str:
     """One line per cell, the JSON's fields; sets space-separated, missing values empty, numbers
-    rounded for reading as in every CSV (--json keeps every digit)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in grid.rows:
-        for c in row.cells:
-            writer.writerow([*row.key, c.k, "" if c.acceptance_length is None
-                             else readable(c.acceptance_length), c.method or "",
-                             " ".join(c.sets)])
-    return buf.getvalue()
+    with every digit, as in every CSV (only tables round)."""
+    return csv_text(CSV_COLUMNS, ((*row.key, c.k, c.acceptance_length, c.method,
+                                   " ".join(c.sets)) for row in grid.rows for c in row.cells))

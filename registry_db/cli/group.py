@@ -9,6 +9,7 @@ Alembic. Here: the group, its ``--database`` option and the settings every comma
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "history": "registry_db.cli.history:history",
     "diff": "registry_db.cli.history:diff",
     "delete": "registry_db.cli.history:delete",
+    "restore": "registry_db.cli.history:restore",
     "serve": "registry_db.cli.serve:serve",
 }
 
@@ -83,7 +85,45 @@ class LazyGroup(WholeHelpGroup):
         if target is None:
             return None
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        return accept_database(getattr(importlib.import_module(module), attr))
+
+
+#: Where the database a command was given (``registry CMD -d URL``) is kept for shell
+#: completion, which parses the words without running the group's callback.
+DATABASE_META = "registry_db.database"
+
+
+def _database_after(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """``-d URL`` given after a command's name: the same as before it (as sqlite-utils takes the
+    database after its commands); given both ways, the two must agree."""
+    if value is None:
+        return
+    settings = ctx.find_object(Settings)
+    given = ctx.meta.get(DATABASE_META) or (settings.database if settings else None)
+    if given is not None and given != value:
+        raise click.UsageError(f"-d/--database is given twice, as {given!r} and {value!r}; "
+                               "give it once (before or after the command)", ctx)
+    ctx.meta[DATABASE_META] = value
+    if settings is not None:
+        settings.database = value
+
+
+_DATABASE_AFTER = click.Option(
+    ["-d", "--database"], metavar="URL", expose_value=False, is_eager=True,
+    callback=_database_after,
+    help="The database, as the group's -d (either place; both must agree).")
+
+
+def accept_database(cmd: click.Command) -> click.Command:
+    """A copy of ``cmd`` (and of every command under it, for a group) that also takes
+    ``-d/--database``; the module's own command is left as it is."""
+    if any(p.name == "database" for p in cmd.params):
+        return cmd
+    out = copy.copy(cmd)
+    out.params = [*cmd.params, _DATABASE_AFTER]
+    if isinstance(cmd, click.Group) and isinstance(out, click.Group):
+        out.commands = {name: accept_database(sub) for name, sub in cmd.commands.items()}
+    return out
 
 
 class Settings:
@@ -131,4 +171,6 @@ def main(ctx: click.Context, database: str | None) -> None:
         registry resolve --model deepseek-v4.1-flash --method dspark --k 5 \\
             --thinking off --category coding
     """
+    if database is not None:
+        ctx.meta[DATABASE_META] = database
     ctx.obj = Settings(database)

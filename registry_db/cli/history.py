@@ -1,8 +1,10 @@
-"""``registry history``, ``diff`` and ``delete``: the revisions every import and deletion leaves.
+"""``registry history``, ``diff``, ``delete`` and ``restore``: the revisions every import and
+deletion leaves.
 
 Thin over :mod:`registry_db.store.history`: parse, call, render. ``history`` lists revisions
 newest first; ``diff`` prints one line per changed field (``old → new``); ``delete`` removes sets
-from the current registry in one transaction, each deletion a revision of its own.
+from the current registry in one transaction, each deletion a revision of its own; ``restore``
+writes an earlier revision's content back as a new one (:mod:`registry_db.store.restore`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import click
 from registry_db.cli.output import (
     complete_set_names,
     emit_json,
+    emit_lines,
     emit_rows,
     handle_errors,
     json_option,
@@ -30,12 +33,14 @@ HISTORY_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles
 @output_options
 @click.pass_obj
 @handle_errors
-def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool) -> None:
+def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool,
+            as_nl: bool) -> None:
     """List the revisions of one set (or of every set), newest first.
 
     Every import that adds or changes a set, and every deletion, is a revision: its number
     (1, 2, … per set), action (added, updated, deleted), time (UTC), file, profile count,
-    content hash and message. The table shortens the hash; --json and --csv give it whole.
+    content hash and message. The table shortens the hash; --json, --nl and --csv give it
+    whole.
 
     \b
     Example:
@@ -48,6 +53,9 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool) ->
         found = store.history(engine, set_name)
     if as_json:
         emit_json({"revisions": [r.to_json() for r in found]})
+        return
+    if as_nl:
+        emit_lines(r.to_json() for r in found)
         return
     rows = [(r.set, r.revision, r.action, r.imported_at.isoformat(), r.file, r.profiles,
              r.content_hash if as_csv or r.content_hash is None else r.content_hash[:12],
@@ -128,3 +136,43 @@ def delete(settings: Any, names: tuple[str, ...], message: str | None, as_json: 
     for d in gone:
         click.echo(f"deleted  {d.name}  (revision {d.revision}, had {d.profiles} "
                    f"profile{'s' if d.profiles != 1 else ''})")
+
+
+@click.command("restore")
+@click.argument("set_name", metavar="SET", shell_complete=complete_set_names)
+@click.option("--revision", type=click.IntRange(min=1), metavar="N",
+              help="The revision to bring back (default: a deleted set's last content).")
+@click.option("-m", "--message", metavar="MESSAGE",
+              help="Why, kept with the new revision (default: 'restore of revision N').")
+@json_option
+@click.pass_obj
+@handle_errors
+def restore(settings: Any, set_name: str, revision: int | None, message: str | None,
+            as_json: bool) -> None:
+    """Bring a set back from its history: a new revision with that revision's content.
+
+    Deleted is not gone: without --revision, a deleted set comes back as it last was. With
+    --revision N, any set goes back to revision N (a set in the registry needs it). It is
+    written as an import of that content would be: one transaction, a new revision `added`
+    or `updated` (or `unchanged` when the set already holds it), the import's warnings.
+
+    \b
+    Example:
+        registry restore old-golden-curves
+        registry restore inferencex-golden-al --revision 2 -m "the re-run was wrong"
+    """
+    from registry_db.cli.output import report_findings
+    from registry_db.store.restore import restore as restore_set
+
+    with settings.registry() as engine:
+        done = restore_set(engine, set_name, revision, message)
+    if done.warnings:
+        report_findings(list(done.warnings), as_json=False)
+    if as_json:
+        emit_json({"sets": [done.to_json()]})
+        return
+    r = done.result
+    count = f"({r.profiles} profile{'s' if r.profiles != 1 else ''})"
+    what = (f"revision {done.from_revision} is what it holds" if done.revision is None
+            else f"revision {done.from_revision} -> revision {done.revision}")
+    click.echo(f"{r.status}  {r.name}  {count}  {what}")

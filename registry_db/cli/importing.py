@@ -2,22 +2,19 @@
 
 Thin over :mod:`registry_db.store.write`: validate every file first (nothing is opened or written
 when one is invalid), then open the database and write every set in one transaction. A progress
-bar goes to stderr for large imports, and only when stderr is a terminal.
+bar goes to stderr for large imports, and only when stderr is a terminal
+(:func:`registry_db.cli.output.progress`).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, handle_errors, json_option
+from registry_db.cli.output import emit_json, handle_errors, json_option, progress
 from registry_db.model import ImportStatus
-
-#: Imports of at least this many sets get a progress bar (on a terminal).
-PROGRESS_MIN_SETS = 20
 
 
 @click.command("import")
@@ -31,7 +28,8 @@ PROGRESS_MIN_SETS = 20
               help="Why, kept with every revision this import writes.")
 @click.option("-q", "--quiet", is_flag=True,
               help="Print no warnings (overlapping keys, values that drift, names that differ "
-                   "from file names, skipped subfolders); errors are still printed.")
+                   "from file names, skipped subfolders) and no progress bar; errors are still "
+                   "printed.")
 @json_option
 @click.pass_obj
 @handle_errors
@@ -62,13 +60,13 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
     from registry_db.store import write as importer
 
     url = settings.url
-    with _Progress() as progress:
-        sets, warnings = importer.load_paths(paths, progress)
+    with progress(quiet) as bar:
+        sets, warnings = importer.load_paths(paths, bar)
         if dry_run and _missing_sqlite_file(url):
             report = importer.preview_sets(sets)
         else:
             with settings.registry(create=True) as engine:
-                report = importer.import_sets(engine, sets, dry_run=dry_run, progress=progress,
+                report = importer.import_sets(engine, sets, dry_run=dry_run, progress=bar,
                                               prune=prune, message=message)
     warnings = [] if quiet else warnings + list(report.warnings)
     if warnings:
@@ -108,34 +106,3 @@ def _print_report(report: Any) -> None:
     click.echo(f"{len(report.sets)} set(s): {summary}{tail}", err=True)
 
 
-class _Progress:
-    """Click progress bars on stderr, one per phase (validating, writing), only on a terminal
-    and only for imports of at least :data:`PROGRESS_MIN_SETS` files or sets."""
-
-    def __init__(self) -> None:
-        self.bar: Any = None
-        self.phase: str | None = None
-        self.done = 0
-
-    def __enter__(self) -> Any:
-        return self.update if sys.stderr.isatty() else None
-
-    def update(self, phase: str, done: int, total: int) -> None:
-        if phase != self.phase:
-            self._close()
-            self.phase, self.done = phase, 0
-            if total >= PROGRESS_MIN_SETS:
-                label = "validating" if phase == "validate" else "writing"
-                self.bar = click.progressbar(length=total, label=label, file=sys.stderr)
-                self.bar.__enter__()
-        if self.bar is not None:
-            self.bar.update(done - self.done)
-        self.done = done
-
-    def _close(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*(exc or (None, None, None)))
-            self.bar = None
-
-    def __exit__(self, *exc: Any) -> None:
-        self._close(*exc)

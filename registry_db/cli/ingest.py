@@ -13,7 +13,8 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, handle_errors, report_findings
+from registry_db.cli.output import emit_json, handle_errors, progress, report_findings
+from registry_db.model import THINKING_MODES
 
 OUTPUT_HELP = ("Where to write: a folder (one <set>.yaml per set, created when missing), a "
                "*.yaml file, or - for stdout (the default; one set only).")
@@ -70,10 +71,11 @@ def ingest() -> None:
 @click.option("-o", "--output", "out", default="-", show_default=True, metavar="DIR|FILE|-",
               help=OUTPUT_HELP)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @handle_errors
 def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
                source_base: str | None, keep_going: bool, out: str, as_json: bool,
-               **facts: Any) -> None:
+               quiet: bool, **facts: Any) -> None:
     """Read InferenceX golden AL curves (golden_al_distribution/*.yaml) into profile sets.
 
     PATH is a curve file or a folder of them. Each (thinking mode, K) cell becomes a profile
@@ -99,8 +101,10 @@ def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
 
     _json_needs_a_file(as_json, out)
     curve_map = source.load_map(map_file) if map_file is not None else None
-    result = source.read_inferencex(paths, name=name, curve_map=curve_map,
-                                    source_base=source_base, keep_going=keep_going, **facts)
+    with progress(quiet) as bar:
+        result = source.read_inferencex(paths, name=name, curve_map=curve_map,
+                                        source_base=source_base, keep_going=keep_going,
+                                        progress=bar, **facts)
     if result.refused and not as_json:
         report_findings(result.refused, as_json=False)
     _finish(result, out, as_json)
@@ -113,10 +117,11 @@ def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
 # --- the counter sources: one set of flags, one way to read them ----------------------------------
 
 def _category(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from registry_db.model import CATEGORY_RE
+    from registry_db.inputs.schema import category_problem
 
-    if value is not None and not CATEGORY_RE.fullmatch(value):
-        raise click.BadParameter("lower-case letters, digits, '_' and '-', such as coding")
+    problem = None if value is None else category_problem("category", value)
+    if problem is not None:
+        raise click.BadParameter(problem)
     return value
 
 
@@ -151,7 +156,7 @@ def _counter_flags(fn: Any) -> Any:
         click.option("--k", "k", type=click.IntRange(1, MAX_K), metavar="K",
                      help=f"num_speculative_tokens the server ran with (1..{MAX_K}). "
                           "[required]"),
-        click.option("--thinking", type=click.Choice(["on", "off"]), help="[required]"),
+        click.option("--thinking", type=click.Choice(THINKING_MODES), help="[required]"),
         click.option("--category", metavar="C", callback=_category,
                      help="The workload category, such as coding. [required]"),
         click.option("--hardware", metavar="CHIP", help="The chip it ran on. [required]"),

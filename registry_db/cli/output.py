@@ -4,16 +4,19 @@ options (``--json``, ``--csv``, a readable table) with their renderers.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import io
 import json
+import shutil
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import click
 
+from registry_db import interrupts
 from registry_db.errors import InvalidInput, RegistryError
 
 
@@ -22,17 +25,24 @@ def handle_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except InvalidInput as exc:
-            report_findings(exc.findings, as_json=bool(kwargs.get("as_json")))
-            sys.exit(exc.exit_code)
-        except RegistryError as exc:
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+        # Exit 130 only when nothing was committed: once a write has committed, Ctrl-C lets
+        # the command finish (its report is the truth about the database) and exit 0.
+        with interrupts.finish_after_commit() as finishing:
+            try:
+                return fn(*args, **kwargs)
+            except InvalidInput as exc:
+                report_findings(exc.findings, as_json=bool(kwargs.get("as_json")))
+                sys.exit(exc.exit_code)
+            except RegistryError as exc:
+                click.echo(f"Error: {exc}", err=True)
+                sys.exit(exc.exit_code)
+            except KeyboardInterrupt:
+                click.echo("interrupted", err=True)
+                sys.exit(130)
+            finally:
+                if finishing.interrupted:
+                    click.echo("interrupted after commit: everything was written, so the "
+                               "command finished", err=True)
 
     return wrapper
 
@@ -53,18 +63,47 @@ def report_findings(findings: Sequence[Any], as_json: bool) -> None:
 
 # --- output --------------------------------------------------------------------------------------
 
+#: The listing formats other than the table, each a flag of :func:`output_options`.
+LISTING_FORMATS = (("as_json", "--json"), ("as_csv", "--csv"), ("as_nl", "--nl"))
+
+
 def output_options(fn: Callable) -> Callable:
-    """``--json`` and ``--csv`` for listings (a readable table otherwise); both at once is a
-    usage error (exit 2), checked here so that every listing command refuses it alike."""
+    """``--json``, ``--csv`` and ``--nl`` for listings (a readable table otherwise); two at once
+    is a usage error (exit 2), checked here so that every listing command refuses it alike."""
 
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("as_json") and kwargs.get("as_csv"):
-            raise click.UsageError("--json and --csv cannot be used together")
+        given = [flag for name, flag in LISTING_FORMATS if kwargs.get(name)]
+        if len(given) > 1:
+            raise click.UsageError(f"{given[0]} and {given[1]} cannot be used together")
         return fn(*args, **kwargs)
 
-    checked = click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")(checked)
+    checked = click.option("--nl", "as_nl", is_flag=True,
+                           help="Print one JSON object per line (newline-delimited JSON).")(checked)
+    checked = click.option("--csv", "as_csv", is_flag=True,
+                           help="Print CSV (numbers with every digit, as --json).")(checked)
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(checked)
+
+
+def _as_of(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    from registry_db.inputs.as_of import as_of_utc
+
+    if value is None:
+        return None
+    try:
+        return as_of_utc(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def as_of_option(fn: Callable) -> Callable:
+    """``--as-of TIME``: read the registry as it was then (the history's revisions), the time
+    read by :func:`registry_db.inputs.as_of.as_of_utc` as for ``resolve --as-of``; the
+    command gets an aware UTC datetime, or None."""
+    return click.option(
+        "--as-of", "as_of", metavar="TIME", callback=_as_of,
+        help="The registry as it was at TIME (ISO 8601, e.g. 2026-11-30T12:00:00Z; no zone "
+             "means UTC), read from the history.")(fn)
 
 
 def json_option(fn: Callable) -> Callable:
@@ -77,13 +116,20 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
-#: Decimal places that text and CSV output keep (``--json`` keeps every digit).
+def emit_lines(objects: Iterable[Any]) -> None:
+    """Print each object as one line of JSON (``--nl``; nothing at all for none)."""
+    text = "".join(json.dumps(o, ensure_ascii=False, default=str) + "\n" for o in objects)
+    click.echo(text, nl=False)
+
+
+#: Decimal places that tables keep (``--json``, ``--nl`` and ``--csv`` keep every digit).
 READABLE_DIGITS = 4
 
 
 def readable(value: Any) -> Any:
     """A float rounded for reading (0.6140000000000001 -> 0.614, 4.07 stays 4.07); anything
-    else as it is. Text and CSV output use it; ``--json`` never does."""
+    else as it is. Tables and text use it; ``--json``, ``--nl`` and ``--csv`` never do: CSV is
+    for programs."""
     if isinstance(value, float):
         return round(value, READABLE_DIGITS)
     return value
@@ -109,40 +155,181 @@ def readable_list(values: Iterable[float] | None) -> str:
 
 
 def emit_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], as_json: bool = False,
-              as_csv: bool = False) -> None:
-    """Print a listing as JSON (a list of objects, numbers exact), CSV, or an aligned table
-    (numbers rounded for reading)."""
+              as_csv: bool = False, as_nl: bool = False) -> None:
+    """Print a listing as JSON (a list of objects), one object per line, CSV (numbers exact in
+    all three), or an aligned table (numbers rounded for reading)."""
     rows = [list(r) for r in rows]
     if as_json:
         emit_json([dict(zip(columns, r)) for r in rows])
+    elif as_nl:
+        emit_lines(dict(zip(columns, r)) for r in rows)
     elif as_csv:
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(["" if v is None else readable(v) for v in r] for r in rows)
-        click.echo(buf.getvalue(), nl=False)
+        click.echo(csv_text(columns, rows), nl=False)
     else:
-        click.echo(format_table(columns, rows))
+        click.echo(format_table(columns, rows, terminal_width()))
 
 
-def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """An aligned plain-text table, numbers on the right and rounded for reading."""
+def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """CSV with a header; None is an empty cell, numbers keep every digit (as ``--json``)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(["" if v is None else v for v in r] for r in rows)
+    return buf.getvalue()
+
+
+#: The gap between a table's columns.
+GAP = "  "
+#: The narrowest a shortened column gets (a header is shortened too; numbers never are).
+NARROWEST = 6
+#: What stands for the characters a shortened cell lost.
+ELLIPSIS = "…"
+
+
+def terminal_width() -> int | None:
+    """The terminal's width when stdout is a terminal (``COLUMNS`` first, as the shell sets
+    it), None in a pipe or a file: what a program reads is never cut."""
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def shorten(text: str, width: int, middle: bool = False) -> str:
+    """``text`` cut to ``width`` characters with ``…``: from the middle when it is a URL or a
+    path (both ends say which) or ``middle`` says so, else at the end."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    keep = width - 1
+    if middle or "/" in text:
+        # A URL's or path's end names the file; its start, the place: keep more of the end.
+        head = keep * 2 // 5
+        return text[:head] + ELLIPSIS + text[len(text) - (keep - head):]
+    return text[:keep] + ELLIPSIS
+
+
+def fit_widths(widths: Sequence[int], floors: Sequence[int], limit: int) -> list[int]:
+    """Column widths whose line (``GAP`` between columns) fits ``limit``: the widest column
+    gives way first, none below its floor (a floor equal to the width: never shortened)."""
+    out = list(widths)
+    excess = sum(out) + len(GAP) * (len(out) - 1) - limit
+    while excess > 0:
+        shrinkable = [i for i, w in enumerate(out) if w > floors[i]]
+        if not shrinkable:
+            break
+        widest = max(out[i] for i in shrinkable)
+        tied = [i for i in shrinkable if out[i] == widest]
+        below = max([out[i] for i in shrinkable if out[i] < widest] +
+                    [max(floors[i] for i in tied)])
+        # Bring the widest down together, no further than the next width or what is needed.
+        step = min(widest - below, -(-excess // len(tied)))
+        for i in tied:
+            cut = min(step, excess)
+            out[i] -= cut
+            excess -= cut
+    return out
+
+
+def table_lines(header: Sequence[str], body: Sequence[Sequence[str]], right: Sequence[bool],
+                width: int | None = None) -> list[str]:
+    """Cells (text already) as aligned lines: ``right`` columns (numbers) to the right and
+    never shortened; with ``width``, the other columns' longest cells are shortened to fit."""
+    cells = [max([0] + [len(r[i]) for r in body]) for i in range(len(header))]
+    widths = [max(len(h), c) for h, c in zip(header, cells)]
+    if width is not None:
+        floors = [min(w, max(NARROWEST, c if num else 0))
+                  for w, c, num in zip(widths, cells, right)]
+        widths = fit_widths(widths, floors, width)
+
+    def line(texts: Sequence[str]) -> str:
+        parts = [shorten(t, w).rjust(w) if num else shorten(t, w).ljust(w)
+                 for t, w, num in zip(texts, widths, right)]
+        return GAP.join(parts).rstrip()
+
+    top = [shorten(h, w) for h, w in zip(header, widths)]
+    # Headers that the cut made alike (acceptance_length, acceptance_rate) are cut in the middle.
+    top = [shorten(h, w, middle=True) if top.count(t) > 1 else t
+           for h, w, t in zip(header, widths, top)]
+    return [line(top), line(["-" * w for w in widths]), *(line(r) for r in body)]
+
+
+def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                 width: int | None = None) -> str:
+    """An aligned plain-text table, numbers on the right and rounded for reading; with
+    ``width`` (:func:`terminal_width` for a terminal), shortened to fit it."""
     text = [["" if v is None else str(readable(v)) for v in r] for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
     numeric = [all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool)
                    for r in rows if r[i] is not None) and any(r[i] is not None for r in rows)
                for i in range(len(columns))]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)]
-        return "  ".join(parts).rstrip()
-
-    out = [line(columns), line(["-" * w for w in widths])]
-    out.extend(line(r) for r in text)
+    out = table_lines(columns, text, numeric, width)
     if not rows:
         out.append("(no rows)")
     return "\n".join(out)
 
+
+# --- progress -----------------------------------------------------------------------------------
+
+#: A phase of fewer items gets no bar: it is over before a bar could tell anything.
+PROGRESS_MIN = 20
+#: What each phase's bar says; a phase not named here says its own name.
+PROGRESS_LABELS = {"validate": "validating", "write": "writing", "export": "exporting",
+                   "read": "reading", "resolve": "resolving"}
+
+#: ``progress(phase, done, total)``: ``done`` of ``total`` items of ``phase`` are finished.
+ProgressCallback = Callable[[str, int, int], None]
+
+
+class Progress:
+    """click's progress bars on stderr, one per phase (a new phase closes the last bar), for a
+    phase of at least :data:`PROGRESS_MIN` items. Use :func:`progress`, which gives no callback
+    at all when no bar may be drawn."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.phase: str | None = None
+        self.done = 0
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        """The callback: ``done`` of ``total`` items of ``phase`` are finished."""
+        if phase != self.phase:
+            self.close()
+            self.phase, self.done = phase, 0
+            if total >= PROGRESS_MIN:
+                self.bar = click.progressbar(length=total, label=PROGRESS_LABELS.get(
+                    phase, phase), file=sys.stderr)
+                self.bar.__enter__()
+        if self.bar is not None:
+            self.bar.update(done - self.done)
+        self.done = done
+
+    def close(self, *exc: Any) -> None:
+        """End the current bar (its line stays, finished)."""
+        if self.bar is not None:
+            self.bar.__exit__(*(exc or (None, None, None)))
+            self.bar = None
+
+
+@contextlib.contextmanager
+def progress(quiet: bool = False) -> Iterator[ProgressCallback | None]:
+    """The progress callback for long work (import, export, ingest, a batch): bars on stderr
+    when stderr is a terminal and ``quiet`` is not set; None otherwise, so that a pipe or a
+    log never gets a bar's carriage returns and the work pays nothing for them."""
+    try:
+        terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        terminal = False
+    if quiet or not terminal:
+        yield None
+        return
+    bars = Progress()
+    try:
+        yield bars.update
+    finally:
+        bars.close()
 
 
 # --- shell completion ----------------------------------------------------------------------------
@@ -154,19 +341,37 @@ def complete_set_names(ctx: click.Context, param: click.Parameter, incomplete: s
     through a read-only connection, never creates a database (a missing SQLite file completes
     nothing), and is silent on any error: a completion must not print into the user's shell.
     """
+    return _complete(ctx, incomplete, "set_names")
+
+
+def complete_models(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Complete a stored model name (attach to a ``--model`` that reads the registry)."""
+    return _complete(ctx, incomplete, "model")
+
+
+def complete_methods(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Complete a stored speculative method (attach to a ``--method`` that reads it)."""
+    return _complete(ctx, incomplete, "speculative_method")
+
+
+def _complete(ctx: click.Context, incomplete: str, what: str) -> list[Any]:
+    """The stored names (``set_names``, or a profile column's distinct values) that start with
+    ``incomplete``, read as :func:`complete_set_names` says."""
     from click.shell_completion import CompletionItem
 
     try:
+        from registry_db.cli.group import DATABASE_META
         from registry_db.store.engine import make_engine
-        from registry_db.store.read import set_names
+        from registry_db.store.read import key_values, set_names
         from registry_db.store.urls import resolve_url
 
         # No schema check and no migration: a read-only connection (SQLite: mode=ro, which
-        # fails on a missing file instead of creating it) and one query.
-        url = resolve_url(ctx.find_root().params.get("database"))
+        # fails on a missing file instead of creating it) and one query. The database is -d's,
+        # before or after the command.
+        url = resolve_url(ctx.meta.get(DATABASE_META) or ctx.find_root().params.get("database"))
         engine = make_engine(url, readonly=True)
         try:
-            names = set_names(engine)
+            names = set_names(engine) if what == "set_names" else key_values(engine, what)
         finally:
             engine.dispose()
     except Exception:  # noqa: BLE001 - completion offers nothing rather than an error

@@ -12,7 +12,16 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import complete_set_names, emit_json, handle_errors, json_option
+from registry_db.cli.output import (
+    as_of_option,
+    complete_methods,
+    complete_models,
+    complete_set_names,
+    emit_json,
+    handle_errors,
+    json_option,
+)
+from registry_db.model import THINKING_MODES
 
 
 def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -25,26 +34,31 @@ def _picture_path(_ctx: click.Context, _param: click.Parameter, value: str) -> s
 
 
 @click.command("plot")
-@click.option("--model", metavar="M", help="Only this model.")
-@click.option("--method", "speculative_method", metavar="X",
+@click.option("--model", metavar="M", shell_complete=complete_models, help="Only this model.")
+@click.option("--method", "speculative_method", metavar="X", shell_complete=complete_methods,
               help="Only this speculative method (e.g. dspark, mtp).")
-@click.option("--thinking", type=click.Choice(["on", "off"]), help="Only this thinking mode.")
+@click.option("--thinking", type=click.Choice(THINKING_MODES), help="Only this thinking mode.")
 @click.option("--category", metavar="C", help="Only this workload category.")
 @click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,
               help="The sets that count as the registry (repeatable; default: all).")
+@as_of_option
 @click.option("-o", "--output", required=True, metavar="FILE.png|FILE.svg",
               callback=_picture_path, help="The picture to write; its suffix picks the format.")
+@click.option("--force", is_flag=True,
+              help="Replace an existing file whose content differs from the picture.")
 @json_option
 @click.pass_obj
 @handle_errors
 def plot(settings: Any, model: str | None, speculative_method: str | None,
-         thinking: str | None, category: str | None, sets: tuple[str, ...],
-         output: str, as_json: bool) -> None:
+         thinking: str | None, category: str | None, sets: tuple[str, ...], as_of: Any,
+         output: str, force: bool, as_json: bool) -> None:
     """Draw AL against K: one line per (model, method, thinking), against the K + 1 ceiling.
 
     Markers sit only at stored values (filled when measured, hollow otherwise) and no line
     crosses a K that has none. More than a dozen lines become one panel per model. Needs the
-    plot extra: pip install 'registry_db[plot]'. Prints the path written; --json prints
+    plot extra: pip install 'registry_db[plot]'. The file is written as `export` writes, to a
+    temporary file renamed into place; an existing file of other content (or a symlink) is
+    replaced only with --force. Prints the path written; --json prints
     {"file", "format", "lines", "points"}.
 
     \b
@@ -57,11 +71,11 @@ def plot(settings: Any, model: str | None, speculative_method: str | None,
 
     drawing.require_matplotlib()  # before the database: the fix is an install, not a query
     selection = Selection(model=model, speculative_method=speculative_method,
-                          thinking=thinking, category=category, sets=tuple(sets))
+                          thinking=thinking, category=category, sets=tuple(sets), as_of=as_of)
     with settings.registry(readonly=True) as engine:
         grid = read_coverage(engine, selection)
     lines = drawing.curves(grid)
-    path = drawing.save_figure(drawing.build_figure(grid), output)
+    path = drawing.save_figure(drawing.build_figure(grid), output, force=force)
     points = sum(len(c.points) for c in lines)
     if as_json:
         emit_json({"file": str(path), "format": drawing.FORMATS[path.suffix.lower()],

@@ -6,8 +6,6 @@ Thin: parsing ``-p`` and rendering live here, the read-only execution in
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import json
 import sys
@@ -16,7 +14,17 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_rows, format_table, handle_errors, output_options, readable
+from registry_db.cli.output import (
+    csv_text,
+    emit_lines,
+    emit_rows,
+    format_table,
+    handle_errors,
+    output_options,
+    readable,
+    shorten,
+    terminal_width,
+)
 
 
 def _params(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict:
@@ -52,7 +60,7 @@ def _params(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...
 @click.pass_obj
 @handle_errors
 def query(settings, sql: str, params: dict, query_url: str | None, timeout: float,
-          trust_sql: bool, as_json: bool, as_csv: bool) -> None:
+          trust_sql: bool, as_json: bool, as_csv: bool, as_nl: bool) -> None:
     """Run one read-only SQL statement (SQL, or - to read it from stdin).
 
     The connection is read-only: the database refuses INSERT, UPDATE, DELETE and DDL (exit 1),
@@ -60,8 +68,8 @@ def query(settings, sql: str, params: dict, query_url: str | None, timeout: floa
     superuser or a role that may write the registry is refused before the SQL runs; create a
     reader once with `registry db reader NAME` and pass its URL (--query-url or
     REGISTRY_QUERY_URL). Rows are printed as they arrive; Ctrl-C stops the query (exit 130).
-    Query the views acceptance_profiles, profile_conflicts, profile_rates_long,
-    provenance_details and set_overview, or the tables; docs/schema.md describes them all.
+    Query the views {views}, or the tables; docs/schema.md in the repository describes them
+    all.
 
     \b
     Example:
@@ -74,8 +82,6 @@ def query(settings, sql: str, params: dict, query_url: str | None, timeout: floa
     from registry_db.store.query import stream_query
     from registry_db.store.urls import normalize_url
 
-    if as_json and as_csv:
-        raise click.UsageError("--json and --csv cannot be used together")
     if sql == "-":
         sql = sys.stdin.read()
     url = normalize_url(query_url) if query_url else settings.url
@@ -84,10 +90,21 @@ def query(settings, sql: str, params: dict, query_url: str | None, timeout: floa
         if not result.columns:
             if as_json:
                 emit_rows((), (), as_json=True)
-            elif not as_csv:
+            elif not (as_csv or as_nl):
                 click.echo("(the statement returned no result set)", err=True)
             return
-        stream_rows(result.columns, result.rows, as_json=as_json, as_csv=as_csv)
+        stream_rows(result.columns, result.rows, as_json=as_json, as_csv=as_csv, as_nl=as_nl)
+
+
+def _view_names() -> str:
+    """The analysts' views, from the catalog that describes them (so the help never drifts)."""
+    from registry_db.store.catalog import VIEWS
+
+    names = list(VIEWS)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+query.help = (query.help or "").replace("{views}", _view_names())
 
 
 #: The readable table aligns its columns on this many rows; later rows keep those widths.
@@ -97,12 +114,15 @@ _WRITE_BLOCK = 500
 
 
 def stream_rows(columns: Sequence[str], rows: Iterator[Sequence[Any]], as_json: bool = False,
-                as_csv: bool = False) -> None:
+                as_csv: bool = False, as_nl: bool = False) -> None:
     """Print rows as they arrive, byte for byte what :func:`emit_rows` prints for all of them
     at once (a table longer than :data:`TABLE_BLOCK` rows keeps its first block's widths):
-    table and CSV numbers rounded for reading on every row, JSON exact."""
+    table numbers rounded for reading on every row, JSON, lines and CSV exact."""
     if as_json:
         _stream_json(columns, rows)
+    elif as_nl:
+        for block in _blocks(rows):
+            emit_lines(dict(zip(columns, row)) for row in block)
     elif as_csv:
         _stream_csv(columns, rows)
     else:
@@ -123,22 +143,21 @@ def _stream_json(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None:
     click.echo("".join(out), nl=False)
 
 
+def _blocks(rows: Iterator[Sequence[Any]]) -> Iterator[list[Sequence[Any]]]:
+    """The rows in blocks of :data:`_WRITE_BLOCK`, one write each."""
+    while block := list(itertools.islice(rows, _WRITE_BLOCK)):
+        yield block
+
+
 def _stream_csv(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    for n, row in enumerate(rows, 1):
-        writer.writerow(["" if v is None else readable(v) for v in row])
-        if n % _WRITE_BLOCK == 0:
-            click.echo(buf.getvalue(), nl=False)
-            buf.seek(0)
-            buf.truncate()
-    click.echo(buf.getvalue(), nl=False)
+    click.echo(csv_text(columns, ()), nl=False)
+    for block in _blocks(rows):
+        click.echo(csv_text(columns, block).split("\n", 1)[1], nl=False)
 
 
 def _stream_table(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None:
     block = list(itertools.islice(rows, TABLE_BLOCK))
-    head = format_table(columns, block)
+    head = format_table(columns, block, terminal_width())
     click.echo(head)
     if len(block) < TABLE_BLOCK:
         return
@@ -148,7 +167,7 @@ def _stream_table(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None
                and any(r[i] is not None for r in block) for i in range(len(columns))]
     out: list[str] = []
     for row in rows:
-        cells = ["" if v is None else str(readable(v)) for v in row]
+        cells = [shorten("" if v is None else str(readable(v)), w) for v, w in zip(row, widths)]
         out.append("  ".join(c.rjust(w) if num else c.ljust(w)
                              for c, w, num in zip(cells, widths, numeric)).rstrip())
         if len(out) >= _WRITE_BLOCK:

@@ -12,13 +12,17 @@ from typing import Any
 import click
 
 from registry_db.cli.output import (
+    as_of_option,
     complete_set_names,
     emit_json,
     emit_rows,
     handle_errors,
     json_option,
     output_options,
+    progress,
     readable_list,
+    shorten,
+    terminal_width,
     uncertainty_json,
     with_stderr,
 )
@@ -45,7 +49,7 @@ class _ListsSets(click.Command):
 @output_options
 @click.pass_obj
 @handle_errors
-def list_(settings: Any, as_json: bool, as_csv: bool) -> None:
+def list_(settings: Any, as_json: bool, as_csv: bool, as_nl: bool) -> None:
     """List the profile sets: name, file, profiles, caveats, imported_at.
 
     \b
@@ -59,47 +63,52 @@ def list_(settings: Any, as_json: bool, as_csv: bool) -> None:
         sets = store.list_sets(engine)
     emit_rows(["name", "file", "profiles", "caveats", "imported_at"],
               [(s.name, s.file, s.profiles, s.caveats, s.imported_at.isoformat())
-               for s in sets], as_json=as_json, as_csv=as_csv)
+               for s in sets], as_json=as_json, as_csv=as_csv, as_nl=as_nl)
 
 
 @click.command("show")
 @click.argument("set_name", metavar="SET", shell_complete=complete_set_names)
+@as_of_option
 @json_option
 @click.pass_obj
 @handle_errors
-def show(settings: Any, set_name: str, as_json: bool) -> None:
+def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
     """Show one set: its file, caveats and profiles.
 
     Each profile's row gives its AL (with its standard error, `± S`, when counts are
     stored), per-position rates, method, hardware and source; a profile's rationale and
     copied_from follow the table. --json prints the set in the spec's form (as `export` writes
-    it) plus `file` and `imported_at`, and each profile's `counts` and `uncertainty` (null
-    without counts).
+    it) plus `file`, `imported_at` and `revision`, and each profile's `counts` and
+    `uncertainty` (null without counts). --as-of TIME shows the set as the registry held it
+    then.
 
     \b
     Example:
         registry show inferencex-golden-al
         registry show inferencex-golden-al --json
+        registry show old-golden-curves --as-of 2026-11-30T12:00:00Z
     """
-    from registry_db.store import read as store
     from registry_db.store.export import set_document
 
     with settings.registry(readonly=True) as engine, engine.connect() as conn:
-        ps = store.load_set(conn, set_name)
-        summary = store.set_summary(conn, set_name)
+        ps, imported_at, revision = _shown(conn, set_name, as_of)
     if as_json:
         doc = set_document(ps)
         for p, shown in zip(ps.profiles, doc["profiles"]):
             shown.setdefault("counts", None)
             shown["uncertainty"] = uncertainty_json(
                 None if p.counts is None else p.counts.uncertainty(p.num_spec_tokens))
-        emit_json({"name": ps.name, "file": ps.file,
-                   "imported_at": summary.imported_at.isoformat(),
-                   "caveats": list(ps.caveats), "profiles": doc["profiles"]})
+        emit_json({"name": ps.name, "file": ps.file, "imported_at": imported_at.isoformat(),
+                   "revision": revision, "caveats": list(ps.caveats),
+                   "profiles": doc["profiles"]})
         return
+    width = terminal_width()
     click.echo(f"set:      {ps.name}")
-    click.echo(f"file:     {ps.file or ''}")
-    click.echo(f"imported: {summary.imported_at.isoformat()}")
+    # Prose (caveats, rationale) wraps on its own; the path is shortened like a table's cells.
+    file = ps.file or ""
+    click.echo(f"file:     {file if width is None else shorten(file, width - 10)}")
+    click.echo(f"imported: {imported_at.isoformat()}")
+    click.echo(f"revision: {revision}")
     if ps.caveats:
         click.echo("caveats:")
         for c in ps.caveats:
@@ -123,13 +132,34 @@ def show(settings: Any, set_name: str, as_json: bool) -> None:
                 click.echo(f"  rationale:   {p.rationale}")
 
 
+def _shown(conn: Any, name: str, as_of: Any) -> tuple[Any, Any, int]:
+    """The set ``show`` shows, its time and revision: now, or as of a time (the history)."""
+    from registry_db.errors import NotFound
+    from registry_db.store import history
+    from registry_db.store import read as store
+
+    if as_of is not None:
+        [then] = history.held(conn, [name], as_of=as_of)
+        return then.set, then.imported_at, then.revision
+    try:
+        ps = store.load_set(conn, name)
+    except NotFound:
+        gone = history.deleted_message(conn, name)
+        if gone is None:
+            raise
+        raise NotFound(gone) from None
+    summary = store.set_summary(conn, name)
+    return ps, summary.imported_at, history.history(conn, name)[0].revision
+
+
 @click.command("conflicts")
 @click.option("--check", is_flag=True,
               help="Exit 1 when any conflict exists (for CI); the listing is printed as usual.")
 @output_options
 @click.pass_obj
 @handle_errors
-def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool) -> None:
+def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool,
+              as_nl: bool) -> None:
     """List profile keys that two or more sets hold (the resolver refuses them).
 
     \b
@@ -145,8 +175,8 @@ def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool) -> None:
     columns = ["profile", "model", "speculative_method", "num_spec_tokens", "thinking",
                "category", "set_count", "sets"]
     emit_rows(columns, [(c.label, *c.key, c.set_count,
-                         list(c.sets) if as_json else " ".join(c.sets)) for c in found],
-              as_json=as_json, as_csv=as_csv)
+                         list(c.sets) if as_json or as_nl else " ".join(c.sets)) for c in found],
+              as_json=as_json, as_csv=as_csv, as_nl=as_nl)
     if check and found:
         click.echo(f"{len(found)} conflicting profile key(s)", err=True)
         sys.exit(1)
@@ -157,30 +187,52 @@ def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool) -> None:
 @click.option("-o", "--output", "out_dir", default=".", show_default=True, metavar="DIR",
               help="Folder for the <set>.yaml files (created if missing); '-' prints one "
                    "set to stdout (several are refused: import reads one set per file).")
+@click.option("--revision", type=click.IntRange(min=1), metavar="N",
+              help="Export revision N of the one SET named (`registry history SET`).")
+@as_of_option
 @click.option("--force", is_flag=True,
               help="Replace existing files whose content differs from the export.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_obj
 @handle_errors
-def export(settings: Any, names: tuple[str, ...], out_dir: str, force: bool) -> None:
+def export(settings: Any, names: tuple[str, ...], out_dir: str, revision: int | None,
+           as_of: Any, force: bool, quiet: bool) -> None:
     """Write sets as YAML (every set when none is named), one <set>.yaml per set.
 
     The files import back to the same rows; a provenance shared by several profiles is
     written once as an anchor and referred to by aliases. An existing file of the same name
     whose content differs (a hand-written file, its comments) is not replaced unless --force
     is given: the export then writes nothing and exits 1, naming the files. Prints the paths
-    written.
+    written. --revision N writes one set's revision N, --as-of TIME the sets as the registry
+    held them then; a deleted set is exported from its history this way (exporting it by name
+    alone says when it was deleted and which revision holds it).
 
     \b
     Example:
         registry export -o acceptance/
         registry export inferencex-golden-al -o -
+        registry export old-golden-curves --revision 2 -o acceptance/
     """
     from registry_db.store import export as exporter
+    from registry_db.store import history
 
+    if revision is not None and as_of is not None:
+        raise click.UsageError("--revision and --as-of cannot be used together")
+    if revision is not None and len(set(names)) != 1:
+        raise click.UsageError(f"--revision N names a revision of one SET; "
+                               f"{len(set(names))} were given")
+    if out_dir == "-":
+        exporter.one_set_only(names)
     with settings.registry(readonly=True) as engine:
+        if revision is not None or as_of is not None:
+            sets = [h.set for h in history.held(engine, list(names) or None, as_of=as_of,
+                                                revision=revision)]
+        else:
+            sets = exporter.current_sets(engine, names)
         if out_dir == "-":
-            click.echo(exporter.render_sets(engine, names), nl=False)
+            click.echo(exporter.render_one(sets), nl=False)
             return
-        paths = exporter.export_sets(engine, names, out_dir, force=force)
+        with progress(quiet) as bar:
+            paths = exporter.write_sets(sets, out_dir, force=force, progress=bar)
     for path in paths:
         click.echo(str(path))

@@ -1,9 +1,10 @@
 """``registry resolve``: the acceptance one run uses, or many runs' from a JSON-lines file.
 
-Thin over :mod:`registry_db.resolve.plan` (the rules), :mod:`registry_db.inputs.layers` (the
-options, one per flag of its table) and :mod:`registry_db.inputs.request` (files and batch
-lines). A refusal exits 1 with its reason; ``--batch`` answers every line, refusals included,
-and exits 1 only when some line was not a well-formed request.
+Parses the options (one per flag of :mod:`registry_db.inputs.layers`' table, each checked by its
+input's one rule), calls the library (:mod:`registry_db.resolve.plan`, ``.deployment`` and
+``.batch``, on the registry :func:`registry_db.resolve.reading.reading` opens) and renders the
+answer. A refusal exits 1 with its reason; ``--batch`` answers every line, refusals included, and
+exits 1 only when some line was not a well-formed request.
 """
 
 from __future__ import annotations
@@ -41,29 +42,31 @@ def _nonempty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 
 
 def _category(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    from registry_db.inputs.schema import good_category, malformed_category
+    from registry_db.inputs.schema import category_problem
 
-    _nonempty(ctx, param, value)
-    if value is not None and not good_category(value):
-        raise click.BadParameter(malformed_category("", value))
+    problem = None if value is None else category_problem(str(param.name), value)
+    if problem is not None:
+        raise click.BadParameter(problem)
     return value
 
 
 def _k(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
     from registry_db.inputs.schema import k_problem
 
-    problem = None if value is None else k_problem(str(value), value)
+    problem = None if value is None else k_problem("k", value)
     if problem is not None:  # only above the limit: click's range refuses K < 1
-        raise click.BadParameter(problem.split("; ", 1)[1])
+        raise click.BadParameter(problem)
     return value
 
 
 def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from registry_db.inputs.as_of import as_of_problem
+    from registry_db.inputs.as_of import as_of_utc
 
-    problem = None if value is None else as_of_problem(value)
-    if problem is not None:
-        raise click.BadParameter(problem)
+    if value is not None:
+        try:
+            as_of_utc(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
     return value
 
 
@@ -72,7 +75,7 @@ _KINDS: dict[str, dict[str, Any]] = {
     "text": {"callback": _nonempty},
     "category": {"callback": _category},
     "k": {"type": click.IntRange(min=1), "callback": _k},
-    "thinking": {"type": click.Choice(list(THINKING_MODES))},
+    "thinking": {"type": click.Choice(THINKING_MODES)},
     "number": {"type": float},
     "rates": {"callback": _rates},
     "time": {"callback": _time},
@@ -177,12 +180,8 @@ def _run_deployment(settings: Any, run: dict[str, Any], path: str, as_json: bool
     # The pools replace the run's method and K; these stand in until they do (a --k stays: it
     # is the K the command line's value was stated at).
     run = {**run, **{k: run[k] or v for k, v in POOL_STANDS_IN.items()}}
-
-    def on_pools(request: Any) -> Any:
-        with settings.registry() as engine:
-            return resolve_deployment(engine, request, deployment)
-
-    answer = _resolved(run, as_json, on_pools)
+    answer = _resolved(settings, run, as_json,
+                       lambda bind, request: resolve_deployment(bind, request, deployment))
     if not as_json:
         for warning in answer.warnings:
             click.echo(f"warning: {warning}", err=True)
@@ -216,7 +215,7 @@ def _run_one(settings: Any, run: dict[str, Any], as_json: bool, emit: str | None
              shell: bool = False) -> None:
     from registry_db.resolve.plan import resolve as resolve_run
 
-    answer = _resolved(run, as_json, lambda request: _on_registry(settings, resolve_run, request))
+    answer = _resolved(settings, run, as_json, resolve_run)
     if emit is not None:
         _emit(answer, emit, as_json, shell)
     elif as_json:
@@ -225,47 +224,25 @@ def _run_one(settings: Any, run: dict[str, Any], as_json: bool, emit: str | None
         click.echo(format_resolution(answer))
 
 
-def _resolved(run: dict[str, Any], as_json: bool, resolve_with: Any) -> Any:
-    """``resolve_with(request)`` for the request the flags describe, its files' warnings on
-    stderr first; a refusal is printed (the contract's JSON, or one line) and exits 1."""
+def _resolved(settings: Any, run: dict[str, Any], as_json: bool, resolve_with: Any) -> Any:
+    """``resolve_with(bind, request)`` for the request the flags describe, on the registry
+    (:func:`~registry_db.resolve.reading.reading`), its files' warnings on stderr first; a
+    refusal is printed (the contract's JSON, or one line) and exits 1."""
     from registry_db.errors import ResolutionRefused
+    from registry_db.resolve.reading import reading
 
     try:
         request, warnings = _request(run)
         for finding in warnings:
             click.echo(finding.render(), err=True)
-        return resolve_with(request)
+        with reading(settings.url) as bind:
+            return resolve_with(bind, request)
     except ResolutionRefused as refusal:
         if as_json:
             emit_json(refusal.to_json())
         else:
             click.echo(f"refused ({refusal.reason}): {refusal.message}", err=True)
         sys.exit(1)
-
-
-def _on_registry(settings: Any, call: Any, arg: Any) -> Any:
-    """``call(bind, arg)`` on the registry, read through a read-only ``sqlite3`` connection when
-    it is a SQLite file at the head, else through the engine.
-
-    The first way imports no SQLAlchemy, which is most of a one-run command's time (issue 14:
-    288 ms before, the figures in the README's Performance section after). Anything it cannot
-    read, or a driver error while reading, goes the engine's way, which creates, refuses or
-    reports exactly as before; a resolution only reads, so trying twice changes nothing.
-    """
-    from registry_db.store import sqlite_read
-
-    conn = sqlite_read.open_readonly(settings.url)
-    if conn is not None:
-        import sqlite3
-
-        try:
-            return call(conn, arg)
-        except sqlite3.Error:
-            pass
-        finally:
-            conn.close()
-    with settings.registry() as engine:
-        return call(engine, arg)
 
 
 def _emit(answer: Any, engine: str, as_json: bool, shell: bool) -> None:
@@ -295,7 +272,7 @@ def _comment_text(name: str) -> str:
 def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:
     """The request the flags describe: each input from its own flags, then from the files
     (``--workload``, ``--scenario``) that state it, in the table's order."""
-    from registry_db.inputs.request import Request
+    from registry_db.inputs.run import Request
 
     fields = {row.name: row.from_flags(run) for row in INPUTS}
     warnings: list[Any] = []
@@ -308,40 +285,23 @@ def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:
 
 
 def _run_batch(settings: Any, path: str) -> int:
+    """Every line's answer on stdout, in order; 1 when some line was no request, else 0."""
     from registry_db.cli.batch_json import answer_line
     from registry_db.gcpause import gc_paused
-    from registry_db.inputs.request import DeploymentRun, Request, line_id, parse_lines
-    from registry_db.model import Refusal, RefusalReason
-    from registry_db.resolve.deployment import resolve_runs
+    from registry_db.inputs.request import batch_lines
+    from registry_db.resolve.batch import answer_lines
+    from registry_db.resolve.reading import reading
 
     lines = batch_lines(_read_text(path))
-    with gc_paused(len(lines)):
-        parsed = parse_lines(lines)
-        runs = [p for p in parsed if type(p) is Request or type(p) is DeploymentRun]
-        resolved = _on_registry(settings, resolve_runs, runs)
-        answers = iter(resolved)
-        bad = 0
-        block: list[str] = []
-        # The resolver's answers by identity (identical runs share one): each written once.
-        # The answers list outlives this loop, so no identity in it is reused meanwhile.
-        written: dict[int, str] = {}
-        for item, (number, line) in zip(parsed, ((n, ln) for n, ln in enumerate(lines, 1)
-                                                  if ln.strip())):
-            memo = None
-            if not isinstance(item, Refusal):
-                answer, ident = next(answers), item.id
-                if type(answer) is Refusal and answer.reason == RefusalReason.INVALID_REQUEST:
-                    # A term the resolver's rules refused (K over 64, thinking 'maybe'): the
-                    # line is named, as for a line refused as it was read.
-                    answer = Refusal(answer.reason, f"line {number}: {answer.message}")
-                else:
-                    memo = written
-            else:  # refused as it was read: the line's id, if it still has one
-                answer, ident = item, line_id(line)
-            if type(answer) is Refusal and answer.reason == RefusalReason.INVALID_REQUEST:
-                bad += 1
+    bad = 0
+    block: list[str] = []
+    memo: dict[int, Any] = {}  # each shared answer's text, written once
+    # The command's bulk work builds many small objects and no cycles (registry_db.gcpause).
+    with gc_paused(len(lines)), reading(settings.url) as bind:
+        for line in answer_lines(bind, lines):
+            bad += not line.well_formed
             # The line's id comes first in its answer, for joining by id.
-            block.append(answer_line(answer, ident, memo))
+            block.append(answer_line(line.answer, line.id, memo))
             if len(block) >= _BLOCK:
                 sys.stdout.write("\n".join(block) + "\n")
                 block.clear()
@@ -349,16 +309,6 @@ def _run_batch(settings: Any, path: str) -> int:
             sys.stdout.write("\n".join(block) + "\n")
         sys.stdout.flush()
     return 1 if bad else 0
-
-
-def batch_lines(text: str) -> list[str]:
-    """One request per ``\n``-terminated line, nothing else: U+2028, U+0085, ``\x1c`` and the
-    other characters ``str.splitlines`` breaks on may stand inside a JSON string, and a lone
-    ``\r`` is JSON whitespace; splitting on them would pair answers with the wrong lines."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 def _read_text(path: str) -> str:
@@ -375,8 +325,6 @@ def _read_text(path: str) -> str:
         reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
         raise InvalidInput([Finding(path, 1, 1, "", "unreadable_file",
                                     f"cannot read the batch: {reason}")]) from None
-
-
 
 
 def format_resolution(answer: Any) -> str:

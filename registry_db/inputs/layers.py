@@ -1,13 +1,14 @@
 """What a run states and which layer wins, as two ordered tables.
 
-:data:`INPUTS` has one row per thing a run states: the :class:`~registry_db.inputs.request.Request`
-field, its ``--batch`` key and JSON type, whether it is required, the rule that checks it (a term
+:data:`INPUTS` has one row per thing a run states: the :class:`~registry_db.inputs.run.Request`
+field, its ``--batch`` key and JSON type, whether it is required, the rule that reads it (a term
 of the run: ``invalid_request``) or the schema of what it states (a layer's value or pin:
 ``invalid_value``), and the ``registry resolve`` flags that give it. :data:`LAYERS` lists the
 layers lowest to highest (spec: Resolution): for each, the input that states it, the inline value
-it states and the set it names. Everything else is derived from the two tables: the batch line's
-keys and types, the request checks, the command's options and the usage rules between them, the
-resolver's precedence (:mod:`registry_db.resolve.plan`).
+it states and the set it names. Everything else follows from the two tables: the batch line's
+keys and types, the checked run (:func:`registry_db.inputs.run.check`, which reads both tables
+as they stand), the command's options and the usage rules between them, the resolver's
+precedence (:mod:`registry_db.resolve.plan`).
 
 Adding an input is one :class:`Input` row (and the :class:`Request` field of the same name);
 adding a layer is one more :class:`LayerRow` whose input states it. docs/architecture.md says
@@ -20,65 +21,70 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from registry_db.inputs.as_of import check_as_of
+from registry_db.inputs.as_of import read_as_of
 from registry_db.inputs.inline import INLINE_VALUE, PIN
-from registry_db.inputs.schema import Map, is_int, k_problem, malformed_category, too_long
-from registry_db.model import (
-    CATEGORY_RE,
-    MAX_K,
-    MAX_LENGTH,
-    THINKING_MODES,
-    InlineValue,
-    Layer,
-    Pin,
+from registry_db.inputs.schema import (
+    Map,
+    Problem,
+    category_problem,
+    is_int,
+    k_problem,
+    thinking_problem,
+    too_long,
 )
+from registry_db.model import MAX_K, MAX_LENGTH, InlineValue, Layer, Pin
 
-# --- the rules of a run's terms (each message written once) --------------------------------------
+# --- the rules of a run's terms: each reads a value into the run's, or raises Problem ------------
 
 def _text(name: str, limit: str, optional: bool = False) -> Callable[[Any], str | None]:
     """A non-empty string within the registry's limit for it (None allowed when optional)."""
     most = MAX_LENGTH[limit]
 
-    def check(value: Any) -> str | None:
+    def read(value: Any) -> str | None:
         if isinstance(value, str) and value and len(value) <= most:
-            return None
+            return value
         if value is None and optional:
             return None
         if not isinstance(value, str) or not value:
-            return f"{name} must be a non-empty string, got {value!r}"
-        return too_long(name, value, limit)
-    return check
+            raise Problem(f"{name} must be a non-empty string, got {value!r}")
+        raise Problem(too_long(name, value, limit))
+    return read
 
 
-def _k(value: Any) -> str | None:
+def _k(value: Any) -> int:
+    # K is an int, never a bool or a float: 1, 1.0 and True are equal in Python, and only the
+    # first is a K, so runs compare equal only when they are the same run.
     if type(value) is int and 1 <= value <= MAX_K:
-        return None
+        return value
     if not is_int(value) or value < 1:
-        return f"k must be an integer of at least 1, got {value!r}"
-    return k_problem("k", value)
+        raise Problem(f"k must be an integer of at least 1, got {value!r}")
+    raise Problem(k_problem("k", value))
 
 
 def _thinking(value: Any) -> str | None:
-    if value is None or value in THINKING_MODES:
-        return None
-    return f"thinking must be 'on' or 'off', got {value!r}"
+    problem = None if value is None else thinking_problem(value, term=True)
+    if problem is not None:
+        raise Problem(problem)
+    return value
 
 
 def _category(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not CATEGORY_RE.fullmatch(value):
-        return malformed_category("category ", value, example=False)
-    return too_long("category", value, "category")
+    problem = category_problem("category", value) or too_long("category", value, "category")
+    if problem is not None:
+        raise Problem(problem)
+    return value
 
 
-def _sets(value: Any) -> str | None:
+def _sets(value: Any) -> tuple[str, ...] | None:
+    """The names of the sets that count as the registry, distinct and sorted (the run's scope)."""
     if value is None:
         return None
     if not isinstance(value, (list, tuple)) or not value or not all(
             isinstance(s, str) and s for s in value):
-        return f"sets must be a non-empty list of set names, got {value!r}"
-    return None
+        raise Problem(f"sets must be a non-empty list of set names, got {value!r}")
+    return tuple(sorted(set(value)))
 
 
 # --- the tables ----------------------------------------------------------------------------------
@@ -114,13 +120,16 @@ _JSON_PY = {"string": str, "integer": int, "object": dict, "list of strings": li
 @dataclass(frozen=True)
 class Input:
     """One thing a run states: a :class:`Request` field, how a batch line and the command line
-    give it, and how it is checked (``check`` for a term, ``schema`` for a layer's value)."""
+    give it, and how it is checked (``read`` for a term, ``schema`` for a layer's value).
+
+    ``read`` turns a term's value into the checked run's (:class:`~registry_db.inputs.run.Run`)
+    or raises :class:`~registry_db.inputs.schema.Problem` with the rule's one message."""
 
     name: str
     key: str
     json: str
     required: bool = False
-    check: Callable[[Any], str | None] | None = None
+    read: Callable[[Any], Any] | None = None
     layer: Layer | None = None
     schema: Map | None = None
     flags: tuple[Flag, ...] = ()
@@ -172,20 +181,20 @@ def _cli_flags(run: dict[str, Any]) -> InlineValue | None:
 
 
 INPUTS: tuple[Input, ...] = (
-    Input("model", "model", "string", required=True, check=_text("model", "model"),
+    Input("model", "model", "string", required=True, read=_text("model", "model"),
           flags=(Flag("--model", "The catalog model name."),),
           from_flags=lambda run: run["model"]),
     Input("method", "method", "string", required=True,
-          check=_text("method", "speculative_method"),
+          read=_text("method", "speculative_method"),
           flags=(Flag("--method", "The speculative method, e.g. dspark, mtp."),),
           from_flags=lambda run: run["method"]),
-    Input("k", "k", "integer", required=True, check=_k,
+    Input("k", "k", "integer", required=True, read=_k,
           flags=(Flag("--k", "K, the speculative tokens per step.", kind="k"),),
           from_flags=lambda run: run["k"]),
-    Input("thinking", "thinking", "string", check=_thinking,
+    Input("thinking", "thinking", "string", read=_thinking,
           flags=(Flag("--thinking", "The workload's thinking mode.", kind="thinking"),),
           from_flags=lambda run: run["thinking"]),
-    Input("category", "category", "string", check=_category,
+    Input("category", "category", "string", read=_category,
           flags=(Flag("--category", "The workload's category, e.g. coding.", kind="category"),),
           from_flags=lambda run: run["category"]),
     Input("workload", "acceptance", "object", layer=Layer.WORKLOAD, schema=INLINE_VALUE,
@@ -208,16 +217,16 @@ INPUTS: tuple[Input, ...] = (
                  Flag("--per-position-rates", "The command line's K per-position rates.",
                       kind="rates", metavar="R1,R2,...")),
           from_flags=_cli_flags),
-    Input("hardware", "hardware", "string", check=_text("hardware", "hardware", optional=True),
+    Input("hardware", "hardware", "string", read=_text("hardware", "hardware", optional=True),
           flags=(Flag("--hardware", "The run's chip, e.g. b300.", metavar="CHIP"),),
           from_flags=lambda run: run["hardware"]),
-    Input("sets", "sets", "list of strings", check=_sets,
+    Input("sets", "sets", "list of strings", read=_sets,
           flags=(Flag("--set", "A set that counts as the registry (repeat; default: every "
                       "set).", metavar="NAME", dest="sets", multiple=True, names_a_set=True),),
           from_flags=lambda run: tuple(run["sets"]) or None,
           from_json=tuple),
     # The registry as it stood at a moment (ISO 8601; no zone: UTC); None: as it stands now.
-    Input("as_of", "as_of", "string", check=check_as_of,
+    Input("as_of", "as_of", "string", read=read_as_of,
           flags=(Flag("--as-of", "Resolve against the registry as it stood at this time "
                       "(ISO 8601, e.g. 2026-11-30T12:00:00Z; no zone means UTC).",
                       kind="time", metavar="TIME"),),
@@ -255,33 +264,11 @@ LAYERS: tuple[LayerRow, ...] = (
 
 # --- derived -------------------------------------------------------------------------------------
 
-#: The inputs that are the run's terms (checked by their rule).
-TERMS: tuple[Input, ...] = tuple(row for row in INPUTS if row.check is not None)
-#: Each term's rule, by its Request field.
-TERM_CHECKS: tuple[tuple[str, Callable[[Any], str | None]], ...] = tuple(
-    (row.name, row.check) for row in INPUTS if row.check is not None)
 #: The inputs that state a layer's acceptance, by layer, lowest first.
 STATED: dict[str, Input] = {row.layer: row for row in INPUTS if row.layer is not None}
-#: What each layer's input is called in a request and a batch line, and its schema.
-STATED_BY: dict[str, tuple[str, str, Map]] = {
-    row.layer: (row.name, row.key, row.schema) for row in INPUTS
-    if row.layer is not None and row.schema is not None}
-#: A batch line's keys in the rows' order, and (by position) which are converted or stated.
+#: A batch line's keys in the rows' order.
 KEYS: tuple[str, ...] = tuple(row.key for row in INPUTS)
-FROM_JSON: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
-    (i, row.from_json) for i, row in enumerate(INPUTS) if row.from_json is not None)
-STATED_AT: tuple[tuple[int, str, Map, Layer], ...] = tuple(
-    (i, row.key, row.schema, row.layer) for i, row in enumerate(INPUTS)
-    if row.layer is not None and row.schema is not None)
-#: A batch line's keys: each one's Python type after ``json.loads``, and the required ones.
-JSON_TYPES: dict[str, type] = {row.key: _JSON_PY[row.json] for row in INPUTS}
-#: Batch keys whose value may be any JSON value (no type to check).
-ANY_KEYS: frozenset[str] = frozenset(row.key for row in INPUTS if row.json == "any JSON value")
 REQUIRED_KEYS: tuple[str, ...] = tuple(row.key for row in INPUTS if row.required)
-#: Batch keys whose items are typed too (a list of strings), with the one-pass check.
-ITEM_CHECKS: tuple[tuple[str, Callable[[Any], bool]], ...] = tuple(
-    (row.key, lambda value: all(type(v) is str for v in value))
-    for row in INPUTS if row.json == "list of strings")
 #: The batch keys and what each must be (the contract's batch line).
 BATCH_KEYS: dict[str, tuple[str, bool]] = {row.key: (row.json, row.required) for row in INPUTS}
 #: Every option of ``registry resolve`` that describes one run, in the table's order.

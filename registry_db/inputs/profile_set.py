@@ -23,6 +23,7 @@ from registry_db.inputs.inline import check_inline_value, check_pin
 from registry_db.inputs.readers import (
     AL_RANGE,
     K_RANGE,
+    THINKING,
     category_check,
     count_check,
     rates,
@@ -46,7 +47,6 @@ from registry_db.model import (
     SAMPLING_KEYS,
     SET_KEYS,
     SUM_TOLERANCE,
-    THINKING_MODES,
     Method,
     MethodRule,
     Profile,
@@ -249,9 +249,7 @@ PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", ste
           missing_message="the profile has no speculative_method; give the engine's method "
                           "name, such as mtp"),
     Field("num_spec_tokens", "integer", required=True, checks=(K_RANGE,)),
-    Field("thinking", "string", required=True, checks=(
-        Check("bad_thinking", lambda v, got: None if v in THINKING_MODES
-              else f"thinking is {v!r}; it is 'on' or 'off'"),)),
+    Field("thinking", "string", required=True, checks=(THINKING,)),
     Field("category", "string", required=True, limit="category",
           checks=(category_check("category"),)),
     Field("acceptance_length", "number", required=True, nonfinite="al_not_finite",

@@ -1,5 +1,6 @@
 """The readers and checks that several inputs' schemas share: per-position rates, AL within
-[1, K + 1], K's range, a category's shape, and how far rates sum from what AL implies.
+[1, K + 1], K's range, a category's shape, a thinking mode, and how far rates sum from what AL
+implies.
 
 Each is written once, with its one message, and used as a row's ``content`` or ``checks`` in
 the tables of :mod:`registry_db.inputs.profile_set` and :mod:`registry_db.inputs.inline`
@@ -14,15 +15,15 @@ from collections.abc import Iterable
 from registry_db.inputs.schema import (
     Check,
     Checker,
-    good_category,
+    category_problem,
     join,
     k_problem,
-    malformed_category,
+    thinking_problem,
 )
 from registry_db.yaml.nodes import pos
 
-__all__ = ["AL_RANGE", "K_RANGE", "al_in_range", "category_check", "count_check",
-           "negative_message", "rates", "rates_sum_off"]
+__all__ = ["AL_RANGE", "K_RANGE", "THINKING", "al_in_range", "al_problem", "category_check",
+           "count_check", "negative_message", "rates", "rates_sum_off"]
 
 
 def rates(ck: Checker, seq: list, m: dict, sub: str, got: dict) -> tuple[float, ...] | None:
@@ -65,13 +66,18 @@ def rates_sum_off(rates: Iterable[float], expected: float, tolerance: float) -> 
     return total
 
 
-def al_in_range(al: float, got: dict) -> str | None:
-    """AL in [1, K + 1] for the K read before it (profiles and inline values alike)."""
-    k = got.get("num_spec_tokens")
-    if k is None or 1 <= al <= k + 1:
+def al_problem(al: float, k: int) -> str | None:
+    """The message for an AL outside [1, K + 1], or None (every input that holds an AL)."""
+    if 1 <= al <= k + 1:
         return None
     return (f"acceptance_length {al!r} lies outside [1, {k + 1}] for K = {k}; AL counts the "
             "bonus token, so it is at least 1 and at most K + 1")
+
+
+def al_in_range(al: float, got: dict) -> str | None:
+    """AL in [1, K + 1] for the K read before it (profiles and inline values alike)."""
+    k = got.get("num_spec_tokens")
+    return None if k is None else al_problem(al, k)
 
 
 def negative_message(key: str, value: int) -> str:
@@ -87,9 +93,10 @@ def count_check(key: str) -> Check:
 #: ``num_spec_tokens`` of a profile or an inline value: K in [1, MAX_K].
 K_RANGE = Check("bad_k", lambda k, got: k_problem("num_spec_tokens", k))
 AL_RANGE = Check("al_out_of_range", al_in_range)
+#: ``thinking`` of a profile or a workload file: one of the thinking modes.
+THINKING = Check("bad_thinking", lambda v, got: thinking_problem(v))
 
 
 def category_check(label: str) -> Check:
     """``bad_category`` for a field holding a category, its message naming ``label``."""
-    return Check("bad_category", lambda v, got: None if good_category(v)
-                 else malformed_category(f"{label} ", v))
+    return Check("bad_category", lambda v, got: category_problem(label, v))

@@ -18,9 +18,9 @@ from typing import Any
 
 from registry_db.errors import Finding, InvalidInput
 from registry_db.inputs.inline import INLINE_VALUE, PIN, invalid_value
-from registry_db.inputs.readers import category_check
-from registry_db.inputs.schema import Check, Checker, Field, Map
-from registry_db.model import THINKING_MODES, WORKLOAD_KEYS, InlineValue, Pin
+from registry_db.inputs.readers import THINKING, category_check
+from registry_db.inputs.schema import Checker, Field, Map
+from registry_db.model import WORKLOAD_KEYS, InlineValue, Pin
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,7 @@ class Workload:
 
 
 WORKLOAD = Map("a workload", keys=WORKLOAD_KEYS, unknown="near_miss", steps=(
-    Field("thinking", "string", checks=(Check(
-        "bad_thinking", lambda v, got: None if v in THINKING_MODES else
-        f"thinking is {v!r}; the thinking modes are 'on' and 'off'"),)),
+    Field("thinking", "string", checks=(THINKING,)),
     Field("category", "string", limit="category", checks=(category_check("category"),)),
 ))
 SCENARIO = Map("a scenario", keys=("acceptance",), unknown="near_miss", steps=())

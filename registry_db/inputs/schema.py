@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from registry_db.errors import Finding
-from registry_db.model import CATEGORY_RE, INT_LIMIT, MAX_K, MAX_LENGTH
+from registry_db.model import CATEGORY_RE, INT_LIMIT, MAX_K, MAX_LENGTH, THINKING_MODES
 from registry_db.yaml.nodes import Position, key_pos, mark, pos
 
 _LEADING_ZERO_RE = re.compile(r"[-+]?0[0-9]+")
@@ -112,15 +112,28 @@ def _hint(value: Any, want: str) -> str:
 
 # --- rules shared by several inputs, each with its one message -----------------------------------
 
-def malformed_category(label: str, value: Any, example: bool = True) -> str:
-    """The message for a category that is not lower-case letters, digits, ``_`` and ``-``."""
-    return (f"{label}{value!r} is malformed; use lower-case letters, digits, '_' and '-'"
-            + (", such as coding" if example else ""))
+class Problem(ValueError):
+    """A value that breaks its rule; the text is the rule's one message (a run's term readers,
+    :data:`registry_db.inputs.layers.INPUTS`, raise it and ``registry resolve`` shows it)."""
 
 
-def good_category(value: Any) -> bool:
-    """A category as the spec writes them (``coding``, ``long_context``)."""
-    return isinstance(value, str) and CATEGORY_RE.fullmatch(value) is not None
+def category_problem(label: str, value: Any) -> str | None:
+    """The spec's category rule (lower-case letters, digits, ``_`` and ``-``): the message for a
+    value that breaks it, naming it ``label``, or None."""
+    if isinstance(value, str) and CATEGORY_RE.fullmatch(value) is not None:
+        return None
+    return (f"{label} {value!r} is malformed; use lower-case letters, digits, '_' and '-', "
+            "such as coding")
+
+
+def thinking_problem(value: Any, *, term: bool = False) -> str | None:
+    """The message for a thinking mode that is not one of :data:`THINKING_MODES`, or None: as
+    a file's finding says it, or (``term``) as a run's refusal does."""
+    if value in THINKING_MODES:
+        return None
+    modes = " or ".join(map(repr, THINKING_MODES))
+    return (f"thinking must be {modes}, got {value!r}" if term
+            else f"thinking is {value!r}; it is {modes}")
 
 
 def too_long(what: str, value: str, limit_name: str) -> str | None:
@@ -128,8 +141,7 @@ def too_long(what: str, value: str, limit_name: str) -> str | None:
     limit = MAX_LENGTH[limit_name]
     if len(value) <= limit:
         return None
-    return (f"{what} is {len(value):,} characters long; the registry stores at most {limit:,} "
-            "(docs/decisions.md, Limits)")
+    return f"{what} is {len(value):,} characters long; the registry stores at most {limit:,}"
 
 
 def k_problem(label: str, k: int) -> str | None:
@@ -137,7 +149,8 @@ def k_problem(label: str, k: int) -> str | None:
     if k < 1:
         return f"{label} is {k}; K is at least 1"
     if k > MAX_K:
-        return f"{label} is {k}; K is at most {MAX_K} (docs/decisions.md, Limits)"
+        return (f"{label} is {k}; K is at most {MAX_K}, the most speculative tokens the "
+                "registry stores")
     return None
 
 
@@ -260,8 +273,8 @@ class Checker:
     @property
     def errors(self) -> int:
         """How many findings so far are errors."""
-        # Asked before and after every mapping is read (374,000 times in the benchmark's
-        # import): the findings only grow, so only the new ones are counted.
+        # Asked before and after every mapping is read: the findings only grow, so only the
+        # new ones are counted.
         findings = self.findings
         n = len(findings)
         if n != self._counted:
@@ -322,7 +335,7 @@ class Checker:
 
     def read(self, f: Field, m: dict, path: str, got: dict) -> Any:
         """``m[f.key]`` by its row; report what is wrong and return None if anything is."""
-        # Position and key path only for a finding or a deeper reader (1.7M fields an import).
+        # Position and key path only for a finding or a deeper reader: most fields are good.
         key = f.key
         if key not in m:
             required = f.required(got) if callable(f.required) else f.required

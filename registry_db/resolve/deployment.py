@@ -5,31 +5,34 @@ each pool that speculates, and when no pool speculates a stated value draws a wa
 is resolved once per speculating pool, at that pool's method and K (they replace the request's,
 which only stand in), and the answer lists the pools by name.
 
-Each run goes through two steps around the resolver: :func:`plan_deployment` checks every
-stated value and its K against the pools, and either answers at once (no pool speculates, or a
-refusal) or gives the one request per pool; :func:`deployment_answer` puts the pools' answers
+Each run goes through two steps around the resolver: :func:`plan_deployment` compares every
+stated value's K with the pools' and either answers at once (no pool speculates, or a refusal)
+or gives the one run per pool (the pool's method and K checked by their rules,
+:func:`registry_db.inputs.run.with_terms`); :func:`deployment_answer` puts the pools' answers
 together. :func:`resolve_deployment` does both for one run; :func:`resolve_runs` does them for a
 ``--batch`` whose lines may carry deployments, with every pool of every line in the same one
-set-based :func:`~registry_db.resolve.plan.resolve_many`.
+set-based :func:`~registry_db.resolve.plan.resolve_many`. Both check each request once, where it
+enters (:func:`registry_db.inputs.run.check`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from registry_db.errors import ResolutionRefused
+from registry_db.inputs import layers
 from registry_db.inputs.deployment import Deployment
-from registry_db.inputs.layers import LAYERS
-from registry_db.inputs.request import Checks, DeploymentRun, Request
+from registry_db.inputs.request import DeploymentRun
+from registry_db.inputs.run import Request, Run, check, with_terms
 from registry_db.model import Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Resolution
 from registry_db.resolve.plan import resolve_many
 
-if TYPE_CHECKING:  # pragma: no cover
-    from registry_db.resolve.plan import Bind
+if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
+    from registry_db.store.engine import ReadBind
 
 __all__ = ["DeploymentAnswer", "deployment_answer", "plan_deployment", "resolve_deployment",
            "resolve_runs"]
@@ -54,24 +57,18 @@ class DeploymentAnswer:
                 "warnings": list(self.warnings)}
 
 
-def plan_deployment(request: Request, deployment: Deployment, checks: Checks | None = None
-                    ) -> list[Request] | DeploymentAnswer | Refusal:
-    """The requests to resolve, one per speculating pool in the deployment's order (each
-    pool's method and K replace the request's), or the answer already decided.
+def plan_deployment(run: Run, deployment: Deployment
+                    ) -> list[Run | Refusal] | DeploymentAnswer | Refusal:
+    """The runs to resolve, one per speculating pool in the deployment's order (each pool's
+    method and K replace the run's; a pool whose method or K breaks its rule is refused
+    there), or the answer already decided.
 
-    Every stated value is checked first (``invalid_value``); then each must name the K of every
-    speculating pool (spec: Checks), else ``k_mismatch`` names the pool. When no pool speculates
-    the answer says so, with a warning for each layer that stated a value (it is not used).
+    Every stated value must name the K of every speculating pool (spec: Checks), else
+    ``k_mismatch`` names the pool. When no pool speculates the answer says so, with a warning
+    for each layer that stated a value (it is not used).
     """
-    checks = Checks() if checks is None else checks
-    stated = []
-    for row in LAYERS[1:]:
-        found = checks.stated(request, row.layer)
-        if type(found) is Refusal:
-            return found
-        value = None if found is None else row.value(found)
-        if value is not None:
-            stated.append((row.layer, value))
+    stated = [(row.layer, value) for row, found in zip(layers.LAYERS, run.stated)
+              if found is not None and (value := row.value(found)) is not None]
     speculating = deployment.speculating
     if not speculating:
         return DeploymentAnswer((), tuple(
@@ -84,9 +81,7 @@ def plan_deployment(request: Request, deployment: Deployment, checks: Checks | N
                     f"pool {pool.name!r} speculates K = {pool.num_spec_tokens}, but the {layer} "
                     f"layer's value was stated for K = {value.num_spec_tokens}; a value is "
                     "refused rather than rescaled"))
-    # A speculating pool has both a method and a K.
-    return [replace(request, method=str(pool.method), k=int(pool.num_spec_tokens or 0))
-            for pool in speculating]
+    return [with_terms(run, method=pool.method, k=pool.num_spec_tokens) for pool in speculating]
 
 
 def deployment_answer(deployment: Deployment, answers: Sequence[Resolution | Refusal]
@@ -101,47 +96,41 @@ def deployment_answer(deployment: Deployment, answers: Sequence[Resolution | Ref
     return DeploymentAnswer(tuple(pools))
 
 
-def resolve_deployment(bind: Bind, request: Request, deployment: Deployment) -> DeploymentAnswer:
+def resolve_deployment(bind: ReadBind, request: Request | Run, deployment: Deployment
+                       ) -> DeploymentAnswer:
     """Resolve ``request`` once for each pool of ``deployment`` that speculates; raise
     :class:`~registry_db.errors.ResolutionRefused` when the run is refused (``k_mismatch``
     names the pool whose K a stated value misses; any pool's refusal names its pool)."""
-    planned = plan_deployment(request, deployment)
-    if isinstance(planned, list):
-        planned = deployment_answer(deployment, resolve_many(bind, planned))
-    if isinstance(planned, Refusal):
-        raise ResolutionRefused(planned)
-    return planned
+    (answer,) = resolve_runs(bind, [DeploymentRun(request, deployment)])
+    if isinstance(answer, Refusal):
+        raise ResolutionRefused(answer)
+    assert isinstance(answer, DeploymentAnswer)
+    return answer
 
 
-def resolve_runs(bind: Bind, runs: Sequence[Request | DeploymentRun]
+def resolve_runs(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun]
                  ) -> list[Resolution | Refusal | DeploymentAnswer]:
     """:func:`~registry_db.resolve.plan.resolve_many` for runs of which some carry a
     deployment (a ``--batch`` line's ``"deployment"``): one answer per run, in order, each
     what the run alone would get, and every pool of every run in the same set-based lookup."""
-    if all(type(run) is Request for run in runs):
-        return list(resolve_many(bind, runs))  # type: ignore[arg-type]
-    checks = Checks()
-    requests: list[Request] = []
-    # Per run: where its requests start and end in ``requests``, or its answer already.
-    slots: list[tuple[int, int] | DeploymentAnswer | Refusal] = []
-    for run in runs:
-        if type(run) is DeploymentRun:
-            planned = plan_deployment(run.request, run.deployment, checks)
-            if isinstance(planned, list):
-                slots.append((len(requests), len(requests) + len(planned)))
-                requests.extend(planned)
-            else:
-                slots.append(planned)
+    # Per run: its deployment (None: a plain run) and what it asks resolve_many (one run per
+    # speculating pool, or the run itself; a refusal stands for its own answer), or its answer.
+    work: list[tuple[Deployment | None, list[Run | Refusal]] | DeploymentAnswer | Refusal] = []
+    for item in runs:
+        if type(item) is DeploymentRun:
+            run = check(item.request)
+            planned = run if isinstance(run, Refusal) else plan_deployment(run, item.deployment)
+            work.append((item.deployment, planned) if isinstance(planned, list) else planned)
         else:
-            slots.append((len(requests), len(requests) + 1))
-            requests.append(run)  # type: ignore[arg-type]
-    answers = resolve_many(bind, requests)
+            work.append((None, [check(item)]))  # type: ignore[arg-type]
+    asked = [p for w in work if isinstance(w, tuple) for p in w[1] if type(p) is Run]
+    answers = iter(resolve_many(bind, asked))
     out: list[Resolution | Refusal | DeploymentAnswer] = []
-    for run, slot in zip(runs, slots):
-        if not isinstance(slot, tuple):
-            out.append(slot)
-        elif type(run) is DeploymentRun:
-            out.append(deployment_answer(run.deployment, answers[slot[0]:slot[1]]))
-        else:
-            out.append(answers[slot[0]])
+    for w in work:
+        if not isinstance(w, tuple):
+            out.append(w)
+            continue
+        deployment, planned = w
+        got = [next(answers) if isinstance(p, Run) else p for p in planned]
+        out.append(got[0] if deployment is None else deployment_answer(deployment, got))
     return out

@@ -1,7 +1,7 @@
 """Finishing a planned run: its answer from the rows the lookup statement chose, or the refusal
 that says why there is none.
 
-:mod:`registry_db.resolve.plan` checks each run and says which profile keys it needs (a
+:mod:`registry_db.resolve.plan` plans each checked run and says what it looks up (a
 :class:`Plan`); the lookup statement (:mod:`registry_db.resolve.lookup`) decides among the
 stored profiles in SQL; :class:`Answers` turns each plan and its winner into a
 :class:`~registry_db.resolve.answer.Resolution` (rates stored or derived, the notes an answer
@@ -11,43 +11,43 @@ no-profile refusal say what the run's scope does hold.
 
 from __future__ import annotations
 
-import sqlite3
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
-    from sqlalchemy.engine import Connection, Engine
-
-    Bind = Engine | Connection | sqlite3.Connection
-
-from registry_db.inputs.as_of import as_of_utc
-from registry_db.inputs.request import Request
+from registry_db.inputs.run import Run
 from registry_db.model import Refusal, profile_label
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
 from registry_db.resolve.lookup import Candidate, Key, Lookup, Winner
 from registry_db.resolve.rates import min_variance_rates, rate_from_al
 
+if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
+    from registry_db.store.engine import ReadBind
+
 __all__ = ["Answers", "Plan", "say_what_exists", "when_text"]
 
 
 class Plan(NamedTuple):
-    """A request that needs a lookup: where, in which keys, and what it reports on the way."""
+    """A run that needs a lookup: the layer it is answered at, what it looks up, and the notes
+    its answer carries."""
 
-    request: Request
+    run: Run
     layer: str
-    scope: frozenset[str] | None  # None: every set
-    keys: tuple[Key, ...]  # the workload's category first (when it has one), then the fallback's
-    fallback: str | None
-    #: What the lookup statement is given: the prefix, category, fallback, sets in scope.
+    #: The prefix, the categories, the sets in scope (None: every set) and the time.
     lookup: Lookup
     notes: tuple[str, ...] = ()
 
+    def key(self, category: str) -> Key:
+        """The profile key of this run in ``category``."""
+        lk = self.lookup
+        return (lk.model, lk.method, lk.k, lk.thinking, category)
 
-def when_text(as_of: Any) -> str:
+
+def when_text(as_of: datetime | None) -> str:
     """`` as of TIME`` (UTC) for a run as of a time; empty for the current registry."""
     if as_of is None:
         return ""
-    return f" as of {as_of_utc(as_of).isoformat().replace('+00:00', 'Z')}"
+    return f" as of {as_of.isoformat().replace('+00:00', 'Z')}"
 
 
 class Answers:
@@ -68,15 +68,16 @@ class Answers:
         won = self.index.get(lookup)
         if won is None:
             if lookup.fallback is None:
+                assert lookup.category is not None  # a plan has a category or a fallback
                 return Refusal(R.NO_MATCH, (
-                    f"no profile {profile_label(*plan.keys[0])} in {_scope_text(plan)}, and no "
-                    "fallback_category was requested"))
+                    f"no profile {profile_label(*plan.key(lookup.category))} in "
+                    f"{_scope_text(plan)}, and no fallback_category was requested"))
             missing = "the workload states no category" if lookup.category is None else (
                 f"the workload's category {lookup.category!r} has no profile")
             return Refusal(R.FALLBACK_NO_MATCH, (
                 f"{missing} in {_scope_text(plan)}, and the fallback has no profile either: no "
-                f"{profile_label(*plan.keys[-1])}"))
-        key = plan.keys[0][:4] + (won.category,)
+                f"{profile_label(*plan.key(lookup.fallback))}"))
+        key = plan.key(won.category)
         if won.set_count > 1:
             return _conflict(key, list(won.candidates), won.set_count)
         return self.answer(plan, won.candidates[0], key,
@@ -94,7 +95,7 @@ class Answers:
             if rates is None:
                 rates = self._derived[(al, k)] = tuple(min_variance_rates(al, k))
         warnings, mismatch = plan.notes, None
-        run_on, measured_on = plan.request.hardware, cand.hardware
+        run_on, measured_on = plan.run.hardware, cand.hardware
         # Chip names are compared without case: "B300" on the command line is the b300.
         if run_on is not None and measured_on is not None \
                 and run_on.casefold() != measured_on.casefold():
@@ -121,7 +122,7 @@ class Answers:
 _NO_PROFILE = (R.NO_MATCH, R.FALLBACK_NO_MATCH)
 
 
-def say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[Any]:
+def say_what_exists(bind: ReadBind, plans: list[Any], answers: list[Any]) -> list[Any]:
     """``answers`` with each no-profile refusal saying which K values, thinking modes and
     categories the run's scope does hold for its model and method.
 
@@ -134,49 +135,46 @@ def say_what_exists(bind: Bind, plans: list[Any], answers: list[Any]) -> list[An
         return answers
     from registry_db.resolve.stored import stored_variants, stored_variants_as_of
 
-    now = [i for i in todo if plans[i].lookup.as_of is None]
-    then = [i for i in todo if plans[i].lookup.as_of is not None]
+    lookups = [plans[i].lookup for i in todo]
+    now = [lk for lk in lookups if lk.as_of is None]
     # Each reads through lookup.cursor, which translates driver errors.
     stored: dict[Any, Any] = {}
     # A run in every set needs only what all sets hold together (far fewer rows); a run
     # scoped to some sets needs them told apart.
     for per_set in (False, True):
-        pairs = {(plans[i].request.model, plans[i].request.method) for i in now
-                 if (plans[i].scope is not None) is per_set}
+        pairs = {(lk.model, lk.method) for lk in now if (lk.scope is not None) is per_set}
         if pairs:
             stored.update(((pair, per_set), held) for pair, held in
                           stored_variants(bind, pairs, per_set=per_set).items())
+    then = {(lk.model, lk.method, lk.as_of) for lk in lookups if lk.as_of is not None}
     if then:
-        stored.update(stored_variants_as_of(bind, {
-            (plans[i].request.model, plans[i].request.method, plans[i].lookup.as_of)
-            for i in then}))
+        stored.update(stored_variants_as_of(bind, then))
     out = list(answers)
-    # Described once per (model, method, time, scope): a batch's misses repeat a few of them (the
-    # benchmark's 10,000 misses, 10,000 describe calls: 0.32 s of CPU before, by key rows).
+    # Described once per (model, method, time, scope): a batch's misses repeat a few of them.
     said: dict[tuple, str] = {}
-    for i in todo:
-        req, scope, at = plans[i].request, plans[i].scope, plans[i].lookup.as_of
-        what = said.get((req.model, req.method, at, scope))
+    for i, lk in zip(todo, lookups):
+        where = (lk.model, lk.method, lk.as_of, lk.scope)
+        what = said.get(where)
         if what is None:
-            variants = stored[((req.model, req.method), scope is not None) if at is None
-                              else (req.model, req.method, at)]
-            held = variants.describe(scope)
-            what = said[(req.model, req.method, at, scope)] = (
-                f"stored for {req.model}/{req.method} there: {held}" if held
-                else f"nothing is stored for {req.model}/{req.method} there")
+            variants = stored[((lk.model, lk.method), lk.scope is not None) if lk.as_of is None
+                              else (lk.model, lk.method, lk.as_of)]
+            held = variants.describe(lk.scope)
+            what = said[where] = (
+                f"stored for {lk.model}/{lk.method} there: {held}" if held
+                else f"nothing is stored for {lk.model}/{lk.method} there")
         out[i] = Refusal(out[i].reason, f"{out[i].message}; {what}")
     return out
 
 
 def _scope_text(plan: Plan) -> str:
-    when = when_text(plan.lookup.as_of)
+    scope, when = plan.lookup.scope, when_text(plan.lookup.as_of)
     if plan.layer == "scenario":
-        assert plan.scope is not None  # the scenario's lookup is in its one named set
-        (name,) = plan.scope
+        assert scope is not None  # the scenario's lookup is in its one named set
+        (name,) = scope
         return f"the scenario's set {name!r}{when}"
-    if plan.scope is None:
+    if scope is None:
         return f"the registry (every set){when}"
-    return "the registry sets " + ", ".join(repr(s) for s in sorted(plan.scope)) + when
+    return "the registry sets " + ", ".join(repr(s) for s in scope) + when
 
 
 def _conflict(key: Key, found: list[Candidate], count: int) -> Refusal:

@@ -1,32 +1,12 @@
-"""The resolver's SQL: the decision itself, made by one statement per run or per batch.
+"""The resolver's SQL, run: the decision itself, made in the database by one statement per run
+or per batch (:mod:`registry_db.resolve.statements` holds the text and says how it decides).
 
-A run's lookup names a key prefix (model, method, K, thinking), the workload's category, the
-pin's ``fallback_category`` and the sets in scope (``--set`` or the pin's ``profiles``; none:
-every set). One statement decides in the database: it keeps only the profiles of the sets in
-scope, prefers the workload's category over the fallback (``preference`` 0 over 1) and counts
-the sets that hold the winning key (``set_count``; more than one is a conflict), with standard
-SQL that runs unchanged on SQLite (3.25 and later: window functions) and PostgreSQL. It returns
-the winning key's rows only, one per (profile, stored rate); :mod:`registry_db.resolve.plan`
-builds the answer from them and never chooses between categories or sets itself. The
-statements' text is in :mod:`registry_db.resolve.statements`; this module runs them.
-
-The statements probe the unique index ``uq_profiles_key`` (model, speculative_method,
-num_spec_tokens, thinking, category, set_id) with all five key columns bound: each wanted
-category is a row of its own, joined by equality. Many runs at once are set-based: the batch's
-distinct lookups, one row per (lookup, preference, set in scope), go to the database together
-(SQLite: a TEMP table filled with ``executemany``; PostgreSQL: one JSON parameter expanded
-into rows in the query) and one statement answers all of them; a batch of 100,000 requests
-is a handful of statements.
-
-The many-runs statement names the stored tables through one set of placeholders, so a lookup
-against other tables (a registry as of a past date) is the same statement over the revisions.
-The statements run on the DB-API cursor of a pooled connection (:func:`cursor`): a resolution
-is read-only, its SQL is fixed text, and rows arrive as plain tuples, so SQLAlchemy's execution
-layer would only add to every call's latency (measured: one lookup on the benchmark's
-100,000-profile SQLite registry, 38 µs of CPU on the cursor against 100 µs through
-``engine.connect()`` and ``exec_driver_sql``, same rows).
-Driver errors become the registry's own. Rows stay here: callers get :class:`Winner` tuples by
-lookup.
+A :class:`Lookup` names a key prefix, the workload's category, the pin's fallback and the sets
+in scope; the statement keeps the profiles of the sets in scope, prefers the category over the
+fallback and counts the sets that hold the winner, probing the profile key's unique index. Many
+runs go together (SQLite: a TEMP table; PostgreSQL: one JSON parameter), however many there
+are. Statements run on the DB-API cursor (:func:`cursor`), driver errors translated; rows stay
+here, read by name (:class:`LookupRow`), and callers get a :class:`Winner` per lookup.
 """
 
 from __future__ import annotations
@@ -36,14 +16,11 @@ import operator
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from registry_db.inputs.as_of import bound
 from registry_db.resolve.statements import (
     LIVE_SETS,
     LOOKUP_ONE,
-    PG_ARRAYS,
-    PG_AS_OF_ARRAYS,
     PG_LOOKUP_MANY,
     PG_LOOKUP_MANY_AS_OF,
     SQLITE_AS_OF_DDL,
@@ -54,26 +31,29 @@ from registry_db.resolve.statements import (
     SQLITE_KEYS_TABLE,
     SQLITE_LOOKUP_MANY,
     SQLITE_LOOKUP_MANY_AS_OF,
+    named_one_statement,
     one_statement,
     pg_parameters,
 )
 
-if TYPE_CHECKING:  # imported where used: the command line's read-only SQLite path needs neither
-    from sqlalchemy.engine import Connection, Engine
+if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
+    from sqlalchemy.engine import Connection
+
+    from registry_db.store.engine import ReadBind
 
 #: The statements' names are re-exported: callers and tests read them from here.
-__all__ = ["Candidate", "Cursor", "Key", "LIVE_SETS", "LOOKUP_ONE", "Lookup", "PG_ARRAYS",
-           "PG_AS_OF_ARRAYS", "PG_CHUNK", "PG_LOOKUP_MANY", "PG_LOOKUP_MANY_AS_OF",
-           "SQLITE_AS_OF_DDL", "SQLITE_AS_OF_INSERT", "SQLITE_AS_OF_TABLE",
-           "SQLITE_KEYS_DDL", "SQLITE_KEYS_INSERT", "SQLITE_KEYS_TABLE",
-           "SQLITE_LOOKUP_MANY", "SQLITE_LOOKUP_MANY_AS_OF", "Winner", "cursor",
-           "lookup_many", "lookup_one", "one_parameters", "one_statement",
-           "pg_parameters", "set_names", "stored_among", "winners"]
+__all__ = ["Candidate", "Cursor", "Key", "LIVE_SETS", "LOOKUP_ONE", "Lookup", "LookupRow",
+           "PG_CHUNK", "PG_LOOKUP_MANY", "PG_LOOKUP_MANY_AS_OF", "SQLITE_AS_OF_DDL",
+           "SQLITE_AS_OF_INSERT", "SQLITE_AS_OF_TABLE", "SQLITE_KEYS_DDL",
+           "SQLITE_KEYS_INSERT", "SQLITE_KEYS_TABLE", "SQLITE_LOOKUP_MANY",
+           "SQLITE_LOOKUP_MANY_AS_OF", "Winner", "bound", "cursor", "lookup_many", "lookup_one",
+           "named_one_statement", "one_parameters", "one_statement", "pg_parameters",
+           "set_names", "stored_among", "winners"]
 
 #: (model, speculative_method, num_spec_tokens, thinking, category): a profile's key.
 Key = tuple[str, str, int, str, str]
 
-#: Lookups per PostgreSQL statement: bounds the arrays' memory, not the round trips' count.
+#: Lookups per PostgreSQL statement: bounds the parameter's memory, not the round trips.
 PG_CHUNK = 50_000
 
 
@@ -120,31 +100,51 @@ class Winner(NamedTuple):
     candidates: tuple[Candidate, ...]
 
 
-#: Where each named parameter sits in a :class:`Lookup`.
-_FIELDS = {"model": 0, "method": 1, "k": 2, "thinking": 3, "category": 4, "fallback": 5}
+class LookupRow(NamedTuple):
+    """One row of the lookup statements: a candidate profile of a lookup's winning key, once
+    per stored rate (``position`` and ``rate`` null when it stores none)."""
+
+    lookup_id: int
+    category: str
+    #: The sets in scope that hold the winning key (the one-run statement puts it on a
+    #: profile's first row only; null on the others).
+    set_count: int | None
+    profile_id: int
+    set_name: str
+    acceptance_length: float
+    method: str
+    copied_from: str | None
+    source: str | None
+    hardware: str | None
+    position: int | None
+    rate: float | None
+    revision: int
 
 
-def one_parameters(lookup: Lookup, order: Sequence[str], dialect: str | None = None) -> tuple:
-    """``lookup``'s values in a one-run statement's parameter ``order`` (``dialect``: how its
-    time is bound, needed when it has one)."""
-    if lookup.scope is None and lookup.as_of is None:
-        getter = _GETTERS.get(tuple(order))
-        if getter is None:
-            getter = _GETTERS[tuple(order)] = operator.itemgetter(*(_FIELDS[n] for n in order))
-        return getter(lookup)
-    at = None if lookup.as_of is None else bound(lookup.as_of, dialect or "")
-    out: list = []
+def bound(moment: datetime, dialect: str) -> Any:
+    """``moment`` (UTC) as a statement's parameter on ``dialect``, the one place a time is
+    bound: PostgreSQL compares ``timestamptz`` values; SQLite compares text, in the stored
+    format."""
+    if dialect == "sqlite":
+        # Not strftime: its %Y writes year 1 as "1" on glibc, which would sort after "2026".
+        m = moment
+        return (f"{m.year:04d}-{m.month:02d}-{m.day:02d} {m.hour:02d}:{m.minute:02d}:"
+                f"{m.second:02d}.{m.microsecond:06d}")
+    return moment
+
+
+def one_parameters(lookup: Lookup, order: Sequence[str], dialect: str = "sqlite") -> tuple:
+    """``lookup``'s values in a one-run statement's parameter ``order``
+    (:func:`~registry_db.resolve.statements.one_statement`; ``dialect``: how its time is bound)."""
+    out: list[Any] = []
     for name in order:
-        if name == "scope":
-            out.extend(lookup.scope or ())
+        if name.startswith("set_"):  # set_1 ... set_N: the scope's names
+            out.append(lookup.scope[int(name[4:]) - 1])  # type: ignore[index]
         elif name == "as_of":
-            out.append(at)
+            out.append(bound(lookup.as_of, dialect))  # type: ignore[arg-type]
         else:
-            out.append(lookup[_FIELDS[name]])
+            out.append(getattr(lookup, name))
     return tuple(out)
-
-
-_GETTERS: dict[tuple[str, ...], operator.itemgetter] = {}
 
 
 class Cursor(NamedTuple):
@@ -155,39 +155,30 @@ class Cursor(NamedTuple):
 
 
 @contextlib.contextmanager
-def cursor(bind: Engine | Connection | sqlite3.Connection, *,
-           snapshot: bool = False) -> Iterator[Cursor]:
+def cursor(bind: ReadBind, *, snapshot: bool = False) -> Iterator[Cursor]:
     """A cursor on the engine's pooled connection (returned afterwards) or on the caller's.
 
     On the caller's connection the statements join whatever transaction it has. On an engine's,
     ``snapshot`` makes them read one snapshot in one transaction, which the pool rolls back on
     return; without it each statement reads on its own (autocommit), which spares PostgreSQL
-    the BEGIN and ROLLBACK round trips around a one-query resolution. Driver errors are
-    translated.
-
-    A bare ``sqlite3`` connection (the command line's read-only path,
-    :mod:`registry_db.store.sqlite_read`) is used as it is, its errors left to the caller, which
-    then takes the engine path: SQLAlchemy is not imported for it.
+    the BEGIN and ROLLBACK round trips around a one-query resolution. A bare ``sqlite3``
+    connection (the command line's read-only path, :mod:`registry_db.store.sqlite_read`) is used
+    as it is, without SQLAlchemy. Driver errors are translated either way.
     """
     if isinstance(bind, sqlite3.Connection):
-        plain = bind.cursor()
-        try:
-            if snapshot:
-                plain.execute("BEGIN")
-            yield Cursor(plain, "sqlite")
-        finally:
-            if snapshot and bind.in_transaction:
-                bind.rollback()
-            plain.close()
+        with _sqlite_cursor(bind, snapshot) as c:
+            yield c
         return
-    Connection, translated = _ENGINE_SIDE or _engine_side()
+    # Imported here: the command line's sqlite3 path never needs SQLAlchemy's side.
+    from registry_db.store.engine import translated
+
     engine = bind.engine
     dialect = engine.dialect.name
     with translated(engine.url):
-        if isinstance(bind, Connection):
-            own, pooled = None, bind.connection
-        else:
+        if bind is engine:  # an engine (an Engine is its own .engine): its pooled connection
             own = pooled = engine.raw_connection()
+        else:  # the caller's connection, in its transaction
+            own, pooled = None, cast("Connection", bind).connection
         try:
             dbapi = pooled.dbapi_connection
             assert dbapi is not None  # checked out: a live DB-API connection
@@ -212,26 +203,26 @@ def cursor(bind: Engine | Connection | sqlite3.Connection, *,
                 own.close()
 
 
-#: SQLAlchemy's Connection class and the error translator, imported on the first engine cursor
-#: (not at import: the command line's sqlite3 path never needs them), then kept: importing
-#: them on every call cost about 2.5 µs of a resolution's 60.
-_ENGINE_SIDE: tuple[Any, Any] | None = None
+@contextlib.contextmanager
+def _sqlite_cursor(conn: sqlite3.Connection, snapshot: bool) -> Iterator[Cursor]:
+    plain = conn.cursor()
+    try:
+        if snapshot:
+            plain.execute("BEGIN")
+        yield Cursor(plain, "sqlite")
+    except sqlite3.Error as exc:
+        # Imported only on an error: translating needs the store's engine module.
+        from registry_db.store.engine import translate
 
-
-def _engine_side() -> tuple[Any, Any]:
-    global _ENGINE_SIDE
-    from sqlalchemy.engine import Connection
-
-    from registry_db.store.engine import translated
-
-    _ENGINE_SIDE = (Connection, translated)
-    return _ENGINE_SIDE
+        raise translate(exc) from exc
+    finally:
+        if snapshot and conn.in_transaction:
+            conn.rollback()
+        plain.close()
 
 
 def _markers(c: Cursor, n: int) -> str:
     return ", ".join(["?" if c.dialect == "sqlite" else "%s"] * n)
-
-
 
 
 def stored_among(c: Cursor, names: Sequence[str], as_of: datetime | None = None) -> list[str]:
@@ -260,8 +251,7 @@ def set_names(c: Cursor, as_of: datetime | None = None) -> list[str]:
 
 def lookup_one(c: Cursor, lookup: Lookup) -> Winner | None:
     """The database's decision for one run: its winning key's profiles, or None (no profile)."""
-    statement, order = one_statement(c.dialect, len(lookup.scope or ()),
-                                     lookup.as_of is not None, lookup.fallback is not None)
+    statement, order = one_statement(c.dialect, len(lookup.scope or ()), lookup.as_of is not None)
     c.cur.execute(statement, one_parameters(lookup, order, c.dialect))
     return winners((lookup,), c.cur.fetchall()).get(lookup)
 
@@ -270,30 +260,25 @@ def lookup_many(c: Cursor, lookups: Iterable[Lookup]) -> dict[Lookup, Winner]:
     """The decision for every lookup in ``lookups`` (distinct or not), in a few set-based
     statements; a lookup that no profile answers is absent from the result. Lookups as of a
     time go to the revisions in statements of their own."""
-    # Sorted by model, so that the index is probed a model's range at a time: neighbouring keys
-    # share pages (the benchmark's 62,000 lookups on SQLite: 0.62 s shuffled, 0.43 s by model,
-    # 0.42 s by the whole key prefix, whose sort costs 0.10 s against 0.01 s by model alone).
-    lookups = sorted(set(lookups), key=_MODEL)
-    if not lookups:
-        return {}
+    # Sorted by model, so that the index is probed a model's range at a time (neighbouring keys
+    # share pages); a stable sort keeps the rest in batch order (docs/decisions.md).
+    lookups = sorted(set(lookups), key=operator.attrgetter("model"))
     now = [lk for lk in lookups if lk.as_of is None]
-    decided = _lookup_many(c, now, False) if now else {}
-    if len(now) < len(lookups):
-        decided.update(_lookup_many(c, [lk for lk in lookups if lk.as_of is not None], True))
+    then = [lk for lk in lookups if lk.as_of is not None]
+    decided: dict[Lookup, Winner] = {}
+    for group, as_of in ((now, False), (then, True)):
+        if group:
+            decided.update(_lookup_many(c, group, as_of))
     return decided
 
 
 def _lookup_many(c: Cursor, lookups: list[Lookup], as_of: bool) -> dict[Lookup, Winner]:
     if c.dialect == "postgresql":
+        statement = PG_LOOKUP_MANY_AS_OF if as_of else PG_LOOKUP_MANY
         decided: dict[Lookup, Winner] = {}
         for start in range(0, len(lookups), PG_CHUNK):
             chunk = lookups[start:start + PG_CHUNK]
-            rows = _lookup_rows(chunk, as_of, c.dialect)
-            if as_of:
-                c.cur.execute(PG_LOOKUP_MANY_AS_OF,
-                              dict(zip(PG_AS_OF_ARRAYS, [list(col) for col in zip(*rows)])))
-            else:
-                c.cur.execute(PG_LOOKUP_MANY, pg_parameters(rows))
+            c.cur.execute(statement, pg_parameters(_lookup_rows(chunk, as_of, c.dialect)))
             decided.update(winners(chunk, c.cur.fetchall()))
         return decided
     table, ddl, insert, statement = (
@@ -312,76 +297,47 @@ def _lookup_many(c: Cursor, lookups: list[Lookup], as_of: bool) -> dict[Lookup, 
         c.cur.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
 
-#: The sort key of lookups: their model (text; a stable sort keeps the rest in batch order).
-_MODEL = operator.itemgetter(0)
-
-
 def _lookup_rows(lookups: Sequence[Lookup], as_of: bool = False,
                  dialect: str = "sqlite") -> list[tuple]:
-    """The lookups as rows of the many-runs statement, numbered by their position (``as_of``:
-    each row ends with its lookup's time, bound for ``dialect``)."""
+    """The lookups as rows of the many-runs statement, numbered by their position: one per
+    (lookup, preference, set in scope; '' for every set); ``as_of``: each row ends with its
+    lookup's time, bound for ``dialect``."""
     rows: list[tuple] = []
-    add = rows.append
-    for i, (model, method, k, thinking, category, fallback, scope, at) in enumerate(lookups):
-        names = scope or ("",)
-        more = (bound(at, dialect),) if as_of and at is not None else ()
-        if category is not None:  # preference 0: the workload's category
-            for name in names:
-                add((i, 0, model, method, k, thinking, category, name, *more))
-        if fallback is not None and fallback != category:  # preference 1: the fallback
-            for name in names:
-                add((i, 1, model, method, k, thinking, fallback, name, *more))
+    for i, lk in enumerate(lookups):
+        more = (bound(lk.as_of, dialect),) if as_of and lk.as_of is not None else ()
+        wanted = [(0, lk.category)] if lk.category is not None else []
+        if lk.fallback is not None and lk.fallback != lk.category:
+            wanted.append((1, lk.fallback))
+        for preference, category in wanted:  # 0: the workload's category, 1: the fallback
+            for name in lk.scope or ("",):
+                rows.append((i, preference, lk.model, lk.method, lk.k, lk.thinking, category,
+                             name, *more))
     return rows
 
 
 def winners(lookups: Sequence[Lookup], rows: Iterable[Sequence]) -> dict[Lookup, Winner]:
-    """Rows of the statements above as one :class:`Winner` per lookup (``lookups[lookup_id]``).
+    """Rows of the statements above (:class:`LookupRow`) as one :class:`Winner` per lookup
+    (``lookups[lookup_id]``).
 
-    Every row of a lookup carries the same category, and the winner's set count (the one-run
-    statement puts it on a profile's first rate's row only); a profile with stored rates has
-    one row per rate, in no particular order.
+    Every row of a lookup carries the same category; a profile with stored rates has one row
+    per rate, in no particular order.
     """
-    # Most lookups have one profile without stored rates: one row, kept as a tuple; a list
-    # only when a key has several sets. tuple.__new__ skips the named tuples' Python __new__.
-    new = tuple.__new__
-    found: dict[int, Any] = {}
-    rated: dict[tuple[int, int], list] = {}
-    for lid, category, count, pid, set_name, al, how, copied, source, hardware, \
-            position, rate, revision in rows:
-        if position is None:  # no stored rates: the profile's one and only row
-            cand = new(Candidate, (set_name, al, None, source, hardware, how, copied, revision))
-            head = found.get(lid)
-            if head is None:
-                found[lid] = (category, count, cand)
-            elif type(head) is tuple:
-                found[lid] = [*head, cand]
-            else:
-                head.append(cand)
-        elif (lid, pid) in rated:  # one profile may answer several lookups
-            entry = rated[lid, pid]
-            entry[-1].append((position, rate))
-            if count is not None:  # the set count rides on the profile's first rate's row
-                entry[2] = count
-        else:
-            rated[lid, pid] = [lid, category, count, set_name, al, source, hardware, how, copied,
-                               revision, [(position, rate)]]
-    for lid, category, count, set_name, al, source, hardware, how, copied, revision, rates \
-            in rated.values():
-        rates.sort()
-        cand = new(Candidate, (set_name, al, tuple(r for _, r in rates), source, hardware, how,
-                               copied, revision))
-        head = found.get(lid)
-        if head is None:
-            found[lid] = (category, count, cand)
-        elif type(head) is tuple:
-            found[lid] = [*head, cand]
-        else:
-            head.append(cand)
-    decided = {}
-    for lid, head in found.items():
-        if type(head) is tuple:
-            candidates: tuple = (head[2],)
-        else:  # the same key in several sets: by set name, for the message
-            candidates = tuple(sorted(head[2:]))
-        decided[lookups[lid]] = new(Winner, (head[0], head[1], candidates))
-    return decided
+    profiles: dict[int, dict[int, list[LookupRow]]] = {}  # per lookup, per profile: its rows
+    heads: dict[int, tuple[str, int]] = {}  # per lookup: the winning category and set count
+    for row in map(LookupRow._make, rows):
+        profiles.setdefault(row.lookup_id, {}).setdefault(row.profile_id, []).append(row)
+        if row.set_count is not None:
+            heads[row.lookup_id] = (row.category, row.set_count)
+    # The same key in several sets: its candidates by set name, for the message.
+    return {lookups[lid]: Winner(*heads[lid], tuple(sorted(map(_candidate, held.values()))))
+            for lid, held in profiles.items()}
+
+
+def _candidate(rows: list[LookupRow]) -> Candidate:
+    """One profile's candidate from its rows (one per stored rate, or one without)."""
+    first = rows[0]
+    rates = None if first.position is None else tuple(
+        r.rate for r in sorted(rows, key=operator.attrgetter("position")))
+    return Candidate(first.set_name, first.acceptance_length, rates,  # type: ignore[arg-type]
+                     first.source, first.hardware, first.method, first.copied_from,
+                     first.revision)

@@ -1,17 +1,22 @@
 """The resolver's statements, as text: the decision in SQL for one run, for a batch, now and as
-of a time, per dialect.
+of a time, per dialect (:mod:`registry_db.resolve.lookup` runs them).
 
-:mod:`registry_db.resolve.lookup` runs them and says how they decide (scope, the category
-preferred over the fallback, the count of sets that hold the winner, the indexes they probe);
-this module holds only their text and how it is put together, so that the statements can be
-read (and ``docs/schema.md``'s analysts' version compared with them) in one place.
+Each keeps only the profiles of the sets in scope, prefers the workload's category over the
+fallback (``preference`` 0 over 1) and counts the sets that hold the winning key (``set_count``;
+more than one is a conflict), in standard SQL for SQLite (3.25 and later) and PostgreSQL,
+probing ``uq_profiles_key`` with all five key columns bound. :func:`named_one_statement` is the
+one-run statement with named parameters, for a reader of the database (a Datasette canned
+query) to run the resolver's own decision.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
 _PREFIX = ("{a}.model = {b}.model AND {a}.speculative_method = {b}.speculative_method"
            " AND {a}.num_spec_tokens = {b}.num_spec_tokens AND {a}.thinking = {b}.thinking")
@@ -34,7 +39,7 @@ def _live(v: str, n: str, at: str) -> str:
 
 
 #: One run, in one statement that only probes indexes (no sort, no temporary table: a window
-#: over its few rows cost a third more per resolution on SQLite, measured). A profile of the
+#: over its few rows costs more per resolution on SQLite; docs/decisions.md). A profile of the
 #: workload's category is kept; a profile of the fallback is kept only when no set in scope
 #: holds the category; ``set_count`` counts the sets in scope that hold the kept key.
 #: ``:name`` marks a parameter (``:scope``: the names of the sets in scope, ``{scope}`` and
@@ -53,16 +58,10 @@ JOIN profile_sets s ON s.id = p.set_id
 LEFT JOIN provenances pr ON pr.id = p.provenance_id
 LEFT JOIN profile_rates r ON r.profile_id = p.id
 WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens = :k
-  AND p.thinking = :thinking AND {category}{scope}"""
-#: Which category's profiles the one-run statement keeps: with a fallback, the workload's
-#: category unless no set in scope holds it; without one, the workload's alone (the same rows,
-#: in one index probe instead of two and no NOT EXISTS: 23.4 -> 20.6 µs a statement on the
-#: benchmark's 100,000-profile SQLite registry, measured).
-_CATEGORY_OR_FALLBACK = """p.category IN (:category, :fallback)
+  AND p.thinking = :thinking AND p.category IN (:category, :fallback)
   AND (p.category = :category OR NOT EXISTS (
       SELECT 1 FROM profiles q{join_q}
-      WHERE """ + _PREFIX.format(a="q", b="p") + """ AND q.category = :category{scope_q}))"""
-_CATEGORY_ONLY = "p.category = :category"
+      WHERE """ + _PREFIX.format(a="q", b="p") + """ AND q.category = :category{scope_q})){scope}"""
 
 #: One run as of a time: the key's profiles (category or fallback) of each set's revision of
 #: that time are found once (``c``: a few rows, by the key index, each revision's liveness by
@@ -89,20 +88,17 @@ WHERE c.category = :category OR NOT EXISTS (SELECT 1 FROM c AS h WHERE h.categor
 
 _MARKER = {"sqlite": "?", "postgresql": "%s"}
 _PARAMETER = re.compile(r":(\w+)")
-_STATEMENTS: dict[tuple[str, int, bool, bool], tuple[str, tuple[str, ...]]] = {}
 
 
-def one_statement(dialect: str, scoped: int, as_of: bool = False, fallback: bool = True
-                  ) -> tuple[str, tuple[str, ...]]:
-    """The one-run statement for ``dialect`` with ``scoped`` set names in scope (0: every set),
-    against the registry as of a time (``as_of``: the revisions) or as it stands, for a run with
-    a fallback category or without one (``fallback`` False: the current registry's statement
-    keeps the workload's category alone), and the names of its parameters in the order the
-    driver binds them."""
-    fallback = fallback or as_of  # as of a time, one statement serves both
-    found = _STATEMENTS.get((dialect, scoped, as_of, fallback))
-    if found is not None:
-        return found
+def named_one_statement(dialect: str, scoped: int, as_of: bool = False) -> str:
+    """The one-run statement as text with named parameters: ``:model``, ``:method``, ``:k``,
+    ``:thinking``, ``:category``, ``:fallback`` (null or ``''`` for none: no category is
+    empty), ``:as_of`` (as of a time) and, for ``scoped`` set names in scope, ``:set_1`` ...
+    ``:set_N``. SQLite runs this form as it is (``sqlite3`` binds a mapping by name), so a
+    Datasette canned query can be the resolver's own statement; the text is the same for both
+    dialects (``dialect`` is checked). :func:`one_statement` is it with the driver's markers."""
+    if dialect not in _MARKER:
+        raise ValueError(f"no statement for the dialect {dialect!r}")
     if as_of:
         template = _LOOKUP_ONE_AS_OF.format(scope=" AND s.set_name IN (:scope)" if scoped else "")
     else:
@@ -110,26 +106,33 @@ def one_statement(dialect: str, scoped: int, as_of: bool = False, fallback: bool
         if scoped:
             join_q = "\n        JOIN profile_sets qs ON qs.id = q.set_id"
             scope, scope_q = " AND s.name IN (:scope)", " AND qs.name IN (:scope)"
-        category = (_CATEGORY_OR_FALLBACK if fallback else _CATEGORY_ONLY).format(
-            join_q=join_q, scope_q=scope_q)
-        template = _LOOKUP_ONE.format(join_q=join_q, scope=scope, scope_q=scope_q,
-                                      category=category)
-    marker, order = _MARKER[dialect], []
+        template = _LOOKUP_ONE.format(join_q=join_q, scope=scope, scope_q=scope_q)
+    sets = ", ".join(f":set_{i}" for i in range(1, scoped + 1))
+    return template.replace(":scope", sets)
+
+
+@functools.lru_cache(maxsize=64)  # statement text: a few shapes (dialect, scope size, as of)
+def one_statement(dialect: str, scoped: int, as_of: bool = False
+                  ) -> tuple[str, tuple[str, ...]]:
+    """The one-run statement for ``dialect`` with ``scoped`` set names in scope (0: every set),
+    against the registry as of a time (``as_of``: the revisions) or as it stands, with the
+    driver's markers, and the names of its parameters in the order the driver binds them
+    (:func:`named_one_statement`'s names)."""
+    marker = _MARKER[dialect]
     if as_of and dialect == "postgresql":
         # Each value as an uncorrelated subquery, which the planner does not look into: its
         # custom plans (one per run) then cost what its generic plan does, so after psycopg
         # prepares the statement PostgreSQL keeps the generic plan, as it does for the current
-        # registry's. With the values in view it judged every run worth a fresh plan (the
-        # time's selectivity and the key's frequencies differ), about 0.5 ms of each run.
+        # registry's; with the values in view it judged every run worth a fresh plan.
         marker = "(SELECT %s)"
+    order: list[str] = []
 
     def positional(m: re.Match) -> str:
         order.append(m.group(1))
-        return ", ".join([marker] * scoped) if m.group(1) == "scope" else marker
+        return marker
 
-    found = (_PARAMETER.sub(positional, template), tuple(order))
-    _STATEMENTS[(dialect, scoped, as_of, fallback)] = found
-    return found
+    text = _PARAMETER.sub(positional, named_one_statement(dialect, scoped, as_of))
+    return text, tuple(order)
 
 
 #: The one-run statement over every set, per dialect, and its parameters' order.
@@ -141,8 +144,6 @@ LOOKUP_ONE = {d: one_statement(d, 0)[0] for d in _MARKER}
 #: holds, and their count (the window's default frame ends at the current row's last peer) is
 #: the number of those sets. As of a time, each key row carries the time too (``as_of``) and the
 #: candidates are the profiles of each set's revision of that time.
-_MANY_COLUMNS = ("lookup_id, preference, model, speculative_method, num_spec_tokens, thinking,"
-                 " category, set_name")
 _RANKED = """RANK() OVER w AS place, COUNT(*) OVER w AS set_count"""
 _CANDIDATES = """FROM {source}
     JOIN {profiles} p ON """ + _PREFIX.format(a="p", b="t") + """ AND p.category = t.category
@@ -169,10 +170,9 @@ LEFT JOIN {rates} rt ON rt.profile_id = r.profile_id
 WHERE r.place = 1"""
 #: SQLite's shape, the same rows: the window runs over narrow rows (the lookup and the
 #: profile's id, read from the key index alone) and the winners' columns are read afterwards by
-#: primary key. SQLite's window buffers each partition, and buffering the wide rows cost 15%
-#: more (the benchmark's 62,000 lookups: 0.30 against 0.26 s); on PostgreSQL the narrow shape
-#: is the slower one (0.58 against 0.53 s: the second join by id costs it more than the
-#: window's width), so each dialect has its own.
+#: primary key. SQLite's window buffers each partition, so narrow rows are cheaper there; on
+#: PostgreSQL the second join by id costs more than the window's width, so each dialect has its
+#: own (docs/decisions.md).
 _LOOKUP_MANY_NARROW = """WITH ranked AS (
     SELECT t.lookup_id, p.id AS profile_id, """ + _RANKED + """
     """ + _CANDIDATES + """
@@ -213,36 +213,33 @@ SQLITE_AS_OF_INSERT = (f"INSERT INTO temp.{SQLITE_AS_OF_TABLE} "
 SQLITE_LOOKUP_MANY_AS_OF = _LOOKUP_MANY_NARROW.format(source=f"temp.{SQLITE_AS_OF_TABLE} t",
                                                       where=_WHERE_AS_OF, **_HISTORY)
 
-#: Many runs on PostgreSQL: the lookup rows as one JSON array of arrays, one parameter,
-#: expanded into rows by the server. The same rows as eight parallel arrays for ``unnest`` cost
-#: psycopg's list dumper (Python, item by item) most of the client's time: the benchmark's 74,000
-#: lookups (84,000 rows), statement and fetch, 4.1-7.2 s wall and 1.4-1.9 s of client CPU as
-#: arrays, 2.1-2.9 s and 0.5-0.6 s as JSON (same rows; 3 runs each, loaded machine).
-PG_LOOKUP_MANY = _LOOKUP_MANY.format(
-    source="(SELECT (v->>0)::INTEGER AS lookup_id, (v->>1)::INTEGER AS preference,"
-           " v->>2 AS model, v->>3 AS speculative_method, (v->>4)::INTEGER AS num_spec_tokens,"
-           " v->>5 AS thinking, v->>6 AS category, v->>7 AS set_name"
-           " FROM jsonb_array_elements(%(rows)s::jsonb) AS e(v)) t",
-    where=_WHERE_NOW, **_CURRENT)
-
-
-def pg_parameters(rows: Sequence[tuple]) -> dict[str, str]:
-    """:data:`PG_LOOKUP_MANY`'s parameter: lookup rows (:func:`_lookup_rows`) as JSON text."""
-    return {"rows": json.dumps(rows)}
-
-
-#: Many runs as of a time on PostgreSQL (rare: not moved to JSON): the lookup rows as nine
-#: parallel arrays, the last of each row's time, unnested into rows.
-PG_ARRAYS = ("ids", "preferences", "models", "methods", "ks", "thinkings", "categories",
-             "set_names")
-_PG_SOURCE = ("unnest(%(ids)s::INTEGER[], %(preferences)s::INTEGER[], %(models)s::TEXT[],"
-              " %(methods)s::TEXT[], %(ks)s::INTEGER[], %(thinkings)s::TEXT[],"
-              " %(categories)s::TEXT[], %(set_names)s::TEXT[]{more})"
-              " AS t(" + _MANY_COLUMNS + "{more_columns})")
-PG_AS_OF_ARRAYS = (*PG_ARRAYS, "as_ofs")
+#: Many runs on PostgreSQL: the lookup rows as one JSON array of arrays, one parameter
+#: (:func:`pg_parameters`), expanded into rows by the server; as of a time each row's last item
+#: is its time. JSON rather than parallel arrays: psycopg dumps a list item by item in Python
+#: (docs/decisions.md). ``LIMIT`` the rows' count changes no row: it tells the planner how
+#: many there are (it assumes 100 rows of a JSON array), so a few keys probe the indexes.
+_PG_ROWS = ("(SELECT (v->>0)::INTEGER AS lookup_id, (v->>1)::INTEGER AS preference,"
+            " v->>2 AS model, v->>3 AS speculative_method, (v->>4)::INTEGER AS num_spec_tokens,"
+            " v->>5 AS thinking, v->>6 AS category, v->>7 AS set_name{more}"
+            " FROM jsonb_array_elements(%(rows)s::jsonb) AS e(v) LIMIT %(count)s) t")
+PG_LOOKUP_MANY = _LOOKUP_MANY.format(source=_PG_ROWS.format(more=""), where=_WHERE_NOW,
+                                     **_CURRENT)
 PG_LOOKUP_MANY_AS_OF = _LOOKUP_MANY.format(
-    source=_PG_SOURCE.format(more=", %(as_ofs)s::TIMESTAMPTZ[]", more_columns=", as_of"),
-    where=_WHERE_AS_OF, **_HISTORY)
+    source=_PG_ROWS.format(more=", (v->>8)::TIMESTAMPTZ AS as_of"), where=_WHERE_AS_OF,
+    **_HISTORY)
+
+
+def pg_parameters(rows: Sequence[tuple]) -> dict[str, str | int]:
+    """The PostgreSQL many-runs statements' parameters: the lookup rows as JSON text (a time as
+    ISO 8601, which ``timestamptz`` reads back exactly), and their count."""
+    return {"rows": json.dumps(rows, default=_iso), "count": len(rows)}
+
+
+def _iso(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not a lookup row's value")
+
 
 #: The sets of the registry as of a time: each set's revision of that time, unless a deletion.
 LIVE_SETS = "SELECT v.set_name FROM revisions v WHERE " + _live("v", "n", "{at}")

@@ -10,14 +10,13 @@ path still loads no ORM models.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
-    from sqlalchemy.engine import Connection, Engine
+    from registry_db.store.engine import ReadBind
 
 #: Up to this many distinct models the query names them (an index range per model); past it,
 #: one pass over the key index reads every (model, method) instead of a huge IN list.
@@ -26,12 +25,9 @@ MAX_NAMED_MODELS = 500
 #: What is stored per (model, method, set): its Ks, thinking modes and categories, each
 #: aggregated DISTINCT into one comma-separated text (no category or mode holds a comma: the
 #: spec's rules; a K is an integer), the set's name joined after the grouping. One pass over
-#: the key index, one row per (model, method, set). Three DISTINCT passes (one per column)
-#: were read before: the benchmark's 1,000,000 profiles, a batch whose 10,000 misses name all
-#: 1,042 models, 0.67 s for what is stored then, 0.20 s now (SQLite; same answers). On
-#: PostgreSQL at 100,000 profiles it costs about 12 ms more (0.10 against 0.09 s), which one
-#: statement for both dialects is worth. ``{ks}``, ``{modes}`` and ``{categories}`` are the
-#: dialect's aggregate (:data:`_AGGREGATE`) of each column, filled in by :func:`_statement`.
+#: the key index, one row per (model, method, set), one statement for both dialects
+#: (docs/decisions.md). ``{ks}``, ``{modes}`` and ``{categories}`` are the dialect's aggregate
+#: (:data:`_AGGREGATE`) of each column, filled in by :func:`_statement`.
 _SELECT = ("SELECT d.model, d.speculative_method, s.name, d.ks, d.modes, d.categories FROM ("
            "SELECT p.model, p.speculative_method, p.set_id, {ks} AS ks, {modes} AS modes, "
            "{categories} AS categories FROM profiles p{{where}} "
@@ -87,7 +83,7 @@ class StoredVariants:
                 f"categories {', '.join(categories)}")
 
 
-def stored_variants(bind: Engine | Connection | sqlite3.Connection,
+def stored_variants(bind: ReadBind,
                     pairs: Iterable[tuple[str, str]], *, per_set: bool = True,
                     ) -> dict[tuple[str, str], StoredVariants]:
     """For each (model, method) pair, what is stored: one statement; a pair with nothing
@@ -114,7 +110,7 @@ _SELECT_HISTORY = ("SELECT DISTINCT p.model, p.speculative_method, v.set_name, v
                    "JOIN revisions v ON v.id = p.revision_id")
 
 
-def stored_variants_as_of(bind: Engine | Connection | sqlite3.Connection,
+def stored_variants_as_of(bind: ReadBind,
                           wanted: Iterable[tuple[str, str, datetime]],
                           ) -> dict[tuple[str, str, datetime], StoredVariants]:
     """For each (model, method, time), what the registry held then: two statements (every
@@ -143,7 +139,7 @@ def stored_variants_as_of(bind: Engine | Connection | sqlite3.Connection,
     return out
 
 
-def _rows(bind: Engine | Connection | sqlite3.Connection,
+def _rows(bind: ReadBind,
           models: list[str] | None, select: str) -> list[tuple]:
     # On the DB-API cursor of the resolver's lookup (registry_db.resolve.lookup.cursor): one
     # statement and nothing around it (no BEGIN), in the caller's transaction when it hands in a

@@ -5,7 +5,7 @@ on the revisions' index). A batch may name many distinct times; asking once per 
 query each, so :class:`Timeline` reads every revision's (set, number, action, time) once and
 answers for any time in Python, with the statement's own rule: a set's registry at time T is its
 latest revision (by number) written at or before T, unless that revision is a deletion. The times
-are compared as the database compares them (:func:`registry_db.inputs.as_of.bound`: text in the
+are compared as the database compares them (:func:`registry_db.resolve.lookup.bound`: text in the
 stored format on SQLite, ``timestamptz`` on PostgreSQL), so the answer is the statement's.
 """
 
@@ -16,8 +16,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from registry_db.inputs.as_of import bound
-from registry_db.resolve.lookup import Cursor
+from registry_db.resolve.lookup import Cursor, bound
 
 
 class Timeline:

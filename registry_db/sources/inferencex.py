@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -68,7 +68,8 @@ def read_inferencex(paths: Iterable[str], *, name: str | None = None,
                     source_base: str | None = None, hardware: str | None = None,
                     category: str | None = None, tp: int | None = None,
                     benchmark: str | None = None, prompts: int | None = None,
-                    keep_going: bool = False) -> Ingested:
+                    keep_going: bool = False,
+                    progress: Callable[[str, int, int], None] | None = None) -> Ingested:
     """Read golden AL files (or folders of them) into profile sets, rendered and validated.
 
     One set per file, named after the file, unless ``name`` merges every file into one set.
@@ -76,7 +77,8 @@ def read_inferencex(paths: Iterable[str], *, name: str | None = None,
     not; the map's ``files:`` entry says it for one. ``source_base`` makes each file's source
     ``<source_base>/<file name>``. Raises :class:`InvalidInput` carrying every finding when any
     is an error; with ``keep_going``, the files without errors are returned and the others'
-    findings are the result's ``refused``.
+    findings are the result's ``refused``. ``progress("read", done, total)`` is called as each
+    file is read.
     """
     if name is not None and set_name_problem(name):
         raise UsageError(f"--name {name!r} cannot name a set: {set_name_problem(name)}")
@@ -84,10 +86,13 @@ def read_inferencex(paths: Iterable[str], *, name: str | None = None,
              "tp": tp, "benchmark": benchmark, "prompts": prompts}
     run = _Run(curve_map or CurveMap(), flags, source_base)
     findings: list[Finding] = []
-    for path in collect_files(paths, findings):
+    files = list(collect_files(paths, findings))
+    for done, path in enumerate(files, 1):
         curve = read_curve(path, str(path), findings)
         if curve is not None:
             run.curves.append(curve)
+        if progress is not None:
+            progress("read", done, len(files))
     built: list[Built] = []
     for curve in run.curves:
         made = _build(curve, run)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from registry_db.errors import Finding, InvalidInput
+from registry_db.inputs.readers import al_problem
 from registry_db.inputs.schema import is_int, is_number
 from registry_db.sources.inferencex_facts import Fact, Facts, Origin
 from registry_db.sources.inferencex_forms import read_header
@@ -135,10 +136,8 @@ def _body(doc: Any, file: str, lines: list[str], facts: Facts, findings: list[Fi
                 error(w, cell, "bad_al", f"AL {al!r} is not a number")
             elif not math.isfinite(al):
                 error(w, cell, "al_not_finite", f"AL {al!r} is not finite")
-            elif not 1 <= al <= k + 1:
-                error(w, cell, "al_out_of_range",
-                      f"AL {al!r} lies outside [1, {k + 1}] for K = {k}; AL counts the bonus "
-                      "token, so it is at least 1 and at most K + 1")
+            elif (problem := al_problem(al, k)) is not None:
+                error(w, cell, "al_out_of_range", problem)
             else:
                 text, _, comment = lines[w[0] - 1][w[1] - 1:].partition("#")
                 cells.append(Cell(MODES[mode_key], k, float(al), text.strip(), w))

@@ -19,6 +19,7 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,16 +127,18 @@ def _anchor_name(source: str, used: set[str]) -> str:
     return name
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8, ``\\n`` line ends) by a rename: readers see the
-    old file or the new one, never half of one."""
+def write_atomically(path: Path, content: str | bytes) -> None:
+    """Replace ``path`` with ``content`` (text as UTF-8 with ``\\n`` line ends, or bytes) by a
+    rename: readers see the old file or the new one, never half of one. A symlink at ``path``
+    is replaced itself, never followed: what it points at is left as it was."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
     mode = _file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp makes 0600 whatever the umask; the file gets what open() would have given it.
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -143,11 +146,33 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
+def refuse_overwrites(targets: Sequence[tuple[Path, str | bytes]], elsewhere: str) -> None:
+    """Raise :class:`RegistryError`, naming them all, when any target path exists as anything
+    but a regular file holding exactly its new content: a different file is not replaced
+    without ``--force``, and a symlink (never followed) or a folder counts as different.
+    ``elsewhere`` says where else the user may write (``choose another folder with -o``)."""
+    differ = []
+    for path, content in targets:
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        if os.path.lexists(path) and (path.is_symlink() or not path.is_file()
+                                      or path.read_bytes() != data):
+            differ.append(str(path))
+    if differ:
+        shown = ", ".join(differ[:5]) + (f", … ({len(differ)} in all)" if len(differ) > 5 else "")
+        raise RegistryError(
+            f"{len(differ)} file(s) exist with other content: {shown}; nothing was written "
+            f"(pass --force to replace them, or {elsewhere})")
+
+
 def _file_mode(path: Path) -> int:
-    """The mode a replaced file keeps, else what the umask gives a new file (0666 & ~umask)."""
+    """The mode a replaced regular file keeps, else (a new file, or a symlink, whose own mode
+    says nothing) what the umask gives a new file (0666 & ~umask)."""
     try:
-        return stat.S_IMODE(path.stat().st_mode)
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
     except FileNotFoundError:
-        umask = os.umask(0o022)  # reading the umask means setting it; put it straight back
-        os.umask(umask)
-        return 0o666 & ~umask
+        pass
+    umask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(umask)
+    return 0o666 & ~umask

@@ -25,6 +25,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
+from registry_db import interrupts
 from registry_db.errors import (
     DatabaseError,
     DatabaseLocked,
@@ -42,6 +43,12 @@ DEFAULT_LOCK_TIMEOUT = 60.0
 WRITE_LOCK_KEY = 0x5245_4749  # "REGI"
 
 T = TypeVar("T")
+
+#: What the store's readers take: an engine, or an open connection (the caller's transaction).
+Bind = Engine | Connection
+#: What the resolver reads through: a :data:`Bind`, or the command line's bare read-only
+#: ``sqlite3`` connection (:mod:`registry_db.store.sqlite_read`).
+ReadBind = Bind | sqlite3.Connection
 
 
 def lock_timeout() -> float:
@@ -100,9 +107,37 @@ def _sqlite_engine(url: str, *, readonly: bool, timeout: float) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # noqa: ANN001
         write = conn.get_execution_options().get("registry_write")
+        if write and _begin_immediate(conn.connection.dbapi_connection, timeout):
+            return
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+#: How long one slice of an SQLite writer's wait for the lock lasts (seconds).
+WAIT_SLICE = 0.1
+
+
+def _begin_immediate(dbapi_conn: Any, timeout: float) -> bool:
+    """``BEGIN IMMEDIATE``, waiting up to ``timeout`` for another writer in slices of
+    :data:`WAIT_SLICE`: SQLite's own busy wait returns to Python only when it gives up, so
+    Ctrl-C would go unheard for the whole wait. False when it did not begin: the caller's own
+    ``BEGIN IMMEDIATE`` then raises the error, translated as every other."""
+    deadline = time.monotonic() + timeout
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute(f"PRAGMA busy_timeout={int(WAIT_SLICE * 1000)}")
+        while True:
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                return True
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or time.monotonic() >= deadline:
+                    return False
+    finally:
+        cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        cur.close()
 
 
 def _frozen(path: str) -> bool:
@@ -137,10 +172,14 @@ def translate(exc: BaseException, url: str | URL | None = None, *,
                                                        "sqlstate", None) or ""
     low = msg.lower()
     invalidated = isinstance(exc, DBAPIError) and exc.connection_invalidated
+    if code == "42501":  # insufficient_privilege: say which database, and the grant
+        msg = f"{msg}{_grant_hint(url)}"
     if user_sql and not invalidated and code[:2] not in ("08", "53", "58", "XX") and (
             code[:2] != "57" or code == "57014") and (
             getattr(orig, "sqlite_errorname", None) or "") not in _SQLITE_INFRA:
         return _query_error(orig, msg, code)
+    if code == "42501":
+        return DatabaseError(f"the database refused the role{where}: {msg}")
     if "database is locked" in low or code in ("55P03",) or "lock timeout" in low:
         return DatabaseLocked(
             f"the database is locked by another writer and the wait ran out{where}; "
@@ -159,6 +198,25 @@ def translate(exc: BaseException, url: str | URL | None = None, *,
         return DatabaseError(f"the database is read-only{where}: {msg}; check the permissions "
                              "of the file and its folder (SQLite) or the role (PostgreSQL)")
     return DatabaseError(f"database error{where}: {msg}")
+
+
+def _grant_hint(url: str | URL | None) -> str:
+    """What a role refused on a PostgreSQL registry lacks: its reader grant on this database
+    (`registry db reader` grants one database at a time), and the command that grants it."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(str(url)) if url is not None else None
+    except (ArgumentError, ValueError):
+        parsed = None
+    if parsed is None or parsed.get_backend_name() != "postgresql" or not parsed.database:
+        return ""
+    role = parsed.username or "ROLE"
+    host = f"{parsed.host or 'localhost'}{f':{parsed.port}' if parsed.port else ''}"
+    return (f"; if {role!r} is to read this registry, it lacks its grant on database "
+            f"{parsed.database!r} (`registry db reader` grants one database at a time): grant "
+            f"it with `registry -d postgresql://OWNER@{host}/{parsed.database} db reader "
+            f"{role}`, OWNER being the role that ran `registry db upgrade` there")
 
 
 def _query_error(orig: BaseException, msg: str, code: str) -> RegistryError:
@@ -230,16 +288,25 @@ def _retryable(exc: BaseException) -> bool:
 def write_connection(engine: Engine) -> Iterator[Connection]:
     """One write transaction: SQLite ``BEGIN IMMEDIATE``, PostgreSQL the writers' lock.
 
-    Commits on success and rolls back on any exception; the caller translates errors.
+    Commits on success (through :func:`registry_db.interrupts.commit`) and rolls back on any
+    exception; the caller translates errors.
     """
     timeout = engine.get_execution_options().get("registry_lock_timeout", lock_timeout())
     with engine.connect() as conn:
         conn.execution_options(registry_write=True)
-        with conn.begin():
+        trans = conn.begin()
+        try:
             if conn.dialect.name == "postgresql":
                 conn.execute(text(f"SET LOCAL lock_timeout = '{int(timeout * 1000)}ms'"))
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
             yield conn
+        except BaseException:
+            if trans.is_active:
+                with contextlib.suppress(Exception):  # the first error is the one to report
+                    trans.rollback()
+            raise
+        # Ctrl-C lands before the commit (nothing written) or after it, never unseen within.
+        interrupts.commit(trans.commit)
 
 
 def run_write(engine: Engine, work: Callable[[Connection], T], *, url: str | None = None) -> T:

@@ -20,17 +20,24 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.engine import Connection, Engine
 
-from registry_db.errors import NotFound
+from registry_db.errors import NotFound, UsageError
 from registry_db.model import Profile, ProfileSet
 from registry_db.store.bulk import chunks
 from registry_db.store.drift import drift
-from registry_db.store.engine import run_write
-from registry_db.store.read import _connect, _provenances, _utc, read_counts, unknown_set_message
+from registry_db.store.engine import Bind, run_write
+from registry_db.store.read import (
+    ProfileSummary,
+    _connect,
+    _provenances,
+    _utc,
+    read_counts,
+    unknown_set_message,
+)
 from registry_db.store.schema import (
     profile_sets,
     profiles,
@@ -40,8 +47,6 @@ from registry_db.store.schema import (
     revision_rates,
     revisions,
 )
-
-Bind = Engine | Connection
 
 ACTIONS: tuple[str, ...] = ("added", "updated", "deleted")
 
@@ -317,6 +322,153 @@ def _build(conn: Connection, rid: int, name: str, file: str | None) -> ProfileSe
         in rows))
 
 
+# --- the registry at a time or a revision -------------------------------------------------------
+
+@dataclass(frozen=True)
+class Held:
+    """One set as the registry held it: its content, and the revision (and time) holding it."""
+
+    set: ProfileSet
+    revision: int
+    imported_at: datetime
+
+
+class _Row(NamedTuple):
+    id: int
+    set_name: str
+    revision: int
+    action: str
+    imported_at: datetime
+    source_file: str | None
+
+
+def _rows(conn: Connection, query: Any) -> list[_Row]:
+    return [_Row(*r) for r in conn.execute(query)]
+
+
+_COLUMNS = (revisions.c.id, revisions.c.set_name, revisions.c.revision, revisions.c.action,
+            revisions.c.imported_at, revisions.c.source_file)
+
+
+def held(bind: Bind, names: Sequence[str] | None = None, *, as_of: datetime | None = None,
+         revision: int | None = None) -> list[Held]:
+    """The sets as the registry held them at ``as_of`` (an aware time; every set held then
+    when ``names`` is None, by name), or the one set ``names[0]`` at ``revision``.
+
+    The one place that reads a set's content as of a time or at a revision (``show``,
+    ``profiles``, ``export``, ``coverage``, ``plot`` and ``restore`` all come here), so a
+    change in how the history is stored changes this function and :func:`_build`. A set's
+    registry at T is its latest revision (by number) written at or before T, unless that is a
+    deletion: the resolver's rule. A named set not held then, a revision that is a deletion or
+    does not exist raise :class:`NotFound` saying what the history does hold.
+    """
+    v = revisions.c
+    with _connect(bind) as conn:
+        if revision is not None:
+            if names is None or len(names) != 1:
+                raise ValueError("a revision names one set")
+            name = names[0]
+            rows = _rows(conn, select(*_COLUMNS).where(v.set_name == name,
+                                                      v.revision == revision))
+            if not rows:
+                raise NotFound(_no_revision(conn, name, revision))
+            if rows[0].action == "deleted":
+                raise NotFound(_deletion(conn, name, revision))
+        else:
+            if as_of is None:
+                raise ValueError("held() needs as_of or revision")
+            n = revisions.alias("n")
+            latest = (select(func.max(n.c.revision))
+                      .where(n.c.set_name == v.set_name, n.c.imported_at <= as_of)
+                      .scalar_subquery())
+            query = select(*_COLUMNS).where(v.revision == latest, v.action != "deleted")
+            if names is not None:
+                query = query.where(v.set_name.in_(sorted(set(names))))
+            found = {r.set_name: r for r in _rows(conn, query.order_by(v.set_name))}
+            missing = [n for n in (names or ()) if n not in found]
+            if missing:
+                raise NotFound(_not_held(conn, missing[0], as_of))
+            rows = [found[n] for n in names] if names is not None else list(found.values())
+        return [Held(_build(conn, r.id, r.set_name, r.source_file), r.revision,
+                     _utc(r.imported_at)) for r in rows]
+
+
+def profiles_as_of(bind: Bind, as_of: datetime, *, model: str | None = None,
+                   method: str | None = None, k: int | None = None,
+                   thinking: str | None = None, category: str | None = None,
+                   sets: Sequence[str] | None = None) -> list[ProfileSummary]:
+    """:func:`registry_db.store.read.list_profiles` against the registry as of ``as_of``: the
+    same filters, rows and order (by key, then set)."""
+    wanted = {"model": model, "speculative_method": method, "num_spec_tokens": k,
+              "thinking": thinking, "category": category}
+    found = [ProfileSummary(
+        model=p.model, speculative_method=p.speculative_method, num_spec_tokens=p.num_spec_tokens,
+        thinking=p.thinking, category=p.category, profile_set=h.set.name,
+        acceptance_length=float(p.acceptance_length), method=p.method,
+        source=p.provenance.source if p.provenance else None, counts=p.counts)
+        for h in held(bind, list(sets) if sets else None, as_of=as_of) for p in h.set.profiles
+        if all(v is None or getattr(p, f) == v for f, v in wanted.items())]
+    return sorted(found, key=lambda r: (*r.key, r.profile_set))
+
+
+def last_content(bind: Bind, name: str) -> int:
+    """The revision holding the last content of set ``name``, which is deleted.
+
+    :class:`NotFound` when the set has no history (naming the nearest that have one);
+    :class:`~registry_db.errors.UsageError` when it is in the registry now: which earlier
+    revision to go back to is then the caller's to say.
+    """
+    with _connect(bind) as conn:
+        rows = _history_rows(conn, name)
+        if not rows:
+            raise NotFound(unknown_set_message(name, _history_names(conn)))
+        if rows[-1].action != "deleted":
+            raise UsageError(f"set {name!r} is in the registry (revision {rows[-1].revision}); "
+                             f"give --revision N to go back to an earlier one (`registry "
+                             f"history {name}` lists them)")
+        return next(r.revision for r in reversed(rows) if r.action != "deleted")
+
+
+def deleted_message(bind: Bind, name: str) -> str | None:
+    """For a set that is deleted now: when, and which revision holds its last content (None
+    for a set with no history, or one in the registry)."""
+    with _connect(bind) as conn:
+        rows = _history_rows(conn, name)
+    if not rows or rows[-1].action != "deleted":
+        return None
+    last = next(r.revision for r in reversed(rows) if r.action != "deleted")
+    return (f"set {name!r} was deleted at {_utc(rows[-1].imported_at).isoformat()} (revision "
+            f"{rows[-1].revision}); revision {last} holds its last content: `registry export "
+            f"{name} --revision {last}` writes it, `registry restore {name}` brings it back")
+
+
+def _history_rows(conn: Connection, name: str) -> list[_Row]:
+    return _rows(conn, select(*_COLUMNS).where(revisions.c.set_name == name)
+                 .order_by(revisions.c.revision))
+
+
+def _deletion(conn: Connection, name: str, number: int) -> str:
+    before = [r for r in _history_rows(conn, name) if r.revision < number
+              and r.action != "deleted"]
+    held_by = f"; revision {before[-1].revision} holds its last content" if before else ""
+    return f"revision {number} of {name!r} is its deletion, which holds no profiles{held_by}"
+
+
+def _not_held(conn: Connection, name: str, as_of: datetime) -> str:
+    """Why set ``name`` was not in the registry at ``as_of``: not yet added, or deleted."""
+    when = as_of.isoformat()
+    rows = _history_rows(conn, name)
+    if not rows:
+        return unknown_set_message(name, _history_names(conn))
+    earlier = [r for r in rows if _utc(r.imported_at) <= as_of]
+    if not earlier:
+        return (f"set {name!r} was not in the registry at {when}: it was first added at "
+                f"{_utc(rows[0].imported_at).isoformat()} (revision 1)")
+    gone = max(earlier, key=lambda r: r.revision)
+    return (f"set {name!r} was not in the registry at {when}: it was deleted at "
+            f"{_utc(gone.imported_at).isoformat()} (revision {gone.revision})")
+
+
 def diff(bind: Bind, name: str, from_: int | None = None, to: int | None = None) -> Diff:
     """What changed in set ``name`` from revision ``from_`` to ``to``.
 
@@ -393,5 +545,7 @@ def _flatten(p: Profile) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-__all__ = ["ACTIONS", "Change", "Deleted", "Diff", "Revision", "delete_in", "delete_sets",
-           "diff", "diff_sets", "history", "load_revision", "next_revisions", "record_current"]
+__all__ = ["ACTIONS", "Change", "Deleted", "Diff", "Held", "Revision", "delete_in",
+           "delete_sets", "deleted_message", "diff", "diff_sets", "held", "history",
+           "last_content", "load_revision", "next_revisions", "profiles_as_of",
+           "record_current"]

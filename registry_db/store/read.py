@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Table, and_, func, select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from registry_db.errors import NotFound
 from registry_db.model import (
@@ -33,6 +33,7 @@ from registry_db.model import (
     Uncertainty,
     setting_value,
 )
+from registry_db.store.engine import Bind
 from registry_db.store.schema import (
     profile_counts,
     profile_rates,
@@ -42,8 +43,6 @@ from registry_db.store.schema import (
     provenances,
     set_caveats,
 )
-
-Bind = Engine | Connection
 
 
 @dataclass(frozen=True)
@@ -124,6 +123,16 @@ def set_names(bind: Bind) -> list[str]:
     with _connect(bind) as conn:
         return list(conn.execute(select(profile_sets.c.name)
                                  .order_by(profile_sets.c.name)).scalars())
+
+
+def key_values(bind: Bind, column: str) -> list[str]:
+    """The distinct stored values of a profile key column (``model``, ``speculative_method``,
+    ``category``), sorted: what shell completion offers."""
+    if column not in PROFILE_KEY_FIELDS:
+        raise ValueError(f"{column!r} is not a profile key column")
+    with _connect(bind) as conn:
+        return list(conn.execute(select(profiles.c[column]).distinct()
+                                 .order_by(profiles.c[column])).scalars())
 
 
 def list_sets(bind: Bind) -> list[SetSummary]:

@@ -431,8 +431,7 @@ def test_batch_as_of_probes_the_history_indexes_for_a_few_keys(long_history):
             cur.executemany(lk.SQLITE_AS_OF_INSERT, rows)
             plan = _plan(conn, lk.SQLITE_LOOKUP_MANY_AS_OF, ())
         else:
-            columns = [list(c) for c in zip(*rows)]
-            plan = _plan(conn, lk.PG_LOOKUP_MANY_AS_OF, dict(zip(lk.PG_AS_OF_ARRAYS, columns)))
+            plan = _plan(conn, lk.PG_LOOKUP_MANY_AS_OF, lk.pg_parameters(rows))
         # t: the keys; r: the ranked candidates (the statement's CTE, not a table).
         _assert_searches(conn, plan, scanned=("t", "r"))
 

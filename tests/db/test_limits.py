@@ -60,7 +60,7 @@ def test_the_same_message_on_both_backends(db_url, tmp_path):
     result = run_cli("-d", db_url, "import", str(file))
     assert result.stderr.splitlines()[0] == (
         f"{file}:6:12: profiles[0].model: model is 10,000 characters long; the registry stores "
-        "at most 200 (docs/decisions.md, Limits)")
+        "at most 200")
 
 
 def test_huge_k_on_the_command_line_is_a_usage_error(db_url):
@@ -85,7 +85,8 @@ def test_batch_line_with_a_huge_k_is_refused_and_the_others_answered(db_url):
     assert answers[0] == answers[4] and answers[0]["acceptance_length"] == 2.99
     assert answers[1]["refused"] == {
         "reason": "invalid_request",
-        "message": f"line 2: k is 2000000000; K is at most {MAX_K} (docs/decisions.md, Limits)"}
+        "message": f"line 2: k is 2000000000; K is at most {MAX_K}, the most speculative "
+                   "tokens the registry stores"}
     assert answers[2]["refused"]["reason"] == "invalid_request"
     assert answers[3]["refused"]["reason"] == "invalid_value"
     assert f"K is at most {MAX_K}" in answers[3]["refused"]["message"]

@@ -138,7 +138,7 @@ def test_plot_writes_png_and_svg(holes, tmp_path):
     assert result.exit_code == 0, result.output
     assert svg.read_text(encoding="utf-8").lstrip().startswith("<?xml")
     assert result.stderr == "1 line(s), 3 point(s)\n"
-    result = run(holes, "plot", "--set", "beta", "-o", str(svg), "--json")
+    result = run(holes, "plot", "--set", "beta", "-o", str(svg), "--force", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {"file": str(svg), "format": "svg", "lines": 2,
                                          "points": 4}

@@ -243,9 +243,9 @@ def _key_index(conn) -> str:
 
 @pytest.mark.parametrize("fallback", ["coding", None])
 def test_one_run_lookup_uses_the_profile_key_index(big, fallback):
-    """With a fallback and without (a statement of its own: one probe, no NOT EXISTS)."""
+    """With a fallback and without (the same statement, the fallback bound to null)."""
     with big.connect() as conn:
-        statement, order = one_statement(conn.dialect.name, 0, False, fallback is not None)
+        statement, order = one_statement(conn.dialect.name, 0)
         if fallback is not None:
             assert statement == LOOKUP_ONE[conn.dialect.name]
         params = one_parameters(Lookup("model-1", "eagle", 3, "off", "chat", fallback), order)
@@ -296,9 +296,10 @@ def test_batch_tells_equal_values_of_other_types_apart(big):
 
 
 def test_identical_runs_are_planned_once_and_answered_as_each_alone(big):
-    """A batch plans identical runs once; runs that only compare equal (K 1, 1.0 and True;
-    text against a number) are not identical, and each keeps its own answer: a run with a
-    term of another type than its own is planned every time."""
+    """A batch plans identical runs once; requests that only compare equal (K 1, 1.0 and True;
+    text against a number) are not the same run, and each keeps its own answer: a term of
+    another type than its own is refused where the request is checked, before any plan, and a
+    list of set names is the same run as the tuple."""
     from registry_db.resolve import plan as planner
 
     base = dict(thinking="off", category="chat")
@@ -306,37 +307,34 @@ def test_identical_runs_are_planned_once_and_answered_as_each_alone(big):
                 Request("model-1", "eagle", 1.0, **base), Request("model-1", "eagle", 3, **base),
                 Request("model-1", "eagle", 3, **base, hardware="b300"),
                 Request("model-1", "eagle", 3, **base, sets=("north",)),
-                Request("model-1", "eagle", 3, **base, sets=["north"]),  # a list: not shared
+                Request("model-1", "eagle", 3, **base, sets=["north"]),  # the same scope
                 Request("model-1", "eagle", 3, **base, as_of="2100-01-01"),
                 Request(1, "eagle", 3, **base), Request(True, "eagle", 3, **base)]
     requests = [r for _ in range(3) for r in variants]
     calls = []
-    real = planner._plan
+    real = planner.plan
 
-    def counting(r, known, checks):
-        calls.append(r)
-        return real(r, known, checks)
+    def counting(run, known):
+        calls.append(run)
+        return real(run, known)
 
     try:
-        planner._plan = counting
+        planner.plan = counting
         batch = [a.to_json() for a in resolve_many(big, requests)]
     finally:
-        planner._plan = real
+        planner.plan = real
     assert batch == [_one(big, r) for r in requests]
-    # The five runs of their own types planned once; K True, K 1.0, the list of sets, the
-    # models 1 and True every time.
-    assert len(calls) == 5 + 5 * 3
+    # The five distinct runs planned once each; K True, K 1.0 and the models 1 and True are
+    # refused before any plan (issue 23: the run is checked once, at the border).
+    assert len(calls) == len(set(calls)) == 5
     k_one, k_true, k_float = batch[:3]
     assert k_true["refused"]["reason"] == k_float["refused"]["reason"] == "invalid_request"
     assert k_one != k_true
 
 
-def test_one_at_a_time_resolutions_share_checks_without_sharing_answers(big):
-    """resolve() remembers the term values it found good across calls: a value equal to a good
-    one but of another type (K True or 1.0 after K 1) is still refused, and
-    what it remembers is bounded."""
-    from registry_db.inputs.request import SHARED, Checks
-
+def test_one_at_a_time_resolutions_check_each_request(big):
+    """resolve() checks every request where it enters: a value equal to a good one but of
+    another type (K True or 1.0 after K 1) is still refused."""
     good = Request("model-1", "eagle", 1, thinking="off", category="chat")
     _one(big, good)
     for bad in (Request("model-1", "eagle", True, thinking="off", category="chat"),
@@ -344,12 +342,6 @@ def test_one_at_a_time_resolutions_share_checks_without_sharing_answers(big):
                 Request("model-1", "eagle", 65, thinking="off", category="chat")):
         assert _one(big, bad)["refused"]["reason"] == "invalid_request", bad
     assert _one(big, good) == resolve_many(big, [good])[0].to_json()
-
-    checks = Checks(lasting=True)
-    for i in range(Checks.LIMIT + 10):
-        assert checks.terms(Request(f"m{i}", "eagle", 3)) is None
-    assert all(len(term) <= Checks.LIMIT for term in checks._good)
-    assert SHARED._good and all(len(term) <= Checks.LIMIT for term in SHARED._good)
 
 
 def test_large_batch_leaves_the_garbage_collector_as_it_found_it(big):

@@ -153,29 +153,3 @@ def test_the_documented_query_answers_what_the_library_does(engine):
                 answer.fallback.category if answer.fallback else None, 1)]
     # The generated registry really exercises every outcome.
     assert seen == {"resolved", "fallback", "conflict", "no_match", "fallback_no_match"}
-
-
-def test_a_run_without_fallback_gets_the_rows_the_fallback_statement_gives(engine):
-    """A run with no fallback category takes a shorter statement (one index probe, no NOT
-    EXISTS); on a generated registry with many conflicts, scoped and not, it returns exactly
-    the rows the general statement returns with no fallback bound."""
-    importer.import_sets(engine, generated_sets(per_set=300))
-    rng = random.Random(11)
-    with cursor(engine) as c:
-        keys = [r[:5] for r in c.cur.execute(
-            "SELECT model, speculative_method, num_spec_tokens, thinking, category "
-            "FROM profiles ORDER BY id").fetchall()]
-        checked = 0
-        for key in rng.sample(keys, 150) + [("model-x", "eagle", 3, "off", "chat")]:
-            scope = rng.choice([None, ("north",), ("north", "south", "east")])
-            lookup = Lookup(*key, None, scope)
-            rows = []
-            for fallback in (True, False):
-                statement, order = one_statement(c.dialect, len(scope or ()), False, fallback)
-                c.cur.execute(statement, one_parameters(lookup, order))
-                rows.append(sorted(c.cur.fetchall(), key=repr))
-            assert rows[0] == rows[1], lookup
-            checked += bool(rows[0])
-    assert checked > 50  # most sampled keys are held in scope: rows were compared, not []
-    short, _ = one_statement(c.dialect, 0, False, False)
-    assert "NOT EXISTS" not in short and "IN (" not in short

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "registry_db"
 #: The stages, top to bottom, as docs/architecture.md draws them.
 STAGES = ("yaml", "inputs", "sources", "store", "resolve", "analyze", "cli")
 #: Modules beside every stage: any stage may import them, and they import no stage.
-BESIDE = ("errors", "model", "gcpause", "_seed", "_migrations")
+BESIDE = ("errors", "model", "gcpause", "interrupts", "_seed", "_migrations")
 
 
 def _modules() -> dict[str, Path]:

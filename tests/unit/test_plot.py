@@ -61,6 +61,11 @@ def by_gid(fig, prefix: str) -> dict[str, list]:
     return out
 
 
+def ks(line) -> list[int]:
+    """The K of each of a line's points."""
+    return [round(x) for x in line.get_xdata()]
+
+
 def test_one_line_per_model_method_and_thinking():
     fig = build_figure(HOLES)
     assert sorted(by_gid(fig, "points")) == [
@@ -74,16 +79,16 @@ def test_one_line_per_model_method_and_thinking():
 def test_no_line_is_drawn_across_a_missing_k():
     fig = build_figure(HOLES)
     segments = by_gid(fig, "segment")
-    assert [list(s.get_xdata()) for s in segments["m1 · eagle · thinking off"]] == [
-        [1, 2], [4, 5, 6]]
-    assert [list(s.get_xdata()) for s in segments["m2 · mtp · thinking on"]] == [[1, 2, 3]]
+    # By K (a point that would hide another is dodged a little sideways of its K).
+    assert [ks(s) for s in segments["m1 · eagle · thinking off"]] == [[1, 2], [4, 5, 6]]
+    assert [ks(s) for s in segments["m2 · mtp · thinking on"]] == [[1, 2, 3]]
     assert "m1 · eagle · thinking on" not in segments  # one point: a marker, no line
 
 
 def test_markers_only_at_stored_points_filled_when_measured():
     points = by_gid(build_figure(HOLES), "points")["m1 · eagle · thinking off"]
     filled, hollow = points
-    assert list(filled.get_xdata()) == [1, 2, 4, 5] and filled.get_linestyle() == "None"
+    assert ks(filled) == [1, 2, 4, 5] and filled.get_linestyle() == "None"
     assert list(hollow.get_xdata()) == [6] and list(hollow.get_ydata()) == [3.5]
     assert filled.get_markerfacecolor() == filled.get_color()
     assert hollow.get_markerfacecolor() == "white"
@@ -199,3 +204,71 @@ def test_a_long_list_of_sets_is_shortened_in_the_title():
 def test_many_categories_are_counted_in_the_title():
     cov = grid({("m1", "eagle", "off", f"cat{i}"): {1: m(1.5)} for i in range(5)})
     assert build_figure(cov).axes[0].get_title() == "set s · 5 categories"
+
+
+# --- issue 28.11: an axis fitted to the data, markers and labels that stay apart -----------------
+
+def _ceiling(ax) -> list:
+    return [line for line in ax.lines if line.get_gid() == "ceiling"]
+
+
+def test_the_y_axis_fits_the_data_and_the_ceiling_is_drawn_only_when_near():
+    ax = build_figure(HOLES).axes[0]
+    low, high = ax.get_ylim()
+    assert 1.0 <= low < 1.8 and 3.5 < high < 4.5  # not up to K + 1 = 7
+    assert _ceiling(ax)  # at K 1 and 2 the values come within reach of it
+    far = grid({("m1", "eagle", "off", "coding"): {5: m(1.4), 6: m(1.5)}})
+    ax = build_figure(far).axes[0]
+    assert ax.get_ylim()[1] < 2.5
+    assert _ceiling(ax) == []
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert not any("ceiling" in t for t in legend)
+
+
+def test_coincident_markers_are_dodged_apart():
+    cov = grid({("m1", "eagle", "off", "coding"): {
+        1: [("a", 1.8, "measured"), ("b", 1.8, "literature")], 2: m(2.4, set_name="a")},
+        ("m2", "mtp", "off", "coding"): {3: m(2.9)}}, sets=("a", "b", "s"))
+    points = by_gid(build_figure(cov), "points")
+    xa = points["m1 · eagle · thinking off · [a]"][0].get_xdata()
+    xb = points["m1 · eagle · thinking off · [b]"][0].get_xdata()
+    assert xa[0] != xb[0] and abs(xa[0] - 1) < 0.2 and abs(xb[0] - 1) < 0.2
+    # A line that meets no other is not moved.
+    assert list(points["m2 · mtp · thinking off"][0].get_xdata()) == [3]
+
+
+def _labels(fig) -> dict[str, tuple[float, float]]:
+    """Each value label's text and its offset from its point, in points."""
+    return {t.get_text(): tuple(t.xyann) for ax in fig.axes for t in ax.texts
+            if t.get_gid() == "value"}
+
+
+def test_value_labels_stay_when_two_points_are_close():
+    cov = grid({("m1", "dspark", "off", "coding"): {5: m(4.07)},
+                ("m1", "dspark", "on", "coding"): {5: m(4.0)},
+                ("m2", "mtp", "on", "coding"): {3: m(2.99)}})
+    labels = _labels(build_figure(cov))
+    assert set(labels) == {"4.07", "4.0", "2.99"}
+    # The higher point's label above it, the lower's below: they cannot overlap.
+    assert labels["4.07"][1] > 0 > labels["4.0"][1]
+
+
+def test_long_names_are_shortened_in_the_legend():
+    long = "a-model-with-a-name-far-too-long-for-any-legend-at-all-really"
+    cov = grid({(long, "eagle3", "off", "coding"): {1: m(1.8, set_name="a-set-named-at-length"
+                                                         "-by-someone-verbose")}},
+               sets=("a-set-named-at-length-by-someone-verbose",))
+    fig = build_figure(cov)
+    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert all(len(t) <= 60 for t in texts), texts
+    assert "…" in texts[0] and "eagle3" in texts[0]
+    # The artists keep the whole name, for whoever reads them.
+    assert f"{long} · eagle3 · thinking off" in by_gid(fig, "points")
+
+
+def test_svg_text_stays_text(tmp_path):
+    svg = save_figure(build_figure(HOLES), tmp_path / "curves.svg").read_text()
+    root = ET.fromstring(svg)
+    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "Acceptance length against K" in texts
+    assert "K, draft tokens per step" in texts

@@ -446,7 +446,7 @@ def test_a_url_over_the_cap_or_missing_is_one_clear_line(server, monkeypatch):
     missing = run("ingest", "vllm-metrics", f"{server}/nothing", *ARGS)
     assert missing.exit_code == 1
     assert missing.stderr.splitlines()[0] == (
-        f"{server}/nothing:0:0: (document): the server answered HTTP 404 Not Found")
+        f"{server}/nothing: (document): the server answered HTTP 404 Not Found")
     monkeypatch.setattr(counters, "MAX_INPUT_BYTES", 20000)
     (finding,) = refused(after=f"{server}/big", before=None)
     assert finding.code == "too_large"
@@ -461,7 +461,7 @@ def test_a_server_that_is_down_is_one_clear_line():
     result = run("ingest", "vllm-metrics", f"http://127.0.0.1:{port}/metrics", *ARGS)
     assert result.exit_code == 1 and result.stdout == ""
     first, summary = result.stderr.splitlines()
-    assert first.startswith(f"http://127.0.0.1:{port}/metrics:0:0: (document): cannot fetch it: ")
+    assert first.startswith(f"http://127.0.0.1:{port}/metrics: (document): cannot fetch it: ")
     assert "is the server up" in first and summary == "1 error(s), 0 warning(s)"
 
 

@@ -111,7 +111,7 @@ def test_warnings_alone_exit_0(tmp_path):
 def test_a_missing_path_is_an_error_not_a_usage_error():
     result = run("no/such/file.yaml")
     assert result.exit_code == 1
-    assert result.stderr.startswith("no/such/file.yaml:0:0: (document): no such file")
+    assert result.stderr.startswith("no/such/file.yaml: (document): no such file")
 
 
 def test_no_path_is_a_usage_error():

@@ -129,7 +129,7 @@ def _positional(named: str, order: tuple[str, ...]) -> str:
     """``named`` with each form field's name back as the driver's marker."""
     out = named
     for name in sorted(set(order), key=len, reverse=True):
-        field = "set" if name in ("scope", "set_1") else name
+        field = "set" if name == "set_1" else name
         out = out.replace(f":{field}", "?")
     return out
 

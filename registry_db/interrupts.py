@@ -1,0 +1,90 @@
+"""Ctrl-C and the commit: an interrupt stops a write before its commit (nothing is written) or
+comes after it (everything is), and the caller can tell which.
+
+Every write transaction commits through :func:`commit`, which holds SIGINT off while the COMMIT
+runs. If the commit fails, a held interrupt is raised as ``KeyboardInterrupt``: nothing was
+written. If it succeeds, a held interrupt is raised as :class:`InterruptedAfterCommit`, unless
+the caller runs inside :func:`finish_after_commit` (the command line does): then every SIGINT
+from the commit on is only counted, the command finishes what it prints, and says so at its end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = ["Finishing", "InterruptedAfterCommit", "commit", "finish_after_commit"]
+
+
+class InterruptedAfterCommit(KeyboardInterrupt):
+    """Ctrl-C while (or after) a transaction committed: its writes are in the database."""
+
+
+class Finishing:
+    """What :func:`finish_after_commit` saw: whether a transaction committed, and how many
+    SIGINTs arrived from its commit on."""
+
+    def __init__(self) -> None:
+        self.committed = False
+        self.interrupted = 0
+        self._previous: Any = None
+
+    def _count(self, _signum: int, _frame: Any) -> None:
+        self.interrupted += 1
+
+    def _restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+
+_FINISHING: ContextVar[Finishing | None] = ContextVar("registry_db_finishing", default=None)
+
+
+@contextlib.contextmanager
+def finish_after_commit() -> Iterator[Finishing]:
+    """Inside: once a transaction has committed, SIGINT no longer stops the work (it would
+    only make a complete write look failed); it is counted on the :class:`Finishing` given.
+    SIGINT's handler is put back on the way out."""
+    state = Finishing()
+    token = _FINISHING.set(state)
+    try:
+        yield state
+    finally:
+        _FINISHING.reset(token)
+        state._restore()
+
+
+def commit(do_commit: Callable[[], None]) -> None:
+    """Run ``do_commit`` with SIGINT held off (see the module)."""
+    state = _FINISHING.get()
+    if threading.current_thread() is not threading.main_thread() or (
+            state is not None and state.committed):
+        # Signals reach only the main thread; after a commit under finish_after_commit, SIGINT
+        # is already only counted.
+        do_commit()
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda _s, _f: held.append(1))
+    previous = signal.default_int_handler if previous is None else previous
+    try:
+        do_commit()
+    except BaseException:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            raise KeyboardInterrupt from None
+        raise
+    if state is not None:
+        state.committed = True
+        state.interrupted += len(held)
+        state._previous = previous
+        signal.signal(signal.SIGINT, state._count)
+        return
+    signal.signal(signal.SIGINT, previous)
+    if held:
+        raise InterruptedAfterCommit("interrupted after commit: the transaction's writes are "
+                                     "in the database")

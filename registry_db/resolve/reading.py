@@ -1,0 +1,35 @@
+"""The one way a resolution's caller opens the registry: :func:`reading` chooses the read path."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
+    from registry_db.store.engine import ReadBind
+
+__all__ = ["reading"]
+
+
+@contextlib.contextmanager
+def reading(url: str) -> Iterator[ReadBind]:
+    """The registry at ``url`` to resolve against: a read-only ``sqlite3`` connection when
+    :func:`registry_db.store.sqlite_read.open_readonly` opens one (a SQLite file at the head:
+    SQLAlchemy is not imported), else an engine from :func:`registry_db.store.migrate.registry`,
+    which refuses or reports as every reading command's does (a missing SQLite file is "no
+    registry at PATH", never created). Driver errors are translated on both paths
+    (:func:`registry_db.resolve.lookup.cursor`), never retried the other way."""
+    from registry_db.store.sqlite_read import open_readonly
+
+    conn = open_readonly(url)
+    if conn is None:
+        from registry_db.store.migrate import registry
+
+        with registry(url, create=False) as engine:
+            yield engine
+        return
+    try:
+        yield conn
+    finally:
+        conn.close()

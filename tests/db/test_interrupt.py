@@ -1,0 +1,181 @@
+"""Exit 130 only when nothing was committed (issue 28.2): real `registry` processes and a real
+SIGINT, on SQLite and PostgreSQL, at moments the test controls rather than guesses.
+
+* After the commit: the command's stdout is a pipe of one page that the test does not read, so
+  the process blocks printing its report, after its transaction has committed (the test sees the
+  rows in the database). SIGINT then lands while the process is writing that report; the command
+  must finish it and exit 0, saying "interrupted after commit".
+* Before the commit: the test holds the writers' lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL the
+  advisory lock) so the command cannot commit; SIGINT once the process is waiting must stop it
+  with exit 130 and nothing written, promptly even though its lock wait is long.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from registry_db.store.engine import WRITE_LOCK_KEY
+from registry_db.store.urls import sqlite_path
+from tests.helpers import run_cli, write_set
+
+pytestmark = pytest.mark.slow
+
+#: Sets per command: their report lines overflow a one-page pipe.
+SETS = 60
+#: A wait longer than any test: a command that ignores Ctrl-C while waiting would hang here.
+LOCK_WAIT = "600"
+#: How long the test waits for a process to reach the moment it needs (a hang guard only).
+GUARD = 120.0
+
+
+def _count(url: str, sql: str) -> int:
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1)
+                           if url.startswith("postgresql://") else url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text(sql)).scalar() or 0
+    finally:
+        engine.dispose()
+
+
+def _wait_for(what: str, check) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + GUARD
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never saw {what}")
+        time.sleep(0.05)
+
+
+class Blocked:
+    """``registry ARGS`` with stdout a one-page pipe nobody reads (yet), stderr a file."""
+
+    def __init__(self, tmp_path: Path, *args: str):
+        read, write = os.pipe()
+        fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+        self.read = read
+        self.err = tmp_path / "stderr.txt"
+        with open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "registry_db", *args], stdin=subprocess.DEVNULL,
+                stdout=write, stderr=err,
+                env={**os.environ, "REGISTRY_LOCK_TIMEOUT": LOCK_WAIT})
+        os.close(write)
+
+    def interrupt_and_finish(self) -> tuple[int, str, str]:
+        """SIGINT, then read what it prints until it ends (killed past the guard)."""
+        self.proc.send_signal(signal.SIGINT)
+        chunks, deadline = [], time.monotonic() + GUARD
+        try:
+            while True:
+                ready, _, _ = select.select([self.read], [], [], deadline - time.monotonic())
+                if not ready:
+                    raise AssertionError("the command did not end after SIGINT")
+                data = os.read(self.read, 65536)
+                if not data:
+                    break
+                chunks.append(data)
+            code = self.proc.wait(max(deadline - time.monotonic(), 0.1))
+        finally:
+            os.close(self.read)
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        return code, b"".join(chunks).decode(), self.err.read_text()
+
+
+def _sets(tmp_path: Path) -> Path:
+    folder = tmp_path / "a-folder-with-a-name-long-enough-to-fill-a-pipe-page-quickly"
+    for i in range(SETS):
+        write_set(folder, f"set-number-{i:03d}-with-a-long-name", 1, model=f"m{i}")
+    return folder
+
+
+def test_import_interrupted_after_its_commit_finishes_and_exits_0(db_url, tmp_path):
+    cmd = Blocked(tmp_path, "-d", db_url, "import", str(_sets(tmp_path)))
+    _wait_for("the import's commit", lambda: _count(
+        db_url, "SELECT COUNT(*) FROM profile_sets") == SETS)
+    code, out, err = cmd.interrupt_and_finish()
+    assert code == 0, err
+    assert len([ln for ln in out.splitlines() if ln.startswith("added ")]) == SETS
+    assert "interrupted after commit" in err and "Traceback" not in err
+    assert f"{SETS} set(s): {SETS} added" in err
+
+
+def test_delete_interrupted_after_its_commit_finishes_and_exits_0(db_url, tmp_path):
+    assert run_cli("-d", db_url, "import", str(_sets(tmp_path))).exit_code == 0
+    names = [f"set-number-{i:03d}-with-a-long-name" for i in range(SETS)]
+    cmd = Blocked(tmp_path, "-d", db_url, "delete", *names, "-m", "x" * 20)
+    _wait_for("the deletion's commit", lambda: _count(
+        db_url, "SELECT COUNT(*) FROM profile_sets") == 0)
+    code, out, err = cmd.interrupt_and_finish()
+    assert code == 0, err
+    assert len([ln for ln in out.splitlines() if ln.startswith("deleted ")]) == SETS
+    assert "interrupted after commit" in err
+
+
+def _hold_the_writers_lock(url: str):
+    """Hold the lock every registry writer takes; returns what releases it."""
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(sqlite_path(url), isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        return conn.close
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    conn = engine.connect()
+    conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": WRITE_LOCK_KEY})
+
+    def release() -> None:
+        conn.close()
+        engine.dispose()
+
+    return release
+
+
+def _waiting(url: str, pid: int):  # noqa: ANN202
+    """Whether process ``pid`` has reached the writers' lock (PostgreSQL: a backend waits for
+    the advisory lock; SQLite: the process has the database file open, after its files are
+    checked; from there to the commit it can only wait)."""
+    if url.startswith("sqlite"):
+        path = os.path.realpath(sqlite_path(url))
+
+        def opened() -> bool:
+            try:
+                return any(os.path.realpath(os.path.join(f"/proc/{pid}/fd", fd)) == path
+                           for fd in os.listdir(f"/proc/{pid}/fd"))
+            except OSError:
+                return False
+        return opened
+    return lambda: _count(url, "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' "
+                               "AND NOT granted") > 0
+
+
+@pytest.mark.parametrize("command", ["import", "delete"])
+def test_interrupted_before_its_commit_writes_nothing_and_exits_130(db_url, tmp_path, command):
+    folder = _sets(tmp_path)
+    if command == "delete":
+        assert run_cli("-d", db_url, "import", str(folder)).exit_code == 0
+        args = ["delete", *(f"set-number-{i:03d}-with-a-long-name" for i in range(SETS))]
+    else:
+        args = ["import", str(folder)]
+    before = _count(db_url, "SELECT COUNT(*) FROM revisions")
+    release = _hold_the_writers_lock(db_url)
+    try:
+        cmd = Blocked(tmp_path, "-d", db_url, *args)
+        _wait_for("the command waiting for the lock", _waiting(db_url, cmd.proc.pid))
+        code, out, err = cmd.interrupt_and_finish()
+    finally:
+        release()
+    assert code == 130, err
+    assert out == "" and "interrupted" in err and "after commit" not in err
+    assert "Traceback" not in err
+    assert _count(db_url, "SELECT COUNT(*) FROM revisions") == before
