@@ -66,8 +66,8 @@ def named_statement(scoped: bool) -> str:
     return named_one_statement("sqlite", 1 if scoped else 0).replace(":set_1", ":set")
 
 
-#: Around the resolver's statement, the decision of resolve/finish.py (and the refusals
-#: resolve/plan.py makes before any lookup), in its order, as one answer row.
+#: Around the resolver's statement, the decision resolve/finish.py makes from its rows (and the
+#: refusals the resolver makes before any lookup), in the resolver's order, as one answer row.
 _RESOLVE = """WITH RECURSIVE every_set AS (
 {every}
 ),
