@@ -79,7 +79,8 @@ def test_template_writes_the_encoders_bytes():
     assert any("NaN" in line or "Infinity" in line for line in templated)
     assert sum(_templated(a) for a in answers if type(a) is Resolution) > 7_000
     # ... with and without counts, per-position counts included.
-    written = [line for a, line in zip(answers, templated) if _templated(a)]
+    written = [line for a, line in zip(answers, templated)
+               if type(a) is Resolution and _templated(a)]
     assert any('"accepted_per_position"' in line for line in written)
     assert any('"uncertainty": null' in line for line in written)
     assert all(json.loads(line) is not None for line in templated if "NaN" not in line)
