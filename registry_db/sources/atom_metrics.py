@@ -55,8 +55,9 @@ DRAFT_TOKENS, ACCEPTED, STEPS = ("atom:mtp_draft_tokens", "atom:mtp_accepted_tok
                                  "atom:mtp_decode_steps")
 COUNTERS = (DRAFT_TOKENS, ACCEPTED, STEPS)
 WHAT = "ATOM's /metrics"
-#: Text that only ATOM's scrape holds (both exposition formats' spellings).
-MARKERS = (STEPS, STEPS.replace(":", "_"))
+#: Text that only ATOM's scrape holds (both exposition formats' spellings; its gauges too, so
+#: that its reader says they are not counts).
+MARKERS = ("atom:mtp_", "atom_mtp_")
 
 
 def measure(after: str, before: str | None, k: int, *, round_to: int | None = None,

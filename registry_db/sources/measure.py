@@ -40,11 +40,16 @@ def detect(file: str, text: str) -> str:
         message = (f"the input holds the counters of {' and '.join(found)}; give --source to "
                    "say which to read")
     else:
-        looked = "; ".join(f"{name}: {_module(name).MARKERS[0]}" for name in COUNTER_SOURCES)
+        looked = "; ".join(f"{name}: {_shown(_module(name).MARKERS[0])}"
+                           for name in COUNTER_SOURCES)
         message = (f"no counter source's counters are in it (looked for {looked}); is "
                    "speculative decoding on? Give --source NAME for that reader to say what "
                    "is missing")
     raise InvalidInput([problem(file, 0, "", "unknown_counters", message)])
+
+
+def _shown(marker: str) -> str:
+    return marker + "..." if marker.endswith("_") else marker  # a prefix of the counters
 
 
 def measure_run(after: str, before: str | None, k: int, *, source: str | None = None,

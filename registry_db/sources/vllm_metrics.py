@@ -64,7 +64,7 @@ SETTING_NAMES = {DRAFTS: "num_drafts", DRAFT_TOKENS: "num_draft_tokens",
 WHAT = "vLLM's /metrics"
 #: Text that only vLLM's scrape holds (both exposition formats' spellings): how ``registry
 #: check`` tells its counters from another engine's.
-MARKERS = (DRAFTS, DRAFTS.replace(":", "_"))
+MARKERS = (PREFIX, PREFIX.replace(":", "_"))
 
 
 def measure(after: str, before: str | None, k: int, *, model_name: str | None = None,
