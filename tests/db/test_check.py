@@ -469,3 +469,34 @@ def test_library_check_run_and_compare(golden, engine):
         check_run(engine, Request("example-model", "eagle3", 3, "on", "math"), counts)
     with pytest.raises(ValueError):
         Threshold(3.0, 0.1)
+
+
+# --- the README's example -------------------------------------------------------------------------
+
+def _readme_block(marker: str) -> tuple[list[list[str]], str]:
+    """The commands (a command continues on its indented lines) and the text shown after the
+    README block ``<!-- example: MARKER -->``."""
+    import re
+    import shlex
+
+    readme = (DATA.parents[2] / "README.md").read_text(encoding="utf-8")
+    tail = readme.split(f"<!-- example: {marker} -->", 1)[1]
+    commands, shown = re.search(r"```sh\n(.*?)```\n```text\n(.*?)```", tail, re.S).groups()
+    return [shlex.split(line) for line in re.sub(r"\\?\n(?= )", " ", commands).splitlines()], \
+        shown
+
+
+def test_the_readmes_check_example_runs_as_written(tmp_path, monkeypatch):
+    """After the README's ingest example (its registry), the check example prints what the
+    README shows: the matching run consistent (exit 0), the drifted one drift (exit 1)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("REGISTRY_DATABASE_URL", raising=False)
+    (tmp_path / "tests").symlink_to(DATA.parents[1])
+    ingest, _ = _readme_block("ingest")
+    for program, *args in ingest:
+        assert run_cli(*args).exit_code == 0
+    checks, shown = _readme_block("check")
+    results = [run_cli(*args) for _, *args in checks]
+    assert [program for program, *_ in checks] == ["registry", "registry"]
+    assert [r.exit_code for r in results] == [0, 1]
+    assert "".join(r.stdout for r in results) == shown
