@@ -353,11 +353,60 @@ def test_every_counter_source_is_told_from_its_counters(golden, files, model, me
     assert json.loads(result.stdout)["measured"]["acceptance_length"] == float(al)
 
 
+@pytest.fixture
+def server():
+    """A local HTTP server answering GET /metrics with after.prom, counting the requests."""
+    import http.server
+    import threading
+
+    body, seen = Path(AFTER).read_bytes(), []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the standard library's name)
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_after_may_be_a_url_fetched_once_or_stdin(golden, server):
+    url, seen = server
+    fetched = check(golden, f"{url}/metrics", "--before", BEFORE, *OFF_CODING, "--json")
+    assert fetched.exit_code == 0, fetched.stderr
+    assert seen == ["/metrics"]  # told apart and read from one fetch
+    piped = check(golden, "-", "--before", BEFORE, *OFF_CODING, "--json",
+                  input=Path(AFTER).read_text())
+    assert piped.exit_code == 0, piped.stderr
+    assert json.loads(piped.stdout) == json.loads(fetched.stdout)
+    assert check(golden, "-", "--before", "-", *OFF_CODING).exit_code == 2
+
+
 def test_sources_without_a_before_refuse_one(golden):
     result = check(golden, str(DATA / "sglang" / "responses.jsonl"), "--before", AFTER,
                    "--model", "glm-5.2", "--method", "eagle", "--k", "3", "--thinking", "on",
                    "--category", "coding")
     assert result.exit_code == 2 and "drop --before" in result.stderr
+    # --model-name picks a served model of vLLM's scrape, and only there.
+    atom = check(golden, str(DATA / "atom" / "after.prom"), "--model-name", "x", "--model",
+                 "kimi-k3", "--method", "dspark", "--k", "3", "--thinking", "on", "--category",
+                 "coding")
+    assert atom.exit_code == 2 and "--model-name picks a served model" in atom.stderr
+    two = str(VLLM / "after-two-models.prom")
+    assert "several_models" in check(golden, two, *OFF_CODING, "--json").stdout
+    picked = check(golden, two, "--model-name", "example/model", *OFF_CODING)
+    assert picked.exit_code == 0, picked.stderr
 
 
 def test_a_deployment_is_checked_at_its_one_speculating_pool(golden, tmp_path):
@@ -493,7 +542,7 @@ def test_the_readmes_check_example_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.delenv("REGISTRY_DATABASE_URL", raising=False)
     (tmp_path / "tests").symlink_to(DATA.parents[1])
     ingest, _ = _readme_block("ingest")
-    for program, *args in ingest:
+    for _, *args in ingest:
         assert run_cli(*args).exit_code == 0
     checks, shown = _readme_block("check")
     results = [run_cli(*args) for _, *args in checks]
