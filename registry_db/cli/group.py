@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "diff": "registry_db.cli.history:diff",
     "delete": "registry_db.cli.history:delete",
     "restore": "registry_db.cli.history:restore",
+    "serve": "registry_db.cli.serve:serve",
 }
 
 

@@ -382,3 +382,18 @@ def update_reference(path: str | Path) -> bool:
     if new != old:
         path.write_text(new, encoding="utf-8")
     return new != old
+
+
+def plain_text(text: str, unit: str = "") -> str:
+    """A description as plain text, its unit after it: what PostgreSQL's ``COMMENT ON`` (psql
+    ``\\d+``) and Datasette show, neither of which renders the Markdown code marks."""
+    words = text.replace("`", "")
+    return f"{words} Unit: {unit}." if unit else words
+
+
+def comments() -> dict[str, tuple[str, str, dict[str, str]]]:
+    """Every relation's description as a database comment: name -> (kind, its text, {column:
+    its text}). The comments migration carries a copy (a test holds them equal)."""
+    return {r.name: (r.kind, plain_text(r.summary),
+                     {c.name: plain_text(c.meaning, c.unit) for c in r.columns})
+            for r in RELATIONS.values()}

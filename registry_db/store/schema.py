@@ -38,6 +38,8 @@ from sqlalchemy import (
 from sqlalchemy import text as sql_text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from registry_db.store.catalog import comments
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(constraint_name)s",
@@ -390,3 +392,18 @@ revision_caveats = _table(RevisionCaveatRow)
 revision_profiles = _table(RevisionProfileRow)
 revision_rates = _table(RevisionRateRow)
 revision_counts = _table(RevisionCountsRow)
+
+
+def _describe_tables() -> None:
+    """The catalog's words as the tables' and columns' comments, as the comments migration
+    writes them on PostgreSQL: the models match the database, comments included."""
+    for name, (_kind, words, columns) in comments().items():
+        table = metadata.tables.get(name)
+        if table is None:  # a view, or Alembic's own table
+            continue
+        table.comment = words
+        for column in table.columns:
+            column.comment = columns[column.name]
+
+
+_describe_tables()

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 #: The newest migration. Kept here, in a module without SQLAlchemy or Alembic, so that both the
 #: schema check of every engine (:mod:`registry_db.store.migrate`) and this path read one constant.
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0006"
 
 #: Set (to anything) to send every resolution through SQLAlchemy (tests compare both paths).
 NO_FAST_PATH_ENV = "REGISTRY_NO_FAST_PATH"

@@ -111,6 +111,11 @@ def test_no_hostile_argument_gives_a_traceback(path, seeded_db, tmp_path, monkey
     shutil.copytree(SEED, work / "seed")
     monkeypatch.chdir(work)
     monkeypatch.setenv("REGISTRY_LOCK_TIMEOUT", "1")
+    # `registry serve` would serve until stopped: the sweep checks what it does with its
+    # arguments, not the server (tests/web starts real ones).
+    from registry_db.analyze import web_plugin
+
+    monkeypatch.setattr(web_plugin, "serve", lambda *_args, **_kwargs: None)
     failures = []
     for call in _calls(cmd):
         args = ["-d", registry_db, *path, *call]

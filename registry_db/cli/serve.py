@@ -1,0 +1,94 @@
+"""``registry serve``: the registry on the web, with Datasette, read-only.
+
+Datasette is the ``web`` extra, imported only when a server starts: ``--metadata`` and the
+refusals need none of it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from registry_db.cli.output import emit_json, handle_errors
+from registry_db.errors import DatabaseError, MissingExtra, UsageError
+
+INSTALL_HINT = "pip install 'registry_db[web]'  (in a checkout: pip install -e '.[web]')"
+
+
+def sqlite_file(url: str) -> str:
+    """The registry's SQLite file, or the usage error that says what to do instead."""
+    from registry_db.store.sqlite_read import sqlite_file as plain_file
+
+    path = plain_file(url)  # a plain sqlite:///PATH without SQLAlchemy's import (--metadata)
+    if path is not None:
+        return path
+    from registry_db.store.urls import dialect_of, redact, sqlite_path
+
+    path = sqlite_path(url)
+    if path is not None and path != ":memory:":
+        return path
+    if dialect_of(url) == "postgresql":
+        raise UsageError(
+            f"registry serve runs Datasette, which reads SQLite files only, and the registry "
+            f"at {redact(url)} is PostgreSQL. Either copy its current sets into a local file "
+            f"and serve that: registry -d URL export -o sets/ && registry -d registry.db "
+            f"import sets/ && registry -d registry.db serve; or read it in psql, where every "
+            f"table, view and column is described: \\d+ acceptance_profiles")
+    raise UsageError(f"registry serve needs the registry's SQLite file; {redact(url)} is not "
+                     "one")
+
+
+@click.command("serve")
+@click.option("--port", type=click.IntRange(1, 65535), default=8001, show_default=True,
+              help="The port to listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address to listen on (0.0.0.0: every interface; the data is then "
+                   "readable by anyone who reaches this machine).")
+@click.option("--metadata", "print_metadata", is_flag=True,
+              help="Print Datasette's metadata (JSON) instead of serving.")
+@click.pass_obj
+@handle_errors
+def serve(settings: Any, port: int, host: str, print_metadata: bool) -> None:
+    """Serve the registry on the web with Datasette: every view and column explained, facets
+    by model, method, thinking and category, and canned queries (resolve a run, coverage of a
+    model, history of a set, conflicts), each page's AL-against-K picture beneath it.
+
+    Read-only: the SQLite file is opened immutable, so restart the server after an import.
+    Needs the web extra: pip install 'registry_db[web]'. --metadata prints the metadata for
+    running Datasette another way (datasette -i registry.db -m metadata.json, with the plugin
+    this package installs). A PostgreSQL registry is refused (exit 2): Datasette reads SQLite.
+
+    \b
+    Example:
+        registry import seed/acceptance/
+        registry serve                      # http://127.0.0.1:8001/
+        registry serve --metadata > metadata.json
+    """
+    from registry_db.analyze.web import metadata
+
+    path = sqlite_file(settings.url)
+    meta = metadata(Path(path).stem)
+    if print_metadata:
+        emit_json(meta)
+        return
+    with settings.registry(readonly=True):
+        pass  # a missing file or an old schema: exit 3, as every command that reads
+    wal = f"{path}-wal"
+    if os.path.exists(wal) and os.path.getsize(wal) > 0:
+        raise DatabaseError(
+            f"{wal} holds changes a writer has not yet put into {path} (is an import "
+            "running?); Datasette's immutable mode would not see them: serve again when it "
+            "has finished")
+    try:
+        import matplotlib  # noqa: F401 - the pictures; imported here so that a missing one is said now
+
+        from registry_db.analyze import web_plugin
+    except ImportError as exc:
+        raise MissingExtra(f"registry serve needs Datasette, which is not installed ({exc}); "
+                           f"install the web extra: {INSTALL_HINT}") from None
+    click.echo(f"Serving {path} read-only at http://{host}:{port}/ (Ctrl-C stops it)",
+               err=True)
+    web_plugin.serve(path, meta, host, port)

@@ -1,0 +1,173 @@
+"""A real browser on ``registry serve``: headless Chromium (Debian's ``chromium`` and
+``chromium-driver``) loads "Resolve a run", fills the form, submits it and reads the answer from
+the page; and finds a profile by its facets. Screenshots go beside the test's files (and to
+``$REGISTRY_TEST_SCREENSHOTS`` when set), for a person to look at."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+#: Chromium's switches for a test: no sandbox (root in CI), no network of its own.
+SWITCHES = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--window-size=1280,1600")
+
+
+def _required() -> bool:
+    return any(os.environ.get(v, "") in ("1", "true", "yes") for v in (
+        "REGISTRY_TEST_REQUIRE_BROWSER", "REGISTRY_TEST_REQUIRE_POSTGRES"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(p)]
+    if missing:
+        reason = (f"no {' or '.join(missing)}: apt-get install -y chromium chromium-driver "
+                  "(.ci/run does)")
+        if _required():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="registry-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for switch in (*SWITCHES, f"--user-data-dir={profile}"):
+        options.add_argument(switch)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _screenshot(driver, tmp_path: Path, name: str) -> Path:
+    height = driver.execute_script("return document.body.scrollHeight")
+    driver.set_window_size(1280, min(max(height + 40, 800), 6000))
+    path = tmp_path / name
+    driver.save_screenshot(str(path))
+    keep = os.environ.get("REGISTRY_TEST_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(keep) / name)
+    return path
+
+
+def _wait(driver, css: str):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as seen
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, 30).until(seen.presence_of_element_located((By.CSS_SELECTOR,
+                                                                              css)))
+
+
+def _fallback_run(path: Path) -> dict:
+    """A run of the generated registry whose category has no profile in any set, while one
+    set holds coding for its key: the resolver falls back to coding's profile."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        row = conn.execute("""
+            SELECT a.model, a.speculative_method, a.num_spec_tokens, a.thinking,
+                   a.acceptance_length, a.profile_set, a.profile
+            FROM acceptance_profiles a
+            WHERE a.category = 'coding'
+              AND (SELECT COUNT(*) FROM acceptance_profiles b WHERE b.model = a.model
+                   AND b.speculative_method = a.speculative_method
+                   AND b.num_spec_tokens = a.num_spec_tokens AND b.thinking = a.thinking
+                   AND b.category IN ('coding', 'chat')) = 1
+            ORDER BY a.profile LIMIT 1""").fetchone()
+        assert row is not None, "the generated registry has a run that falls back"
+        return dict(row)
+    finally:
+        conn.close()
+
+
+def test_resolve_a_run_from_the_form(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    run = _fallback_run(server.path)
+    browser.get(f"{server.url}/{server.path.stem}/resolve")
+    form = _wait(browser, "form.sql")
+    for name, value in (("model", run["model"]), ("method", run["speculative_method"]),
+                        ("k", str(run["num_spec_tokens"])), ("thinking", run["thinking"]),
+                        ("category", "chat"), ("fallback", "coding")):
+        field = form.find_element(By.NAME, name)
+        field.clear()
+        field.send_keys(value)
+    form.find_element(By.CSS_SELECTOR, "input[type=submit], button[type=submit]").click()
+    _wait(browser, "#registry-answer")
+
+    def said(column: str) -> str:
+        return browser.find_element(
+            By.CSS_SELECTOR, f"#registry-answer tr[data-column={column}] td.value").text
+
+    assert said("answer") == "resolved"
+    assert said("profile") == run["profile"]
+    assert said("profile_set") == run["profile_set"]
+    assert float(said("acceptance_length")) == run["acceptance_length"]
+    assert (said("fallback_replaced"), said("fallback_category")) == ("chat", "coding")
+    assert "used the fallback category 'coding'" in said("message")
+    meaning = browser.find_element(
+        By.CSS_SELECTOR, "#registry-answer tr[data-column=answer] td.meaning").text
+    assert "why the run is refused" in meaning
+    picture = _wait(browser, "figure.registry-picture img")
+    browser.execute_script("arguments[0].scrollIntoView()", picture)
+    loaded = browser.execute_script(
+        "return arguments[0].complete && arguments[0].naturalWidth", picture)
+    assert loaded == 1200
+    assert _screenshot(browser, tmp_path, "web-resolve.png").stat().st_size > 10_000
+
+
+def test_a_refused_run_says_why(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    run = _fallback_run(server.path)
+    browser.get(f"{server.url}/{server.path.stem}/resolve")
+    form = _wait(browser, "form.sql")
+    for name, value in (("model", run["model"]), ("method", run["speculative_method"]),
+                        ("k", str(run["num_spec_tokens"])), ("thinking", run["thinking"]),
+                        ("category", "chat")):
+        form.find_element(By.NAME, name).send_keys(value)
+    form.find_element(By.CSS_SELECTOR, "input[type=submit], button[type=submit]").click()
+    answer = _wait(browser, "#registry-answer tr[data-column=answer] td.value")
+    assert answer.text == "no_match"
+    message = browser.find_element(
+        By.CSS_SELECTOR, "#registry-answer tr[data-column=message] td.value").text
+    assert message.startswith(f"no profile {run['model']}/") and "no fallback_category" in message
+    assert browser.find_elements(By.CSS_SELECTOR, "figure.registry-picture") == []
+    _screenshot(browser, tmp_path, "web-refused.png")
+
+
+def test_find_a_profile_by_its_facets(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{server.url}/{server.path.stem}/acceptance_profiles")
+    fold = _wait(browser, "details.registry-columns")
+    assert "columns means" in fold.text
+    browser.find_element(By.CSS_SELECTOR, 'a[href*="model=model-b"]').click()
+    _wait(browser, "figure.registry-picture img")
+    shown = {td.text for td in browser.find_elements(By.CSS_SELECTOR, "td.col-model")}
+    assert shown == {"model-b"}
+    browser.find_element(By.CSS_SELECTOR, 'a[href*="speculative_method=mtp"]').click()
+    _wait(browser, "figure.registry-picture img")
+    methods = {td.text for td in browser.find_elements(By.CSS_SELECTOR,
+                                                       "td.col-speculative_method")}
+    models = {td.text for td in browser.find_elements(By.CSS_SELECTOR, "td.col-model")}
+    assert (models, methods) == ({"model-b"}, {"mtp"})
+    header = browser.find_element(By.CSS_SELECTOR, "th.col-acceptance_length")
+    assert "Unit: tokens per step." in header.get_attribute("title")
+    _screenshot(browser, tmp_path, "web-profiles.png")

@@ -1,0 +1,147 @@
+""""Resolve a run", the canned query, answers as ``registry resolve`` does: the same profile or
+the same refusal, on generated registries with several sets, conflicts and fallbacks."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+
+import pytest
+
+from registry_db.analyze import web
+from registry_db.resolve.statements import one_statement
+from tests.helpers import run_cli
+from tests.web.conftest import CATEGORIES, KS, METHODS, MODELS, SETS, THINKING, make_registry
+
+#: The form's values swept: every term given or left empty, a category nothing holds, an
+#: unknown set.
+FORMS = [dict(zip(web.RESOLVE_PARAMETERS, values)) for values in itertools.product(
+    MODELS, METHODS, [str(k) for k in KS], (*THINKING, ""), (*CATEGORIES, "", "none"),
+    ("", "coding", "chat"), ("", *SETS, "nope"))]
+
+
+def _request(form: dict[str, str]) -> dict:
+    """The form as a ``registry resolve --batch`` line: an empty field is a term not given."""
+    line: dict = {"model": form["model"], "method": form["method"], "k": int(form["k"])}
+    for term in ("thinking", "category"):
+        if form[term]:
+            line[term] = form[term]
+    if form["fallback"]:
+        line["pin"] = {"fallback_category": form["fallback"]}
+    if form["set"]:
+        line["sets"] = [form["set"]]
+    return line
+
+
+def _canned(path, forms: list[dict[str, str]]) -> list[dict]:
+    """The canned query's answer row for each form, bound as Datasette binds a form: text."""
+    sql = web.resolve_sql()
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        out = []
+        for form in forms:
+            (row,) = conn.execute(sql, form).fetchall()
+            out.append(dict(row))
+        return out
+    finally:
+        conn.close()
+
+
+def _library(path, forms: list[dict[str, str]], tmp_path) -> list[dict]:
+    """``registry resolve --batch`` on the same registry, one answer per form."""
+    batch = tmp_path / "runs.jsonl"
+    batch.write_text("".join(json.dumps(_request(f)) + "\n" for f in forms), encoding="utf-8")
+    result = run_cli("-d", str(path), "resolve", "--batch", str(batch), "--json")
+    assert result.exit_code == 0, result.stderr
+    return [json.loads(line) for line in result.output.splitlines()]
+
+
+def _same(form: dict, mine: dict, theirs: dict) -> None:
+    where = f"{form} -> {mine}"
+    if "refused" in theirs:
+        refused = theirs["refused"]
+        assert mine["answer"] == refused["reason"], (where, refused)
+        said = mine["message"]
+        if refused["reason"] == "conflict":
+            # The library names the flag (--set); the page names its field.
+            assert refused["message"].startswith(said.removesuffix("set")), (where, refused)
+        elif refused["reason"] == "unknown_set":
+            assert "no profile set named 'nope'" in said and "known sets: alpha, beta, gamma" \
+                in said, where
+        else:
+            # The library goes on to say what is stored for the model and method.
+            assert refused["message"].startswith(said), (where, refused)
+        return
+    assert mine["answer"] == "resolved", (where, theirs)
+    assert mine["profile"] == theirs["profile"], where
+    assert mine["profile_set"] == theirs["profile_set"], where
+    assert mine["revision"] == theirs["revision"], where
+    assert mine["acceptance_length"] == theirs["acceptance_length"], where
+    assert mine["acceptance_rate"] == theirs["acceptance_rate"], where
+    assert json.loads(mine["per_position_rates"]) == pytest.approx(
+        theirs["per_position_rates"], abs=1e-12), where
+    assert bool(mine["rates_derived"]) is theirs["rates_derived"], where
+    fallback = theirs["fallback"] or {}
+    assert mine["fallback_replaced"] == fallback.get("replaced"), where
+    assert mine["fallback_category"] == fallback.get("category"), where
+    assert mine["source"] == theirs["source"], where
+    assert mine["message"] == ("; ".join(theirs["warnings"]) or None), where
+
+
+@pytest.mark.parametrize("seed", [7, 11, 23])
+def test_the_canned_query_answers_as_registry_resolve(tmp_path, seed):
+    path = make_registry(tmp_path, seed)
+    mine, theirs = _canned(path, FORMS), _library(path, FORMS, tmp_path)
+    assert len(mine) == len(theirs) == len(FORMS)
+    for form, a, b in zip(FORMS, mine, theirs):
+        _same(form, a, b)
+    # The sweep reaches every kind of answer the form can get.
+    reached = {a["answer"] for a in mine}
+    assert reached == {"resolved", "conflict", "no_match", "fallback_no_match", "no_thinking",
+                       "no_category", "unknown_set"}
+    assert any(a["fallback_category"] for a in mine)
+    assert {a["rates_derived"] for a in mine if a["answer"] == "resolved"} == {0, 1}
+
+
+def test_the_answer_row_has_the_columns_the_page_explains(registry_file):
+    conn = sqlite3.connect(f"file:{registry_file}?mode=ro", uri=True)
+    try:
+        cur = conn.execute(web.resolve_sql(), dict.fromkeys(web.RESOLVE_PARAMETERS, ""))
+        assert [d[0] for d in cur.description] == list(web.RESOLVE_COLUMNS)
+    finally:
+        conn.close()
+
+
+def test_the_canned_query_holds_the_resolvers_own_statement():
+    """Not a copy: the resolver's one-run statement (the one the library runs, with its
+    driver's markers), its parameters named as the form's fields."""
+    sql = web.resolve_sql()
+    for scoped in (0, 1):
+        statement, order = one_statement("sqlite", scoped)
+        named = web.named_statement(bool(scoped))
+        assert _positional(named, order) == statement
+        assert named in sql
+
+
+def _positional(named: str, order: tuple[str, ...]) -> str:
+    """``named`` with each form field's name back as the driver's marker."""
+    out = named
+    for name in sorted(set(order), key=len, reverse=True):
+        field = "set" if name == "set_1" else name
+        out = out.replace(f":{field}", "?")
+    return out
+
+
+def test_bad_form_values_are_said_to_be_bad(registry_file):
+    forms = [
+        {**dict.fromkeys(web.RESOLVE_PARAMETERS, ""), "model": "model-a", "method": "mtp",
+         "k": k, "thinking": "on", "category": "coding"} for k in ("0", "two", "1.5", "")]
+    forms.append({**forms[0], "k": "2", "thinking": "maybe"})
+    forms.append({**forms[0], "k": "2", "model": ""})
+    answers = _canned(registry_file, forms)
+    assert [a["answer"] for a in answers] == ["invalid_request"] * len(forms)
+    assert [a["message"] for a in answers] == (
+        ["K is a whole number, at least 1"] * 4
+        + ["thinking is on or off", "model and method are required"])
