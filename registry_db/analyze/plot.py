@@ -3,7 +3,8 @@
 Drawn from a :class:`~registry_db.analyze.coverage.Coverage`, so a picture shows exactly the
 cells ``registry coverage`` lists. :func:`curves` turns the grid into :class:`Curve` objects
 (pure, no matplotlib); :func:`build_figure` draws them and returns the Figure, whose artists
-carry ``gid``s (``segment:LABEL``, ``points:LABEL``, ``ceiling``) so that tests read what was
+carry ``gid``s (``segment:LABEL``, ``points:LABEL``, ``bars:LABEL``, ``ceiling``) so that tests
+read what was
 drawn rather than pixels; :func:`save_figure` writes PNG or SVG by the file's suffix.
 
 matplotlib is an optional extra, imported only inside these functions. The figure is a plain
@@ -52,6 +53,9 @@ LEGEND_CHARS = {True: 56, False: 34}
 CROWDED_HINT = "narrow with --method, --thinking or --category"
 FORMATS = {".png": "png", ".svg": "svg"}
 DPI = 150
+#: A value with counts gets a bar of this many standard errors each way (a 95% interval, were
+#: the steps independent; docs/uncertainty.md says why it is narrower than the truth).
+BAR_Z = 1.96
 #: Marker shape by thinking mode; fill says measured or not, colour says which line.
 MARKERS = {"off": "o", "on": "s"}
 CEILING_COLOUR = "0.45"
@@ -65,6 +69,8 @@ class Point:
     k: int
     acceptance_length: float
     method: str
+    #: The AL's standard error, from the profile's counts (None: no counts, no bar).
+    stderr: float | None = None
 
     @property
     def measured(self) -> bool:
@@ -120,15 +126,19 @@ def curves(coverage: Coverage) -> list[Curve]:
             continue
         if not any(c.shared for c in present):
             out.append(Curve(*row.key, profile_set=None, show_category=several_categories,
-                             points=tuple(Point(c.k, c.entries[0].acceptance_length,
-                                                c.entries[0].method) for c in present)))
+                             points=tuple(_point(c.k, c.entries[0]) for c in present)))
             continue
         for set_name in sorted({s for c in present for s in c.sets}):
-            points = tuple(Point(c.k, e.acceptance_length, e.method)
-                           for c in present for e in c.entries if e.profile_set == set_name)
+            points = tuple(_point(c.k, e) for c in present for e in c.entries
+                           if e.profile_set == set_name)
             out.append(Curve(*row.key, profile_set=set_name, points=points,
                              show_category=several_categories))
     return out
+
+
+def _point(k: int, entry: Any) -> Point:
+    u = entry.uncertainty
+    return Point(k, entry.acceptance_length, entry.method, None if u is None else u.stderr)
 
 
 def require_matplotlib() -> Any:
@@ -226,7 +236,9 @@ def _y_limits(lines: Sequence[Curve], legend_entries: int, single: bool,
     """The y-axis fitted to the stored values (not to K + 1: a K of 8 would squeeze values
     of 2 to 4 into the bottom third), never below AL 0.9, with room above the highest value
     for its label and for the legend in the upper left, so that the legend covers no value."""
-    als = [p.acceptance_length for c in lines for p in c.points] or [1.0, 2.0]
+    # A bar's ends count as values: the axis holds every bar whole.
+    als = [p.acceptance_length + side * BAR_Z * (p.stderr or 0.0)
+           for c in lines for p in c.points for side in (-1, 1)] or [1.0, 2.0]
     low, high = min(als), max(als)
     span = max(high - low, MIN_SPAN)
     middle = (low + high) / 2
@@ -364,6 +376,12 @@ def _panel(ax: Axes, lines: Sequence[Curve], max_k: int, colours: dict[str, Any]
             ax.plot([x(p) for p in seg], [p.acceptance_length for p in seg], color=colour,
                     lw=2, ls="-" if c.thinking == "off" else (0, (1, 1.5)),
                     gid=f"segment:{label}", zorder=2)
+        barred = [p for p in c.points if p.stderr]
+        if barred:
+            ax.errorbar([x(p) for p in barred], [p.acceptance_length for p in barred],
+                        yerr=[BAR_Z * (p.stderr or 0.0) for p in barred],
+                        fmt="none", ecolor=colour, elinewidth=1.2, capsize=3, zorder=3,
+                        gid=f"bars:{label}")
         for measured in (True, False):
             pts = [p for p in c.points if p.measured is measured]
             if pts:
@@ -376,6 +394,9 @@ def _panel(ax: Axes, lines: Sequence[Curve], max_k: int, colours: dict[str, Any]
                 label_of.append((c, p, x(p)))
     for n, (px, offset, ha, va, shared) in _label_offsets(texts, ylim, single).items():
         c, p, _ = label_of[n]
+        if p.stderr and va != "center" and not shared:
+            # Beside its point: above or below, a label would sit on the point's own bar.
+            px, offset, ha, va = label_of[n][2], (size / 2 + 5, 0.0), "left", "center"
         # On a white ground: a line that crosses a label does not strike it through.
         ax.annotate(f"{p.acceptance_length}", (px, p.acceptance_length), xytext=offset,
                     textcoords="offset points", ha=ha, va=va, fontsize=9 if single else 7,
@@ -421,6 +442,9 @@ def _key_handles(lines: Sequence[Curve], ceiling: bool = True) -> list:
 
     out = [Line2D([], [], color=CEILING_COLOUR, ls=(0, (5, 4)), lw=1.2,
                   label="ceiling K + 1: every draft accepted")] if ceiling else []
+    if any(p.stderr for c in lines for p in c.points):
+        out.append(Line2D([], [], color="0.35", ls="none", marker="|", ms=10, mew=1.2,
+                          label=f"bar: ±{BAR_Z} × stderr from the counts (a lower bound)"))
     if any(not p.measured for c in lines for p in c.points):
         methods = sorted({p.method for c in lines for p in c.points if not p.measured})
         out.append(Line2D([], [], color="0.35", ls="none", marker="o", ms=7, mew=2, mfc="white",

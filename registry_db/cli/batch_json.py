@@ -18,14 +18,15 @@ import json
 from json.encoder import encode_basestring
 from typing import Any
 
-from registry_db.model import Refusal
+from registry_db.model import Counts, Refusal, Uncertainty
 from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
 
 #: The contract's encoder: the bytes every answer line must have.
 ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 _KEYS = ["acceptance_length", "acceptance_rate", "num_spec_tokens", "per_position_rates",
-         "rates_derived", "layer", "profile_set", "profile", "revision", "source", "fallback",
+         "rates_derived", "layer", "profile_set", "profile", "revision", "source", "uncertainty",
+         "counts", "fallback",
          "hardware_mismatch", "warnings"]
 #: The template writes exactly these keys; should ``Resolution.to_json`` ever say otherwise,
 #: every answer takes the encoder's way until the template is brought in line.
@@ -65,6 +66,9 @@ def _resolution(r: Resolution) -> str | None:
                     f'"run_on": {_text(hw.run_on)}}}')
     else:
         return None
+    uncertainty, counts = _uncertainty(r.uncertainty), _counts(r.counts)
+    if uncertainty is None or counts is None:
+        return None
     esc, ps, label, source = encode_basestring, r.profile_set, r.profile, r.source
     return (f'"acceptance_length": {al}, "acceptance_rate": {rate}, '
             f'"num_spec_tokens": {int.__repr__(k)}, '
@@ -74,8 +78,39 @@ def _resolution(r: Resolution) -> str | None:
             f'"profile": {"null" if label is None else esc(label)}, '
             f'"revision": {"null" if revision is None else int.__repr__(revision)}, '
             f'"source": {"null" if source is None else esc(source)}, '
+            f'"uncertainty": {uncertainty}, "counts": {counts}, '
             f'"fallback": {fallback}, "hardware_mismatch": {mismatch}, '
             f'"warnings": [{", ".join(map(esc, r.warnings)) if r.warnings else ""}]}}')
+
+
+def _uncertainty(u: Any) -> str | None:
+    """``u.to_json()`` as the encoder writes it (``null`` for None), or None where not exact."""
+    if u is None:
+        return "null"
+    if type(u) is not Uncertainty or type(u.drafts) is not int or type(u.exact) is not bool \
+            or type(u.stderr) is not float:
+        return None
+    stderr = _repr(u.stderr)
+    if "n" in stderr:  # nan, inf
+        return None
+    return (f'{{"drafts": {int.__repr__(u.drafts)}, "stderr": {stderr}, '
+            f'"exact": {_BOOL[u.exact]}}}')
+
+
+def _counts(c: Any) -> str | None:
+    """``c.to_json()`` as the encoder writes it (``null`` for None), or None where not exact."""
+    if c is None:
+        return "null"
+    per = c.accepted_per_position if type(c) is Counts else ()
+    if type(c) is not Counts or not all(type(n) is int for n in (
+            c.drafts, c.draft_tokens, c.accepted_tokens, *(per or ()))):
+        return None
+    text = (f'{{"drafts": {int.__repr__(c.drafts)}, '
+            f'"draft_tokens": {int.__repr__(c.draft_tokens)}, '
+            f'"accepted_tokens": {int.__repr__(c.accepted_tokens)}')
+    if per is None:
+        return text + "}"
+    return text + f', "accepted_per_position": [{", ".join(map(int.__repr__, per))}]}}'
 
 
 def answer_line(answer: Any, ident: Any = None,

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from registry_db.cli.output import complete_set_names, emit_json, handle_errors, json_option
-from registry_db.inputs.layers import FLAGS, INPUTS
+from registry_db.inputs.layers import FLAGS, INPUTS, Flag
 from registry_db.model import THINKING_MODES
 from registry_db.resolve.engines import ENGINES
 
@@ -83,9 +83,10 @@ _KINDS: dict[str, dict[str, Any]] = {
 }
 
 
-def _run_options(fn: Any) -> Any:
-    """The options that describe one run, one per flag of the layers' table, in its order."""
-    for flag in reversed(FLAGS):
+def _run_options(fn: Any, flags: tuple[Flag, ...] = FLAGS) -> Any:
+    """The options that describe one run, one per flag of the layers' table (or of ``flags``,
+    some of its rows), in its order."""
+    for flag in reversed(flags):
         how: dict[str, Any] = dict(_KINDS[flag.kind])
         if flag.names_a_set:
             how["shell_complete"] = complete_set_names
@@ -331,12 +332,12 @@ def format_resolution(answer: Any) -> str:
     """The readable form: AL, rate, K, rates, layer, set, profile, the set's revision, source,
     then notes.
     Numbers are rounded for reading (``--json`` keeps every digit)."""
-    from registry_db.cli.output import readable, readable_list
+    from registry_db.cli.output import readable, readable_list, with_stderr
 
     rates = readable_list(answer.per_position_rates)
     how = "derived: minimum-variance schedule" if answer.rates_derived else "as stated"
     rows: list[tuple[str, Any]] = [
-        ("AL", readable(answer.acceptance_length)),
+        ("AL", readable(with_stderr(answer.acceptance_length, answer.uncertainty))),
         ("rate", readable(answer.acceptance_rate)),
         ("K", answer.num_spec_tokens),
         ("rates", f"{rates}  ({how})"),

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from registry_db.model import Counts, Uncertainty
+
 __all__ = ["Fallback", "HardwareMismatch", "Resolution"]
 
 
@@ -47,10 +49,14 @@ class Resolution:
     warnings: tuple[str, ...] = ()
     #: The revision of ``profile_set`` the profile came from (None for an inline value).
     revision: int | None = None
+    #: How sure the stored value is, from the profile's counts (None: an inline value, or a
+    #: profile without counts), and the counts themselves.
+    uncertainty: Uncertainty | None = None
+    counts: Counts | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The contract's object, keys in the contract's order."""
-        fb, hw = self.fallback, self.hardware_mismatch
+        fb, hw, u, c = self.fallback, self.hardware_mismatch, self.uncertainty, self.counts
         return {
             "acceptance_length": self.acceptance_length,
             "acceptance_rate": self.acceptance_rate,
@@ -62,6 +68,8 @@ class Resolution:
             "profile": self.profile,
             "revision": self.revision,
             "source": self.source,
+            "uncertainty": None if u is None else u.to_json(),
+            "counts": None if c is None else c.to_json(),
             "fallback": None if fb is None else {"replaced": fb.replaced, "category": fb.category},
             "hardware_mismatch": None if hw is None else {"measured_on": hw.measured_on,
                                                           "run_on": hw.run_on},

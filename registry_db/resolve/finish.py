@@ -115,7 +115,7 @@ class Answers:
             warnings = tuple(notes)
         return Resolution(al, rate_from_al(al, k), k, rates, derived, plan.layer,
                           cand.profile_set, profile_label(*key), cand.source, fallback, mismatch,
-                          warnings, cand.revision)
+                          warnings, cand.revision, cand.uncertainty, cand.counts)
 
 
 #: Refusals for want of a profile: they also say what is stored for the run's model and method.

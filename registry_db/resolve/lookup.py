@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from registry_db.model import Counts, Uncertainty
 from registry_db.resolve.statements import (
     LIVE_SETS,
     LOOKUP_ONE,
@@ -35,6 +36,7 @@ from registry_db.resolve.statements import (
     one_statement,
     pg_parameters,
 )
+from registry_db.store.stored_counts import counts_from_row
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from sqlalchemy.engine import Connection
@@ -87,6 +89,9 @@ class Candidate(NamedTuple):
     copied_from: str | None
     #: The revision of its set that holds it (the set's current one, or the one of the time).
     revision: int
+    #: The counts its value came from, and their stored standard error (None: no counts).
+    counts: Counts | None = None
+    uncertainty: Uncertainty | None = None
 
 
 class Winner(NamedTuple):
@@ -119,6 +124,12 @@ class LookupRow(NamedTuple):
     position: int | None
     rate: float | None
     revision: int
+    #: The profile's counts and their stored ``al_stderr`` (null without counts).
+    drafts: int | None
+    draft_tokens: int | None
+    accepted_tokens: int | None
+    accepted_per_position: str | None
+    al_stderr: float | None
 
 
 def bound(moment: datetime, dialect: str) -> Any:
@@ -338,6 +349,15 @@ def _candidate(rows: list[LookupRow]) -> Candidate:
     first = rows[0]
     rates = None if first.position is None else tuple(
         r.rate for r in sorted(rows, key=operator.attrgetter("position")))
+    counts = uncertainty = None
+    if first.drafts is not None:  # a counts row: only its per-position counts may be null
+        assert first.draft_tokens is not None and first.accepted_tokens is not None \
+            and first.al_stderr is not None
+        counts = counts_from_row(first.drafts, first.draft_tokens, first.accepted_tokens,
+                                 first.accepted_per_position)
+        # The stored stderr, the figure the views give: not computed again here.
+        uncertainty = Uncertainty(counts.drafts, float(first.al_stderr),
+                                  counts.accepted_per_position is not None)
     return Candidate(first.set_name, first.acceptance_length, rates,  # type: ignore[arg-type]
                      first.source, first.hardware, first.method, first.copied_from,
-                     first.revision)
+                     first.revision, counts, uncertainty)

@@ -4,7 +4,8 @@ of a time, per dialect (:mod:`registry_db.resolve.lookup` runs them).
 Each keeps only the profiles of the sets in scope, prefers the workload's category over the
 fallback (``preference`` 0 over 1) and counts the sets that hold the winning key (``set_count``;
 more than one is a conflict), in standard SQL for SQLite (3.25 and later) and PostgreSQL,
-probing ``uq_profiles_key`` with all five key columns bound. :func:`named_one_statement` is the
+probing ``uq_profiles_key`` with all five key columns bound; a candidate's counts and their
+stored stderr come in the same row, by primary key. :func:`named_one_statement` is the
 one-run statement with named parameters, for a reader of the database (a Datasette canned
 query) to run the resolver's own decision.
 """
@@ -23,9 +24,11 @@ _PREFIX = ("{a}.model = {b}.model AND {a}.speculative_method = {b}.speculative_m
 
 #: The tables a lookup reads: the current registry, or every revision (a registry as of a time).
 _CURRENT = {"profiles": "profiles", "rates": "profile_rates", "sets": "profile_sets",
-            "set_fk": "set_id", "name": "name"}
+            "set_fk": "set_id", "name": "name", "counts": "profile_counts"}
 _HISTORY = {"profiles": "revision_profiles", "rates": "revision_rates", "sets": "revisions",
-            "set_fk": "revision_id", "name": "set_name"}
+            "set_fk": "revision_id", "name": "set_name", "counts": "revision_counts"}
+#: A candidate's counts and their stderr, read by primary key beside its value (null without).
+_COUNTS = "cn.drafts, cn.draft_tokens, cn.accepted_tokens, cn.accepted_per_position, cn.al_stderr"
 
 
 def _live(v: str, n: str, at: str) -> str:
@@ -52,11 +55,12 @@ _LOOKUP_ONE = """SELECT 0 AS lookup_id,
            WHERE """ + _PREFIX.format(a="q", b="p") + """ AND q.category = p.category{scope_q}
        ) END AS set_count,
        p.id, s.name, p.acceptance_length, p.method, p.copied_from, pr.source, pr.hardware,
-       r.position, r.rate, s.revision
+       r.position, r.rate, s.revision, """ + _COUNTS + """
 FROM profiles p
 JOIN profile_sets s ON s.id = p.set_id
 LEFT JOIN provenances pr ON pr.id = p.provenance_id
 LEFT JOIN profile_rates r ON r.profile_id = p.id
+LEFT JOIN profile_counts cn ON cn.profile_id = p.id
 WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens = :k
   AND p.thinking = :thinking AND p.category IN (:category, :fallback)
   AND (p.category = :category OR NOT EXISTS (
@@ -80,10 +84,11 @@ _LOOKUP_ONE_AS_OF = """WITH c AS (
 SELECT 0 AS lookup_id, c.category,
        (SELECT COUNT(*) FROM c AS h WHERE h.category = c.category) AS set_count,
        c.id, c.set_name, c.acceptance_length, c.method, c.copied_from, pr.source, pr.hardware,
-       r.position, r.rate, c.revision
+       r.position, r.rate, c.revision, """ + _COUNTS + """
 FROM c
 LEFT JOIN provenances pr ON pr.id = c.provenance_id
 LEFT JOIN revision_rates r ON r.profile_id = c.id
+LEFT JOIN revision_counts cn ON cn.profile_id = c.id
 WHERE c.category = :category OR NOT EXISTS (SELECT 1 FROM c AS h WHERE h.category = :category)"""
 
 _MARKER = {"sqlite": "?", "postgresql": "%s"}
@@ -163,10 +168,11 @@ ranked AS (
 )
 SELECT r.lookup_id, r.category, r.set_count, r.profile_id, r.set_name,
        r.acceptance_length, r.method, r.copied_from, pr.source, pr.hardware,
-       rt.position, rt.rate, r.revision
+       rt.position, rt.rate, r.revision, """ + _COUNTS + """
 FROM ranked r
 LEFT JOIN provenances pr ON pr.id = r.provenance_id
 LEFT JOIN {rates} rt ON rt.profile_id = r.profile_id
+LEFT JOIN {counts} cn ON cn.profile_id = r.profile_id
 WHERE r.place = 1"""
 #: SQLite's shape, the same rows: the window runs over narrow rows (the lookup and the
 #: profile's id, read from the key index alone) and the winners' columns are read afterwards by
@@ -180,12 +186,13 @@ _LOOKUP_MANY_NARROW = """WITH ranked AS (
 )
 SELECT r.lookup_id, p.category, r.set_count, r.profile_id, s.{name},
        p.acceptance_length, p.method, p.copied_from, pr.source, pr.hardware,
-       rt.position, rt.rate, s.revision
+       rt.position, rt.rate, s.revision, """ + _COUNTS + """
 FROM ranked r
 JOIN {profiles} p ON p.id = r.profile_id
 JOIN {sets} s ON s.id = p.{set_fk}
 LEFT JOIN provenances pr ON pr.id = p.provenance_id
 LEFT JOIN {rates} rt ON rt.profile_id = r.profile_id
+LEFT JOIN {counts} cn ON cn.profile_id = r.profile_id
 WHERE r.place = 1"""
 _WHERE_NOW = "t.set_name = '' OR t.set_name = s.name"
 _WHERE_AS_OF = ("(t.set_name = '' OR t.set_name = s.set_name)\n      AND "

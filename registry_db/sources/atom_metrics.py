@@ -25,6 +25,7 @@ from registry_db.errors import Finding, InvalidInput
 from registry_db.model import ProfileSet
 from registry_db.sources.counters import (
     Facts,
+    Measured,
     Tally,
     acceptance,
     check_k,
@@ -54,25 +55,38 @@ DRAFT_TOKENS, ACCEPTED, STEPS = ("atom:mtp_draft_tokens", "atom:mtp_accepted_tok
                                  "atom:mtp_decode_steps")
 COUNTERS = (DRAFT_TOKENS, ACCEPTED, STEPS)
 WHAT = "ATOM's /metrics"
+#: Text that only ATOM's scrape holds (both exposition formats' spellings; its gauges too, so
+#: that its reader says they are not counts).
+MARKERS = ("atom:mtp_", "atom_mtp_")
+
+
+def measure(after: str, before: str | None, k: int, *, round_to: int | None = None,
+            text: str | None = None) -> Measured:
+    """The run's counts, exact per position, from two scrapes (files, ``-`` or URLs;
+    ``text``: AFTER's text, already read). Raises :class:`InvalidInput` naming every problem;
+    counters from several servers are one of them."""
+    check_k(k)
+    scrape_after = parse_scrape(after, COUNTERS, WHAT, text)
+    scrape_before = parse_scrape(before, COUNTERS, WHAT) if before is not None else None
+    tally = _tally(scrape_after, scrape_before, k)
+    al, rates = acceptance(tally, k, round_to, scrape_after.file, STEPS)
+    found = draft_token_findings(tally, k, al, (
+        scrape_after.file, scrape_after.line_of(DRAFT_TOKENS), DRAFT_TOKENS))
+    if any(f.is_error for f in found):
+        raise InvalidInput(found)
+    where = label(after) if before is None else f"{label(before)} -> {label(after)}"
+    return Measured(tally, al, rates, where, tuple(found))
 
 
 def read_atom_metrics(after: str, before: str | None, facts: Facts, *,
                       round_to: int | None = None, name: str | None = None) -> Ingested:
     """Read two scrapes (files, ``-`` or URLs) into one measured profile with exact
-    per-position rates, as a rendered and validated set. Raises :class:`InvalidInput` naming
-    every problem; counters from several servers are one of them."""
-    check_k(facts.k)
-    scrape_after = parse_scrape(after, COUNTERS, WHAT)
-    scrape_before = parse_scrape(before, COUNTERS, WHAT) if before is not None else None
-    tally = _tally(scrape_after, scrape_before, facts.k)
-    al, rates = acceptance(tally, facts.k, round_to, scrape_after.file, STEPS)
-    found = draft_token_findings(tally, facts.k, al, (
-        scrape_after.file, scrape_after.line_of(DRAFT_TOKENS), DRAFT_TOKENS))
-    if any(f.is_error for f in found):
-        raise InvalidInput(found)
-    where = label(after) if before is None else f"{label(before)} -> {label(after)}"
-    return measured_set(facts, tally, al, rates, default_source=f"ATOM /metrics: {where}",
-                        name=name, default_name=stem(after), warnings=found)
+    per-position rates, as a rendered and validated set (:func:`measure`, then the profile).
+    Raises :class:`InvalidInput` naming every problem."""
+    m = measure(after, before, facts.k, round_to=round_to)
+    return measured_set(facts, m.tally, m.acceptance_length, m.rates,
+                        default_source=f"ATOM /metrics: {m.where}", name=name,
+                        default_name=stem(after), warnings=list(m.warnings))
 
 
 def read(paths: Iterable[str | os.PathLike], *, facts: Facts, before: str | None = None,

@@ -76,6 +76,19 @@ class Tally:
         return Counts(int(self.drafts), int(self.draft_tokens), int(self.accepted), per)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """A run's counts as a counter source read them: the exact tally, AL and the per-position
+    rates (nearest floats, rounded only when asked), how the inputs are named (``BEFORE ->
+    AFTER``) and the reader's warnings."""
+
+    tally: Tally
+    acceptance_length: float
+    rates: tuple[float, ...] | None
+    where: str
+    warnings: tuple[Finding, ...] = ()
+
+
 def problem(file: str, line: int, path: str, code: str, message: str,
             severity: str = "error") -> Finding:
     """A finding at ``line`` of ``file`` (column 1; 0 and 0 when the line is not known)."""

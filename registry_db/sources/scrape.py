@@ -55,8 +55,10 @@ class Scrape:
                       self.lines, self.counter_lines)
 
 
-def parse_scrape(location: str, counters: Iterable[str], what: str) -> Scrape:
-    """Read and parse the scrape at ``location``, keeping the samples of ``counters``.
+def parse_scrape(location: str, counters: Iterable[str], what: str,
+                 text: str | None = None) -> Scrape:
+    """Read and parse the scrape at ``location`` (``text``: its text, already read), keeping
+    the samples of ``counters``.
 
     ``what`` names the endpoint in messages (``vLLM's /metrics``). Raises
     :class:`InvalidInput` for text that is not Prometheus format, a series written twice, a
@@ -64,7 +66,9 @@ def parse_scrape(location: str, counters: Iterable[str], what: str) -> Scrape:
     """
     from prometheus_client.parser import text_string_to_metric_families
 
-    file, text = label(location), read_input(location)
+    file = label(location)
+    if text is None:
+        text = read_input(location)
     wanted = {_base(c): c for c in counters}
     lines: dict[Series, int] = {}
     counter_lines: dict[str, int] = {}

@@ -22,10 +22,11 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
-from registry_db.errors import Finding, InvalidInput
+from registry_db.errors import Finding, InvalidInput, UsageError
 from registry_db.model import ProfileSet
 from registry_db.sources.counters import (
     Facts,
+    Measured,
     Tally,
     acceptance,
     check_k,
@@ -54,14 +55,33 @@ HISTOGRAM = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 RATIOS = ("spec_accept_length", "spec_accept_rate")
 GAUGE = "sglang:spec_accept_length"
 WHAT = "SGLang's responses, one JSON object per line with meta_info"
+#: Text that only SGLang's output holds (its responses' count, its Prometheus gauge).
+MARKERS = (f'"{VERIFY}"', GAUGE)
 
 
 def read_sglang(path: str, facts: Facts, *, round_to: int | None = None,
                 name: str | None = None) -> Ingested:
     """Read a JSON-lines file (or ``-``, or a URL) of SGLang requests into one measured
-    profile. Raises :class:`InvalidInput` naming every problem with its line."""
-    check_k(facts.k)
-    file, text = label(path), read_input(path)
+    profile (:func:`measure`, then the profile). Raises :class:`InvalidInput` naming every
+    problem with its line."""
+    m = measure(path, None, facts.k, round_to=round_to)
+    return measured_set(facts, m.tally, m.acceptance_length, m.rates,
+                        default_source=f"SGLang meta_info: {m.where}", name=name,
+                        default_name=stem(path), warnings=list(m.warnings))
+
+
+def measure(path: str, before: str | None, k: int, *, round_to: int | None = None,
+            text: str | None = None) -> Measured:
+    """The run's counts from a JSON-lines file (or ``-``, or a URL; ``text``: its text, already
+    read) of SGLang requests. Raises :class:`InvalidInput` naming every problem with its line;
+    ``before`` must be None (the file holds the run's requests alone)."""
+    if before is not None:
+        raise UsageError("SGLang's meta_info counts each request of the run, so one file is "
+                         "the whole run; drop --before")
+    check_k(k)
+    file = label(path)
+    if text is None:
+        text = read_input(path)
     gauge = prometheus_line(text, GAUGE)
     if gauge:
         raise InvalidInput([problem(
@@ -69,7 +89,6 @@ def read_sglang(path: str, facts: Facts, *, round_to: int | None = None,
             f"this is Prometheus text; {GAUGE} is a gauge (the mean over SGLang's last "
             "logging interval), not a count, so no AL can be summed from it: give the "
             "requests' meta_info as JSON lines (the /generate responses)")])
-    k = facts.k
     problems: list[Finding] = []
     warnings: list[Finding] = []
     verify = correct = proposed = 0
@@ -137,8 +156,7 @@ def read_sglang(path: str, facts: Facts, *, round_to: int | None = None,
     found_k = draft_token_findings(tally, k, al, (file, 0, PROPOSED[0]))
     if any(f.is_error for f in found_k):
         raise InvalidInput(found_k)
-    return measured_set(facts, tally, al, rates, default_source=f"SGLang meta_info: {file}",
-                        name=name, default_name=stem(path), warnings=warnings + found_k)
+    return Measured(tally, al, rates, file, tuple(warnings + found_k))
 
 
 def read(paths: Iterable[str | os.PathLike], *, facts: Facts, **options: Any

@@ -22,10 +22,11 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
-from registry_db.errors import Finding, InvalidInput
+from registry_db.errors import Finding, InvalidInput, UsageError
 from registry_db.model import ProfileSet
 from registry_db.sources.counters import (
     Facts,
+    Measured,
     Tally,
     acceptance,
     check_k,
@@ -50,14 +51,34 @@ SPEC = "specDecodingStats"
 DRAFT_TOKENS, ACCEPTED, REQUESTS = ("numDraftTokens", "numAcceptedTokens",
                                     "numRequestsWithDraftTokens")
 WHAT = "trtllm-serve's /metrics iteration stats (a JSON array; enable_iter_perf_stats: true)"
+#: Text that only TensorRT-LLM's iteration stats hold.
+MARKERS = (f'"{SPEC}"',)
 
 
 def read_trtllm_stats(path: str, facts: Facts, *, round_to: int | None = None,
                       name: str | None = None) -> Ingested:
     """Read a file (or ``-``, or the ``/metrics`` URL) of iteration stats into one measured
-    profile. Raises :class:`InvalidInput` naming every problem with its line."""
-    check_k(facts.k)
-    file, text = label(path), read_input(path)
+    profile (:func:`measure`, then the profile). Raises :class:`InvalidInput` naming every
+    problem with its line."""
+    m = measure(path, None, facts.k, round_to=round_to)
+    return measured_set(facts, m.tally, m.acceptance_length, m.rates,
+                        default_source=f"TensorRT-LLM /metrics iteration stats: {m.where}",
+                        name=name, default_name=stem(path), warnings=list(m.warnings))
+
+
+def measure(path: str, before: str | None, k: int, *, round_to: int | None = None,
+            text: str | None = None) -> Measured:
+    """The run's counts from a file (or ``-``, or the ``/metrics`` URL; ``text``: its text,
+    already read) of iteration stats. Raises :class:`InvalidInput` naming every problem with
+    its line; ``before`` must be None (the endpoint answers the iterations since its last
+    call, so one response is already the run's)."""
+    if before is not None:
+        raise UsageError("TensorRT-LLM's /metrics answers the iterations since its last call, "
+                         "so one response is the run; drop --before")
+    check_k(k)
+    file = label(path)
+    if text is None:
+        text = read_input(path)
     prometheus = prometheus_line(text, "")
     if prometheus:
         raise InvalidInput([problem(
@@ -102,13 +123,11 @@ def read_trtllm_stats(path: str, facts: Facts, *, round_to: int | None = None,
         raise InvalidInput(problems)
     tally = Tally(Fraction(sums[REQUESTS]), Fraction(sums[DRAFT_TOKENS]),
                   Fraction(sums[ACCEPTED]))
-    al, rates = acceptance(tally, facts.k, round_to, file, f"{SPEC}.{ACCEPTED}")
-    found_k = draft_token_findings(tally, facts.k, al, (file, 0, f"{SPEC}.{DRAFT_TOKENS}"))
+    al, rates = acceptance(tally, k, round_to, file, f"{SPEC}.{ACCEPTED}")
+    found_k = draft_token_findings(tally, k, al, (file, 0, f"{SPEC}.{DRAFT_TOKENS}"))
     if any(f.is_error for f in found_k):
         raise InvalidInput(found_k)
-    return measured_set(facts, tally, al, rates,
-                        default_source=f"TensorRT-LLM /metrics iteration stats: {file}",
-                        name=name, default_name=stem(path), warnings=found_k)
+    return Measured(tally, al, rates, file, tuple(found_k))
 
 
 def read(paths: Iterable[str | os.PathLike], *, facts: Facts, **options: Any

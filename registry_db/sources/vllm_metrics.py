@@ -23,6 +23,7 @@ from registry_db.errors import Finding, InvalidInput
 from registry_db.model import ProfileSet
 from registry_db.sources.counters import (
     Facts,
+    Measured,
     Tally,
     acceptance,
     check_k,
@@ -46,7 +47,8 @@ from registry_db.sources.scrape import (
     total,
 )
 
-__all__ = ["DESCRIPTION", "NAME", "Facts", "read", "read_vllm_metrics", "round_rates"]
+__all__ = ["DESCRIPTION", "MARKERS", "NAME", "Facts", "measure", "read", "read_vllm_metrics",
+           "round_rates"]
 
 NAME = "vllm-metrics"
 DESCRIPTION = "vLLM's speculative-decoding counters, from /metrics scrapes around a run"
@@ -60,34 +62,47 @@ COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS)
 SETTING_NAMES = {DRAFTS: "num_drafts", DRAFT_TOKENS: "num_draft_tokens",
                  ACCEPTED: "num_accepted_tokens"}
 WHAT = "vLLM's /metrics"
+#: Text that only vLLM's scrape holds (both exposition formats' spellings): how ``registry
+#: check`` tells its counters from another engine's.
+MARKERS = (PREFIX, PREFIX.replace(":", "_"))
+
+
+def measure(after: str, before: str | None, k: int, *, model_name: str | None = None,
+            round_to: int | None = None, text: str | None = None) -> Measured:
+    """The run's counts from two scrapes (files, ``-`` or URLs; ``text``: AFTER's text, already
+    read). Raises :class:`InvalidInput` naming every problem of the counters; the
+    adaptive-verification notice and mixed servers are warnings in the result."""
+    check_k(k)
+    scrape_after = parse_scrape(after, COUNTERS, WHAT, text)
+    scrape_before = parse_scrape(before, COUNTERS, WHAT) if before is not None else None
+    warnings = mixed_servers(scrape_after, "warning")
+    tally = _tally(scrape_after, scrape_before, k, model_name)
+    al, rates = acceptance(tally, k, round_to, scrape_after.file, ACCEPTED)
+    found = draft_token_findings(tally, k, al, (
+        scrape_after.file, scrape_after.line_of(DRAFT_TOKENS), DRAFT_TOKENS))
+    if any(f.is_error for f in found):
+        raise InvalidInput(found)
+    where = label(after) if before is None else f"{label(before)} -> {label(after)}"
+    return Measured(tally, al, rates, where, tuple(warnings + found))
 
 
 def read_vllm_metrics(after: str, before: str | None, facts: Facts, *,
                       model_name: str | None = None, round_to: int | None = None,
                       name: str | None = None) -> Ingested:
     """Read two scrapes (files, ``-`` or URLs) into one measured profile, as a rendered and
-    validated set.
+    validated set (:func:`measure`, then the profile).
 
     ``name`` is the set's name (default: AFTER's name, made file-safe). Raises
     :class:`InvalidInput` naming every problem of the counters; the adaptive-verification
     notice and mixed servers are warnings in the result.
     """
-    check_k(facts.k)
-    scrape_after = parse_scrape(after, COUNTERS, WHAT)
-    scrape_before = parse_scrape(before, COUNTERS, WHAT) if before is not None else None
-    warnings = mixed_servers(scrape_after, "warning")
-    tally = _tally(scrape_after, scrape_before, facts.k, model_name)
-    al, rates = acceptance(tally, facts.k, round_to, scrape_after.file, ACCEPTED)
-    found = draft_token_findings(tally, facts.k, al, (
-        scrape_after.file, scrape_after.line_of(DRAFT_TOKENS), DRAFT_TOKENS))
-    if any(f.is_error for f in found):
-        raise InvalidInput(found)
+    m = measure(after, before, facts.k, model_name=model_name, round_to=round_to)
+    tally = m.tally
     settings = tuple((SETTING_NAMES[c], number(v)) for c, v in (
         (DRAFTS, tally.drafts), (DRAFT_TOKENS, tally.draft_tokens), (ACCEPTED, tally.accepted)))
-    where = label(after) if before is None else f"{label(before)} -> {label(after)}"
-    return measured_set(facts, tally, al, rates, default_source=f"vLLM /metrics: {where}",
-                        name=name, default_name=stem(after), warnings=warnings + found,
-                        settings=settings)
+    return measured_set(facts, tally, m.acceptance_length, m.rates,
+                        default_source=f"vLLM /metrics: {m.where}", name=name,
+                        default_name=stem(after), warnings=list(m.warnings), settings=settings)
 
 
 def read(paths: Iterable[str | os.PathLike], *, facts: Facts, before: str | None = None,

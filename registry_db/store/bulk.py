@@ -4,7 +4,6 @@ counts row, and the size of ``IN (...)`` lists; shared by the importer
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -14,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 
 from registry_db.model import Profile, ProfileSet, Provenance, setting_text, setting_type
 from registry_db.store.schema import provenance_settings, provenances
+from registry_db.store.stored_counts import per_position_text
 
 __all__ = ["CHUNK", "COPY_MIN_ROWS", "chunks", "counts_row", "insert_many", "plain_columns",
            "provenance_ids"]
@@ -111,8 +111,7 @@ def counts_row(profile_id: int, p: Profile) -> dict[str, Any]:
     assert c is not None
     return {"profile_id": profile_id, "drafts": c.drafts, "draft_tokens": c.draft_tokens,
             "accepted_tokens": c.accepted_tokens,
-            "accepted_per_position": None if c.accepted_per_position is None
-            else json.dumps(list(c.accepted_per_position), separators=(",", ":")),
+            "accepted_per_position": per_position_text(c.accepted_per_position),
             "al_stderr": c.uncertainty(p.num_spec_tokens).stderr}
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from registry_db.store.schema import (
     provenances,
     set_caveats,
 )
+from registry_db.store.stored_counts import counts_from_row
 
 
 @dataclass(frozen=True)
@@ -304,14 +304,6 @@ def read_counts(conn: Connection, table: Table, cited: Any) -> dict[int, Counts]
     return {pid: counts_from_row(d, dt, a, per) for pid, d, dt, a, per in conn.execute(
         select(c.profile_id, c.drafts, c.draft_tokens, c.accepted_tokens,
                c.accepted_per_position).where(c.profile_id.in_(cited)))}
-
-
-def counts_from_row(drafts: int, draft_tokens: int, accepted_tokens: int,
-                    accepted_per_position: str | None) -> Counts:
-    """A stored counts row as :class:`~registry_db.model.Counts` (the per-position counts are a
-    JSON array of integers)."""
-    per = None if accepted_per_position is None else tuple(json.loads(accepted_per_position))
-    return Counts(int(drafts), int(draft_tokens), int(accepted_tokens), per)
 
 
 def _provenances(conn: Connection, cited) -> dict[int, Provenance]:  # noqa: ANN001

@@ -100,14 +100,16 @@ def test_seed_deepseek_off_coding_end_to_end(seeded):
         "profile": "deepseek-v4.1-flash/dspark/k5/thinking-off/coding",
         "revision": 1,
         "source": SEED_URL + "dsv41flash_dspark.yaml",
+        "uncertainty": None,
+        "counts": None,
         "fallback": None,
         "hardware_mismatch": None,
         "warnings": [],
     }
     assert list(got.to_json()) == ["acceptance_length", "acceptance_rate", "num_spec_tokens",
                                    "per_position_rates", "rates_derived", "layer", "profile_set",
-                                   "profile", "revision", "source", "fallback",
-                                   "hardware_mismatch", "warnings"]
+                                   "profile", "revision", "source", "uncertainty", "counts",
+                                   "fallback", "hardware_mismatch", "warnings"]
 
 
 def test_seed_thinking_on_and_copied_glm(seeded):

@@ -37,7 +37,7 @@ def seed_answer(**changes) -> dict:
         "per_position_rates": min_variance_rates(4.07, 5), "rates_derived": True,
         "layer": "registry", "profile_set": "inferencex-golden-al",
         "profile": "deepseek-v4.1-flash/dspark/k5/thinking-off/coding", "revision": 1,
-        "source": SOURCE,
+        "source": SOURCE, "uncertainty": None, "counts": None,
         "fallback": None, "hardware_mismatch": None, "warnings": [],
     }
     answer.update(changes)

@@ -10,7 +10,7 @@ import random
 
 from registry_db.cli import batch_json
 from registry_db.cli.batch_json import ENCODER, answer_line
-from registry_db.model import Refusal, RefusalReason
+from registry_db.model import Counts, Refusal, RefusalReason, Uncertainty
 from registry_db.resolve.plan import Fallback, HardwareMismatch, Resolution
 
 TEXTS = ["", "b300", "é", "日本語", "😀", "a\"b", "back\\slash", "tab\tnew\nline", "\x01\x1f",
@@ -53,7 +53,20 @@ def _answer(rng: random.Random):
         rng.choice((None, Fallback(None, _text(rng)), Fallback(_text(rng), "coding"))),
         rng.choice((None, HardwareMismatch(_text(rng), _text(rng)))),
         tuple(_text(rng) for _ in range(rng.randint(0, 3))),
-        rng.choice((None, 1, 17, 2**40, True, 2.0)))
+        rng.choice((None, 1, 17, 2**40, True, 2.0)),
+        *_counted(rng, k if type(k) is int else 3, pick))
+
+
+def _counted(rng: random.Random, k: int, pick) -> tuple:
+    """The answer's uncertainty and counts: none (most stored profiles), or counts with and
+    without per-position counts, now and then of a type only the encoder writes."""
+    if rng.random() < 0.5:
+        return None, None
+    drafts = rng.choice((1, 12_000, 84142, 2**53))
+    per = None if rng.random() < 0.4 else tuple(rng.randint(0, drafts) for _ in range(k))
+    odd = rng.random() < 0.05  # a float count, a bool exact: the encoder's way
+    counts = Counts(drafts if not odd else float(drafts), drafts * k, rng.randint(0, drafts), per)
+    return Uncertainty(drafts, pick(), per is not None if not odd else 1), counts
 
 
 def test_template_writes_the_encoders_bytes():
@@ -65,6 +78,11 @@ def test_template_writes_the_encoders_bytes():
     # The generated answers reach both ways: the template and the encoder's fallback.
     assert any("NaN" in line or "Infinity" in line for line in templated)
     assert sum(_templated(a) for a in answers if type(a) is Resolution) > 7_000
+    # ... with and without counts, per-position counts included.
+    written = [line for a, line in zip(answers, templated)
+               if type(a) is Resolution and _templated(a)]
+    assert any('"accepted_per_position"' in line for line in written)
+    assert any('"uncertainty": null' in line for line in written)
     assert all(json.loads(line) is not None for line in templated if "NaN" not in line)
 
 

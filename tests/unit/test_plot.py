@@ -272,3 +272,31 @@ def test_svg_text_stays_text(tmp_path):
     texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
     assert "Acceptance length against K" in texts
     assert "K, draft tokens per step" in texts
+
+
+def test_values_with_counts_get_196_stderr_bars_and_labels_beside_them():
+    from registry_db.analyze.plot import BAR_Z
+    from registry_db.model import Uncertainty
+
+    def cell(k: int, al: float, se: float | None) -> Cell:
+        u = None if se is None else Uncertainty(1000, se, True)
+        return Cell(k, (Entry("s", al, "measured", u),))
+
+    cov = Coverage(selection=Selection(), max_k=3, sets=("s",), rows=(
+        Row("m1", "eagle", "off", "coding",
+            cells=(cell(1, 1.8, 0.05), cell(2, 2.4, None), cell(3, 2.9, 0.1))),))
+    fig = build_figure(cov)
+    ax = fig.axes[0]
+    (bars,) = [c for c in ax.collections if c.get_gid() == "bars:m1 · eagle · thinking off"]
+    spans = [(round(seg[0][0]), seg[0][1], seg[1][1]) for seg in bars.get_segments()]
+    assert spans == [(1, pytest.approx(1.8 - BAR_Z * 0.05), pytest.approx(1.8 + BAR_Z * 0.05)),
+                     (3, pytest.approx(2.9 - BAR_Z * 0.1), pytest.approx(2.9 + BAR_Z * 0.1))]
+    assert ax.get_ylim()[0] < 1.8 - BAR_Z * 0.05  # every bar whole inside the axis
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "bar: ±1.96 × stderr from the counts (a lower bound)" in legend
+    labels = {t.get_text(): (t.get_ha(), t.get_va()) for t in ax.texts if t.get_gid() == "value"}
+    assert labels == {"1.8": ("left", "center"), "2.4": ("center", "bottom"),
+                      "2.9": ("left", "center")}
+    # Without counts anywhere: no bars and no key for them.
+    plain = build_figure(HOLES).axes[0]
+    assert not [c for c in plain.collections if (c.get_gid() or "").startswith("bars:")]
