@@ -3,8 +3,9 @@
 By the book (alembic's generic template), with three additions: the connection may be handed
 in through ``config.attributes["connection"]`` (that is how ``registry db`` runs it); SQLite
 migrates in batch mode with foreign keys off and checked afterwards, inside a real transaction
-so that a failing migration rolls its DDL back; and PostgreSQL takes the registry's writer lock
-so that two processes never migrate at once.
+so that a failing migration rolls its DDL back; PostgreSQL takes the registry's writer lock
+so that two processes never migrate at once; and a downgrade asks each migration it undoes what
+its ``would_lose(connection)`` reports, refusing before the commit unless forced.
 """
 
 from __future__ import annotations
@@ -58,15 +59,22 @@ def run_migrations_online() -> None:
 
 
 def _configure_and_run(connection) -> None:
+    # A downgrade asks each migration it undoes what it would lose (store.migrate.LossCheck).
+    check = config.attributes.get("loss_check")
     context.configure(
         connection=connection,
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         transactional_ddl=True,
         compare_type=True,
+        on_version_apply=check.step_applied if check is not None else (),
     )
     with context.begin_transaction():
+        if check is not None:
+            check.ask_next(connection)
         context.run_migrations()
+        if check is not None:
+            check.finish()
 
 
 if context.is_offline_mode():

@@ -7,11 +7,16 @@ them for callers to catch as :class:`RegistryError`.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from registry_db.model import Refusal
+from registry_db.model import Refusal, visible
+
+#: What writing the output fails with when it has nowhere to go (a full disk, `> /dev/full`, a
+#: closed pipe): the command line's edge reports it, no database translator claims it.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EPIPE})
 
 
 @dataclass(frozen=True)
@@ -32,10 +37,12 @@ class Finding:
 
     def render(self) -> str:
         """``FILE:LINE:COL: PATH: MESSAGE`` (warnings say so); ``FILE: PATH: MESSAGE`` when
-        the problem has no position."""
+        the problem has no position. On one line: a control character in the file's name, the
+        key or the message is shown as its escape (:func:`registry_db.model.visible`), so a file
+        named ``a\nb.yaml`` cannot split it."""
         where = f"{self.file}:{self.line}:{max(self.column, 1)}" if self.line > 0 else self.file
         what = self.message if self.severity == "error" else f"warning: {self.message}"
-        return f"{where}: {self.path or '(document)'}: {what}"
+        return visible(f"{where}: {self.path or '(document)'}: {what}")
 
     def to_json(self) -> dict:
         """The contract's problem object (``line`` and ``column`` null without a position)."""
@@ -52,6 +59,34 @@ class Finding:
 def sort_findings(findings: list[Finding]) -> list[Finding]:
     """Deterministic order: by file, then position, then code."""
     return sorted(findings, key=lambda f: (f.file, f.line, f.column, f.path, f.code))
+
+
+#: Findings shown per file; the rest are counted in one last finding (``more_problems``).
+MAX_FINDINGS_PER_FILE = 100
+
+
+def cap_findings(findings: Sequence[Finding]) -> list[Finding]:
+    """The first :data:`MAX_FINDINGS_PER_FILE` findings of each file (in the given order), then
+    one finding per file saying how many more there are: a file with 300,000 unknown keys is
+    100 lines and a count, not 300,000 lines."""
+    out: list[Finding] = []
+    kept: dict[str, int] = {}
+    more: dict[str, list[Finding]] = {}
+    for f in findings:
+        if kept.get(f.file, 0) < MAX_FINDINGS_PER_FILE:
+            kept[f.file] = kept.get(f.file, 0) + 1
+            out.append(f)
+        else:
+            more.setdefault(f.file, []).append(f)
+    for file, rest in more.items():
+        errors = sum(1 for f in rest if f.is_error)
+        last = max(i for i, f in enumerate(out) if f.file == file)
+        out.insert(last + 1, Finding(
+            file, rest[0].line, rest[0].column, "", "more_problems",
+            f"{len(rest):,} more problem(s) in this file are not shown ({errors:,} error(s), "
+            f"{len(rest) - errors:,} warning(s)); fix the first {MAX_FINDINGS_PER_FILE} and "
+            "run again", "error" if errors else "warning"))
+    return out
 
 
 class RegistryError(Exception):
@@ -81,6 +116,11 @@ class UsageError(RegistryError):
 
 class NotFound(RegistryError):
     """A named set (or other object) is not in the database."""
+
+
+class DataWouldBeLost(RegistryError):
+    """A schema downgrade would destroy data the older schema cannot hold; ``--force`` says to
+    go ahead (exit 1)."""
 
 
 class EmptySelection(RegistryError):
@@ -123,6 +163,11 @@ class DatabaseUnavailable(DatabaseError):
     """The server cannot be reached or the file cannot be opened."""
 
 
+class NoRegistry(DatabaseUnavailable):
+    """No registry there: a missing SQLite file, or an empty database, which a command that
+    only reads (or is refused) does not create or migrate."""
+
+
 class SchemaOutOfDate(DatabaseError):
     """The database's revision is not the code's head (older, newer, or unknown)."""
 
@@ -149,3 +194,10 @@ class QueryInterrupted(RegistryError):
     """Ctrl-C stopped the analyst's query (exit 130, as a shell reports SIGINT)."""
 
     exit_code = 130
+
+
+class QueryTerminated(QueryInterrupted):
+    """SIGTERM stopped the analyst's query, on the server too (exit 143, as a shell reports
+    SIGTERM)."""
+
+    exit_code = 143

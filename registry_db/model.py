@@ -109,8 +109,13 @@ INT_LIMIT = 2**31 - 1
 #: Counts (``counts.drafts`` ...) are stored in 64-bit columns: a server's counters pass 2**31
 #: tokens within days. Kept to 2**53 so that every count is exact as a JSON number and a double.
 COUNT_LIMIT = 2**53
-#: A set's name becomes the file ``NAME.yaml`` on export; file systems hold 255 bytes per name.
-MAX_SET_NAME_BYTES = 250
+#: Export (and ingest's -o DIR) writes ``NAME.yaml`` through a temporary twin beside it,
+#: ``.NAME.yaml.XXXXXXXX.tmp`` (tempfile's 8 random characters), renamed into place: the twin's
+#: name is the longest a set's name makes, and file systems hold 255 bytes per name.
+TEMP_PREFIX, TEMP_SUFFIX, TEMP_RANDOM = ".", ".tmp", 8
+SET_FILE_SUFFIX = ".yaml"
+MAX_SET_NAME_BYTES = 255 - len(TEMP_PREFIX) - len(SET_FILE_SUFFIX) - len(".") - TEMP_RANDOM \
+    - len(TEMP_SUFFIX)
 
 #: Longest text (in characters) the registry stores, by what the text is.
 MAX_LENGTH: dict[str, int] = {
@@ -139,16 +144,43 @@ def set_name_problem(name: str) -> str | None:
         return "it is empty"
     if name.startswith("."):
         return "it starts with '.', which makes a hidden file"
-    if not _FILE_NAME_RE.fullmatch(name):
+    if "/" in name or "\\" in name or CONTROL_RE.search(name):
         return "it holds '/', '\\', NUL or another control character"
     size = len(name.encode("utf-8", "surrogatepass"))
     if size > MAX_SET_NAME_BYTES:
-        return (f"it is {size} bytes long in UTF-8, and a file name holds "
-                f"{MAX_SET_NAME_BYTES} besides '.yaml'")
+        return (f"it is {size} bytes long in UTF-8, and a set name is at most "
+                f"{MAX_SET_NAME_BYTES}: export writes NAME.yaml through a temporary file whose "
+                f"name adds {255 - MAX_SET_NAME_BYTES} bytes, within a file system's 255")
     return None
 
 
-_FILE_NAME_RE = re.compile(r"[^/\\\x00-\x1f]+")
+#: Characters no name may hold and no table prints raw: the C0 and C1 controls and DEL, the
+#: line and paragraph separators and the bidirectional controls. Each moves a terminal's
+#: cursor or runs its escape sequences, ends a line where a reader of FILE:LINE:COL lines or
+#: a table does not expect one, or reorders the text after it.
+CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def control_problem(what: str, text: str) -> str | None:
+    """Why ``text`` cannot be ``what`` (a name, a message), or None: the one rule for names,
+    held where each enters (profile sets, deployments, ``-m``)."""
+    found = CONTROL_RE.search(text)
+    if found is None:
+        return None
+    return (f"{what} holds a control character ({_escape(found)} at character "
+            f"{found.start() + 1}), which a terminal would act on or a reader would split a line "
+            "at; names and messages are plain one-line text")
+
+
+def visible(text: str) -> str:
+    """``text`` with every character :data:`CONTROL_RE` names shown as its escape (``\\x1b``,
+    ``\\n``, ``\\u202e``): what tables, messages and FILE:LINE:COL lines print, so that a name
+    stored before the rule, or a file's name, cannot drive the terminal or split a line."""
+    return CONTROL_RE.sub(_escape, text) if CONTROL_RE.search(text) else text
+
+
+def _escape(found: re.Match[str]) -> str:
+    return found.group().encode("unicode_escape").decode("ascii")
 
 #: Rates must sum to AL − 1 within this, and inline quantities agree within this.
 SUM_TOLERANCE = 0.01

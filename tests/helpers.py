@@ -5,6 +5,9 @@ database checks (a full dump of every table, broken foreign keys, orphaned prove
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +18,7 @@ from sqlalchemy.engine import Engine
 from registry_db import store
 from registry_db.cli.group import main
 from registry_db.store.schema import metadata
-from tests.conftest import SEED
+from tests.conftest import ROOT, SEED
 
 SEED_FILE = SEED / "inferencex-golden-al.yaml"
 
@@ -30,6 +33,27 @@ def migrated_to(url: str, revision: str) -> Iterator[Engine]:
         yield engine
     finally:
         engine.dispose()
+
+
+def _drop_file_capabilities() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def as_user(*args: str, cwd=None, env: dict[str, str] | None = None, input: str | None = None,
+            ) -> subprocess.CompletedProcess:
+    """``registry ARGS`` in a subprocess that file modes bind: as root (CI containers) it drops
+    the capabilities that bypass them (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a mode means
+    for it what it means for any user. ``env`` adds to an environment without REGISTRY_*."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+    return subprocess.run([sys.executable, "-m", "registry_db", *args], capture_output=True,
+                          text=True, cwd=cwd or ROOT, env={**base, **(env or {})}, timeout=120,
+                          input=input,
+                          preexec_fn=_drop_file_capabilities if os.geteuid() == 0 else None)
 
 
 def run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:

@@ -173,6 +173,21 @@ def upgrade() -> None:
     )
 
 
+def would_lose(connection) -> list[str]:
+    """What :func:`downgrade` destroys here: every stored set and profile, and the provenances
+    (the methods vocabulary is the migration's own and comes back with it)."""
+    sets, profiles = connection.execute(sa.text(
+        "SELECT (SELECT COUNT(*) FROM profile_sets), (SELECT COUNT(*) FROM profiles)")).one()
+    provenances = connection.execute(sa.text("SELECT COUNT(*) FROM provenances")).scalar()
+    if not sets and not profiles and not provenances:
+        return []
+    names = list(connection.execute(sa.text(
+        "SELECT name FROM profile_sets ORDER BY name LIMIT 6")).scalars())
+    shown = ", ".join(names[:5]) + (" and more" if len(names) > 5 else "")
+    return [f"{sets} set(s) with {profiles} profile(s) and {provenances} provenance(s)"
+            + (f" ({shown})" if names else "")]
+
+
 def downgrade() -> None:
     op.drop_table("profile_rates")
     op.drop_index(op.f("ix_profiles_provenance_id"), table_name="profiles")

@@ -195,6 +195,44 @@ def _carry_existing_sets(revisions: sa.Table) -> None:
         "JOIN revision_profiles rp ON rp.revision_id = v.id AND rp.position = p.position")
 
 
+def would_lose(connection) -> list[str]:
+    """What :func:`downgrade` destroys here: every revision but each stored set's current one,
+    the sets deleted (their content lives only in the history), the revision numbers past 1
+    that runs recorded (an upgrade makes every set revision 1 again) and the current
+    revisions' messages. A registry whose every set is at revision 1, with no message and no
+    deletion, loses nothing."""
+    rows = connection.execute(sa.text(
+        "SELECT v.set_name, v.revision, v.message, s.revision FROM revisions v "
+        "LEFT JOIN profile_sets s ON s.name = v.set_name ORDER BY v.set_name, v.revision")).all()
+    earlier: dict[str, int] = {}
+    deleted: dict[str, int] = {}
+    messages = 0
+    for name, number, message, current in rows:
+        if current is None:
+            deleted[name] = deleted.get(name, 0) + 1
+        elif number < current:
+            earlier[name] = earlier.get(name, 0) + 1
+        elif message is not None:
+            messages += 1
+    lost = []
+    if earlier:
+        lost.append(f"{sum(earlier.values())} earlier revision(s) of {len(earlier)} set(s), "
+                    f"and the revision numbers runs recorded, which become 1 "
+                    f"({_shown(earlier, 'at revision')})")
+    if deleted:
+        lost.append(f"{len(deleted)} deleted set(s) and their {sum(deleted.values())} "
+                    f"revision(s) ({_shown(deleted, None)})")
+    if messages:
+        lost.append(f"the messages (-m) of {messages} current revision(s)")
+    return lost
+
+
+def _shown(counts: dict[str, int], label: str | None, most: int = 5) -> str:
+    names = list(counts)[:most]
+    shown = ", ".join(names if label is None else [f"{n} {label} {counts[n] + 1}" for n in names])
+    return shown + (f" and {len(counts) - most} more" if len(counts) > most else "")
+
+
 def downgrade() -> None:
     for name in reversed(list(VIEWS)):
         op.execute(f"DROP VIEW {name}")

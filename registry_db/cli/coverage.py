@@ -25,6 +25,7 @@ from registry_db.cli.output import (
     table_lines,
     terminal_width,
 )
+from registry_db.model import visible
 
 CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acceptance_length",
                "method", "sets")
@@ -82,7 +83,8 @@ def render_table(grid: Any, width: int | None = None) -> str:
     # Marks hang to the right of the numbers, so that the numbers of a column stay aligned.
     marks = [max((len(r.cells[i].marks) for r in grid.rows), default=0)
              for i in range(grid.max_k)]
-    body = [[*r.key, *(_value(c) + c.marks.ljust(w) for c, w in zip(r.cells, marks))]
+    body = [[*map(visible, r.key), *(_value(c) + c.marks.ljust(w)
+                                     for c, w in zip(r.cells, marks))]
             for r in grid.rows]
     out = table_lines(head + ks, body, [False] * len(head) + [True] * len(ks), width)
     cells = [c for r in grid.rows for c in r.cells]

@@ -1,4 +1,5 @@
-"""``registry db``: the schema's migrations (upgrade, downgrade, current, history, stamp).
+"""``registry db``: the schema's migrations (upgrade, downgrade, current, heads, check, history,
+stamp) and the PostgreSQL reader role.
 
 The only commands that change the schema. ``upgrade --sql`` and ``downgrade --sql`` print the DDL
 for the URL's dialect without connecting, for a DBA to review or run by hand.
@@ -41,16 +42,22 @@ def _migrate(url: str, step: Callable[[Any], None], *, create: bool = True,
     from alembic.util import CommandError
 
     from registry_db import store
-    from registry_db.errors import RegistryError
+    from registry_db.errors import DatabaseLocked, RegistryError
+    from registry_db.store.engine import lock_holders
 
     if not create:
         store.require_existing(url)
     with store.registry(url, check_schema=False) as engine:
         before = store.current_revision(engine)
         try:
-            step(engine)
+            with store.translated(url):
+                step(engine)
         except CommandError as exc:
             raise RegistryError(f"{exc} (see `registry db history`)") from None
+        except DatabaseLocked as exc:
+            if engine.dialect.name != "postgresql":
+                raise
+            raise DatabaseLocked(f"{exc}{lock_holders(engine)}") from None
         return before, store.current_revision(engine)
 
 
@@ -83,30 +90,44 @@ def upgrade(settings, revision: str | None, sql: bool) -> None:
         click.echo(f"{redact(url)}: upgraded {before or 'base'} -> {after}", err=True)
 
 
-@db.command("downgrade")
+@db.command("downgrade", context_settings={"ignore_unknown_options": True})
 @click.argument("revision")
 @click.option("--sql", "sql", is_flag=True,
               help="Print the SQL instead of running it (from the head down to REVISION).")
+@click.option("--force", is_flag=True,
+              help="Go ahead when the downgrade would lose data the older schema cannot hold.")
 @click.pass_obj
 @handle_errors
-def downgrade(settings, revision: str, sql: bool) -> None:
+def downgrade(settings, revision: str, sql: bool, force: bool) -> None:
     """Downgrade the schema to REVISION (`base` removes it, data included).
+
+    REVISION is a revision, -N for N steps down (as in alembic, no `--` needed) or base. A
+    downgrade that would lose data the older schema cannot hold (earlier revisions of a set,
+    deleted sets, revision numbers, messages; with base, every set) is refused, naming what
+    would be lost, unless --force; one that loses nothing (an empty registry, a view) needs
+    no flag.
 
     \b
     Example:
-        registry db downgrade 0001
-        registry db downgrade base
+        registry db downgrade -1
+        registry db downgrade 0003
+        registry db downgrade base --force
     """
     from registry_db import store
     from registry_db.store.urls import redact
 
+    if revision.startswith("--"):  # unknown options pass as the revision (for -1)
+        raise click.UsageError(f"No such option: {revision}")
     url = settings.url
     if sql:
         with store.translated(url):
             click.echo(store.migration_sql(url, revision, down_from=store.HEAD_REVISION), nl=False)
         return
-    before, after = _migrate(url, lambda engine: store.downgrade(engine, revision),
-                             create=False)
+    lost: list[str] = []
+    before, after = _migrate(url, lambda engine: lost.extend(
+        store.downgrade(engine, revision, refuse_loss=not force)), create=False)
+    for what in lost:
+        click.echo(f"lost (--force): {what}", err=True)
     if before == after:
         click.echo(f"{redact(url)}: already at {after or 'base'}", err=True)
     else:
@@ -162,6 +183,66 @@ def history(as_json: bool) -> None:
         click.echo(f"{down or '<base>'} -> {rev}{' (head)' if rev == head else ''}, {doc}")
 
 
+@db.command("heads")
+@json_option
+@handle_errors
+def heads(as_json: bool) -> None:
+    """Show the head revision of the migrations (as `alembic heads`); no database needed.
+
+    --json prints {"heads": [REVISION]}.
+
+    \b
+    Example:
+        registry db heads
+    """
+    from registry_db import store
+
+    found = store.script_heads()
+    if as_json:
+        emit_json({"heads": found})
+        return
+    for rev in found:
+        click.echo(f"{rev} (head)")
+
+
+@db.command("check")
+@json_option
+@click.pass_obj
+@handle_errors
+def check(settings, as_json: bool) -> None:
+    """Check that the database's schema matches the models (as `alembic check`).
+
+    Exit 0 when it does; 1 naming each difference (a table, column, index or constraint the
+    migrations and the models disagree on); 3 when the database is not at the head.
+    --json prints {"revision", "matches", "differences": [TEXT]}.
+
+    \b
+    Example:
+        registry db check
+    """
+    from registry_db import store
+    from registry_db.errors import RegistryError
+
+    url = settings.url
+    with settings.registry(readonly=True) as engine:
+        differences = store.schema_differences(engine)
+    if as_json:
+        emit_json({"revision": store.HEAD_REVISION, "matches": not differences,
+                   "differences": differences})
+    elif not differences:
+        click.echo(f"No new upgrade operations detected: the schema at {store.HEAD_REVISION} "
+                   "matches the models.")
+    if differences:
+        raise RegistryError(f"the schema of {_redacted(url)} differs from the models in "
+                            f"{len(differences)} way(s): " + "; ".join(differences))
+
+
+def _redacted(url: str) -> str:
+    from registry_db.store.urls import redact
+
+    return redact(url)
+
+
 @db.command("current")
 @json_option
 @click.pass_obj
@@ -176,7 +257,8 @@ def current(settings, as_json: bool) -> None:
     from registry_db import store
 
     url = settings.url
-    with store.registry(url, check_schema=False) as engine:
+    store.require_existing(url)  # never creates a file: a missing one is no registry (exit 3)
+    with store.registry(url, check_schema=False, readonly=True) as engine:
         revision = store.current_revision(engine)
     head = store.HEAD_REVISION
     if as_json:
@@ -218,7 +300,12 @@ def reader(settings, name: str, password: str | None) -> None:
                          "opens the file read-only and needs no role")
     roles.check_role_name(name)
     with store.registry(url, check_schema=False) as engine:
-        roles.create_reader(engine, name, password)
+        made = roles.create_reader(engine, name, password)
     click.echo(roles.reader_url(url, name))
     click.echo(f"{name}: LOGIN, SELECT on the registry's tables and views; query as it with "
                f"--query-url or REGISTRY_QUERY_URL", err=True)
+    if made.revoked:
+        click.echo("revoked from PUBLIC in this database (every role's default here; grant "
+                   f"back to a role that needs it): {'; '.join(made.revoked)}", err=True)
+    for what in made.remains:
+        click.echo(f"warning: {name} may still use {what}", err=True)

@@ -11,10 +11,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
+import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import click
+
+from registry_db.errors import OUTPUT_ERRNOS
 
 # name -> "module:attribute"; the module is imported only when the command runs or shows help.
 COMMANDS: dict[str, str] = {
@@ -80,6 +84,22 @@ class LazyGroup(WholeHelpGroup):
             if "\0" in arg:
                 raise click.UsageError(f"argument {n} holds a NUL character", ctx)
         return super().parse_args(ctx, args)
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        # The CLI's edge: output that cannot be written (a full disk, `> /dev/full`) is one
+        # line on stderr, exit 1, not a traceback; click itself handles only a closed pipe.
+        try:
+            try:
+                return super().main(*args, **kwargs)
+            finally:
+                sys.stdout.flush()
+        except OSError as exc:
+            if exc.errno not in OUTPUT_ERRNOS:
+                raise
+            with contextlib.suppress(OSError):  # nothing more reaches stdout, nor its flush
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            click.echo(f"Error: cannot write the output: {exc.strerror or exc}", err=True)
+            sys.exit(1)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)

@@ -20,8 +20,10 @@ from registry_db.cli.output import (
     emit_rows,
     handle_errors,
     json_option,
+    one_line,
     output_options,
 )
+from registry_db.model import INT_LIMIT, visible
 
 #: The columns of ``registry history``, in the contract's order.
 HISTORY_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles",
@@ -65,9 +67,9 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool,
 
 @click.command("diff")
 @click.argument("set_name", metavar="SET", shell_complete=complete_set_names)
-@click.option("--from", "from_", type=click.IntRange(min=0), metavar="REV",
+@click.option("--from", "from_", type=click.IntRange(min=0, max=INT_LIMIT), metavar="REV",
               help="The older revision (default: the one before --to; 0: nothing).")
-@click.option("--to", type=click.IntRange(min=1), metavar="REV",
+@click.option("--to", type=click.IntRange(min=1, max=INT_LIMIT), metavar="REV",
               help="The newer revision (default: the latest).")
 @json_option
 @click.pass_obj
@@ -103,14 +105,15 @@ def diff(settings: Any, set_name: str, from_: int | None, to: int | None,
 
 def render_changes(changes: Any) -> str:
     """The text form of changes: one line per changed field ("no changes" when none)."""
-    lines = [line for c in changes for line in c.lines()]
+    lines = [visible(line) for c in changes for line in c.lines()]
     return "\n".join(lines) if lines else "(no changes)"
 
 
 @click.command("delete")
 @click.argument("names", nargs=-1, required=True, metavar="SET...",
                 shell_complete=complete_set_names)
-@click.option("-m", "--message", metavar="MESSAGE", help="Why, kept with the revisions.")
+@click.option("-m", "--message", metavar="MESSAGE", callback=one_line,
+              help="Why, kept with the revisions (one line).")
 @json_option
 @click.pass_obj
 @handle_errors
@@ -134,15 +137,15 @@ def delete(settings: Any, names: tuple[str, ...], message: str | None, as_json: 
                              "profiles": d.profiles, "revision": d.revision} for d in gone]})
         return
     for d in gone:
-        click.echo(f"deleted  {d.name}  (revision {d.revision}, had {d.profiles} "
+        click.echo(f"deleted  {visible(d.name)}  (revision {d.revision}, had {d.profiles} "
                    f"profile{'s' if d.profiles != 1 else ''})")
 
 
 @click.command("restore")
 @click.argument("set_name", metavar="SET", shell_complete=complete_set_names)
-@click.option("--revision", type=click.IntRange(min=1), metavar="N",
+@click.option("--revision", type=click.IntRange(min=1, max=INT_LIMIT), metavar="N",
               help="The revision to bring back (default: a deleted set's last content).")
-@click.option("-m", "--message", metavar="MESSAGE",
+@click.option("-m", "--message", metavar="MESSAGE", callback=one_line,
               help="Why, kept with the new revision (default: 'restore of revision N').")
 @json_option
 @click.pass_obj

@@ -8,13 +8,12 @@ bar goes to stderr for large imports, and only when stderr is a terminal
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, handle_errors, json_option, progress
-from registry_db.model import ImportStatus
+from registry_db.cli.output import emit_json, handle_errors, json_option, one_line, progress
+from registry_db.model import ImportStatus, visible
 
 
 @click.command("import")
@@ -24,8 +23,8 @@ from registry_db.model import ImportStatus
                    "with each updated set's per-profile changes; write nothing.")
 @click.option("--prune", is_flag=True,
               help="Also delete every stored set that the given files do not declare.")
-@click.option("-m", "--message", metavar="MESSAGE",
-              help="Why, kept with every revision this import writes.")
+@click.option("-m", "--message", metavar="MESSAGE", callback=one_line,
+              help="Why, kept with every revision this import writes (one line).")
 @click.option("-q", "--quiet", is_flag=True,
               help="Print no warnings (overlapping keys, values that drift, names that differ "
                    "from file names, skipped subfolders) and no progress bar; errors are still "
@@ -59,15 +58,14 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
     from registry_db.cli.output import report_findings
     from registry_db.store import write as importer
 
-    url = settings.url
     with progress(quiet) as bar:
         sets, warnings = importer.load_paths(paths, bar)
-        if dry_run and _missing_sqlite_file(url):
-            report = importer.preview_sets(sets)
+        if dry_run:
+            report = _dry_run(settings, sets, prune)
         else:
             with settings.registry(create=True) as engine:
-                report = importer.import_sets(engine, sets, dry_run=dry_run, progress=bar,
-                                              prune=prune, message=message)
+                report = importer.import_sets(engine, sets, progress=bar, prune=prune,
+                                              message=message)
     warnings = [] if quiet else warnings + list(report.warnings)
     if warnings:
         report_findings(warnings, as_json=False)
@@ -77,11 +75,17 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
     _print_report(report)
 
 
-def _missing_sqlite_file(url: str) -> bool:
-    from registry_db.store.urls import sqlite_path
+def _dry_run(settings: Any, sets: Any, prune: bool) -> Any:
+    """What the import would do, read through a read-only connection; against no registry (a
+    missing file, an empty database) every set would be added, and nothing is created."""
+    from registry_db.errors import NoRegistry
+    from registry_db.store import write as importer
 
-    path = sqlite_path(url)
-    return url.startswith("sqlite") and path is not None and not Path(path).exists()
+    try:
+        with settings.registry(readonly=True) as engine:
+            return importer.import_sets(engine, sets, dry_run=True, prune=prune)
+    except NoRegistry:
+        return importer.preview_sets(sets)
 
 
 def _print_report(report: Any) -> None:
@@ -90,8 +94,8 @@ def _print_report(report: Any) -> None:
     for s in report.sets:
         count = f"({s.profiles} profile{'s' if s.profiles != 1 else ''})"
         moved = f"  (moved from {s.moved_from})" if s.moved_from else ""
-        click.echo(f"{s.status:<{width_status}}  {s.name:<{width_name}}  {count}  "
-                   f"{s.file or ''}{moved}".rstrip())
+        click.echo(visible(f"{s.status:<{width_status}}  {s.name:<{width_name}}  {count}  "
+                           f"{s.file or ''}{moved}".rstrip()))  # a file's name: one line
     if report.changes:
         from registry_db.cli.history import render_changes
 

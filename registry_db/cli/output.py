@@ -18,6 +18,7 @@ import click
 
 from registry_db import interrupts
 from registry_db.errors import InvalidInput, RegistryError
+from registry_db.model import control_problem, visible
 
 
 def handle_errors(fn: Callable) -> Callable:
@@ -34,7 +35,7 @@ def handle_errors(fn: Callable) -> Callable:
                 report_findings(exc.findings, as_json=bool(kwargs.get("as_json")))
                 sys.exit(exc.exit_code)
             except RegistryError as exc:
-                click.echo(f"Error: {exc}", err=True)
+                click.echo(visible(f"Error: {exc}"), err=True)  # a name or path: one line
                 sys.exit(exc.exit_code)
             except KeyboardInterrupt:
                 click.echo("interrupted", err=True)
@@ -55,10 +56,14 @@ def report_findings(findings: Sequence[Any], as_json: bool) -> None:
         return
     for f in findings:
         click.echo(f.render(), err=True)
-    errors = sum(1 for f in findings if f.severity == "error")
-    warnings = len(findings) - errors
+    shown = [f for f in findings if f.code != "more_problems"]  # errors.cap_findings' counts
+    errors = sum(1 for f in shown if f.severity == "error")
+    warnings = len(shown) - errors
+    capped = len(findings) - len(shown)
     if errors or warnings:
-        click.echo(f"{errors} error(s), {warnings} warning(s)", err=True)
+        click.echo(f"{errors} error(s), {warnings} warning(s)" + (
+            f" shown; {capped} file(s) have more, counted on their last line" if capped
+            else ""), err=True)
 
 
 # --- output --------------------------------------------------------------------------------------
@@ -83,6 +88,14 @@ def output_options(fn: Callable) -> Callable:
     checked = click.option("--csv", "as_csv", is_flag=True,
                            help="Print CSV (numbers with every digit, as --json).")(checked)
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(checked)
+
+
+def one_line(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A text option's callback (``-m MESSAGE``): control characters are a usage error."""
+    problem = None if value is None else control_problem(f"--{param.name}", value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
 
 
 def _as_of(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
@@ -261,7 +274,10 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]],
                  width: int | None = None) -> str:
     """An aligned plain-text table, numbers on the right and rounded for reading; with
     ``width`` (:func:`terminal_width` for a terminal), shortened to fit it."""
-    text = [["" if v is None else str(readable(v)) for v in r] for r in rows]
+    # Cells are shown with control characters escaped: a name stored before the rule that
+    # refuses them, or a file's name, must not drive the terminal or break the table.
+    columns = [visible(c) for c in columns]
+    text = [["" if v is None else visible(str(readable(v))) for v in r] for r in rows]
     numeric = [all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool)
                    for r in rows if r[i] is not None) and any(r[i] is not None for r in rows)
                for i in range(len(columns))]

@@ -24,7 +24,7 @@ from registry_db.cli.output import (
     uncertainty_json,
     with_stderr,
 )
-from registry_db.model import THINKING_MODES
+from registry_db.model import MAX_K, THINKING_MODES
 
 #: The readable table's columns; --json and --csv also carry the key's five fields apart, and
 #: the counts (--json as the mapping and the uncertainty, --csv as acceptance_profiles' columns).
@@ -42,7 +42,8 @@ CSV_COLUMNS = (*FULL_COLUMNS, "drafts", "draft_tokens", "accepted_tokens", "al_s
 @click.option("--model", metavar="M", shell_complete=complete_models, help="Only this model.")
 @click.option("--method", metavar="X", shell_complete=complete_methods,
               help="Only this speculative method, e.g. dspark, mtp.")
-@click.option("--k", type=click.IntRange(min=1), metavar="K", help="Only this K.")
+@click.option("--k", type=click.IntRange(min=1, max=MAX_K), metavar="K",
+              help=f"Only this K (1 to {MAX_K}).")
 @click.option("--thinking", type=click.Choice(THINKING_MODES), help="Only this thinking mode.")
 @click.option("--category", metavar="C", help="Only this category.")
 @click.option("--set", "sets", multiple=True, metavar="NAME", shell_complete=complete_set_names,

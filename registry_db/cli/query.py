@@ -25,6 +25,7 @@ from registry_db.cli.output import (
     shorten,
     terminal_width,
 )
+from registry_db.model import visible
 
 
 def _params(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict:
@@ -42,6 +43,15 @@ def _params(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...
     return out
 
 
+def _timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    from registry_db.store.query import timeout_problem
+
+    problem = timeout_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
+
+
 @click.command("query")
 @click.argument("sql")
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
@@ -51,8 +61,8 @@ def _params(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...
 @click.option("--query-url", metavar="URL", envvar="REGISTRY_QUERY_URL",
               help="Run the SQL on this URL (PostgreSQL: a reader role's, see `registry db "
                    "reader`). Default: $REGISTRY_QUERY_URL, else the database URL.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
-              default=300.0, show_default=True, help="Stop the query after S seconds.")
+@click.option("--timeout", type=float, callback=_timeout, metavar="S", default=300.0,
+              show_default=True, help="Stop the query after S seconds (at most 2147483).")
 @click.option("--trust-sql", is_flag=True,
               help="PostgreSQL: run the SQL with the connection role's full privileges, even "
                    "a superuser's or a writer's (says so on stderr).")
@@ -80,11 +90,10 @@ def query(settings, sql: str, params: dict, query_url: str | None, timeout: floa
         REGISTRY_QUERY_URL=postgresql://registry_reader@db/registry registry query "SELECT 1"
     """
     from registry_db.store.query import stream_query
-    from registry_db.store.urls import normalize_url
 
     if sql == "-":
-        sql = sys.stdin.read()
-    url = normalize_url(query_url) if query_url else settings.url
+        sql = _sql_from_stdin()
+    url = _login_url(settings, query_url)
     with stream_query(url, sql, params, trust_sql=trust_sql, timeout=timeout,
                       warn=lambda m: click.echo(m, err=True)) as result:
         if not result.columns:
@@ -105,6 +114,62 @@ def _view_names() -> str:
 
 
 query.help = (query.help or "").replace("{views}", _view_names())
+
+
+def _login_url(settings: Any, query_url: str | None) -> str:
+    """The URL the SQL runs on: the registry's (``-d``, else $REGISTRY_DATABASE_URL, else
+    ./registry.db), logged in as the query URL's role when one is given. A query URL for
+    another database than an explicitly named registry is a usage error naming both: it would
+    answer from a registry the command was not pointed at."""
+    from registry_db.store.migrate import require_existing
+    from registry_db.store.urls import (
+        check_url,
+        explicit_url,
+        normalize_url,
+        redact,
+        same_database,
+    )
+
+    registry = explicit_url(settings.database)
+    if query_url is None:
+        return registry or settings.url
+    ctx = click.get_current_context()
+    source = ("$REGISTRY_QUERY_URL" if ctx.get_parameter_source("query_url")
+              == click.core.ParameterSource.ENVIRONMENT else "--query-url")
+    if not query_url.strip():
+        raise click.UsageError(f"{source} is blank; give a reader's URL or leave it unset")
+    login = check_url(normalize_url(query_url))
+    if registry is None:
+        return login
+    require_existing(registry)  # -d missing.db: no registry there (exit 3), whoever logs in
+    if not same_database(registry, login):
+        raise click.UsageError(
+            f"{source} ({redact(login)}) names another database than the registry "
+            f"({redact(registry)}); the query URL is only the reader's login for the "
+            "registry's own database: point it at that database, or drop it")
+    return login
+
+
+def _sql_from_stdin() -> str:
+    """The SQL on stdin as UTF-8 text (a leading BOM dropped); a usage error when stdin is
+    closed or holds bytes that are not UTF-8."""
+    stream = sys.stdin
+    try:
+        if stream is None:
+            raise ValueError("closed")
+        data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+    except (OSError, ValueError):
+        raise click.UsageError("`query -` reads the SQL from stdin, and stdin is closed; "
+                               "pass the SQL as an argument, or redirect a file: "
+                               "registry query - < question.sql") from None
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise click.UsageError(f"the SQL on stdin is not UTF-8 text (byte "
+                               f"{data[exc.start]:#04x} at offset {exc.start}); save it as "
+                               "UTF-8") from None
 
 
 #: The readable table aligns its columns on this many rows; later rows keep those widths.
@@ -167,7 +232,8 @@ def _stream_table(columns: Sequence[str], rows: Iterator[Sequence[Any]]) -> None
                and any(r[i] is not None for r in block) for i in range(len(columns))]
     out: list[str] = []
     for row in rows:
-        cells = [shorten("" if v is None else str(readable(v)), w) for v, w in zip(row, widths)]
+        cells = [shorten("" if v is None else visible(str(readable(v))), w)
+                 for v, w in zip(row, widths)]
         out.append("  ".join(c.rjust(w) if num else c.ljust(w)
                              for c, w, num in zip(cells, widths, numeric)).rstrip())
         if len(out) >= _WRITE_BLOCK:

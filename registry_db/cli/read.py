@@ -26,6 +26,7 @@ from registry_db.cli.output import (
     uncertainty_json,
     with_stderr,
 )
+from registry_db.model import INT_LIMIT, visible
 
 
 class _ListsSets(click.Command):
@@ -103,16 +104,16 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
                    "profiles": doc["profiles"]})
         return
     width = terminal_width()
-    click.echo(f"set:      {ps.name}")
+    click.echo(f"set:      {visible(ps.name)}")  # control characters escaped throughout
     # Prose (caveats, rationale) wraps on its own; the path is shortened like a table's cells.
-    file = ps.file or ""
+    file = visible(ps.file or "")
     click.echo(f"file:     {file if width is None else shorten(file, width - 10)}")
     click.echo(f"imported: {imported_at.isoformat()}")
     click.echo(f"revision: {revision}")
     if ps.caveats:
         click.echo("caveats:")
         for c in ps.caveats:
-            click.echo(f"  - {c}")
+            click.echo(f"  - {_lines(c)}")
     click.echo("")
     emit_rows(["profile", "acceptance_length", "per_position_rates", "method", "hardware",
                "source"],
@@ -125,11 +126,15 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
     if notes:
         click.echo("")
         for p in notes:
-            click.echo(f"{p.label}:")
+            click.echo(f"{visible(p.label)}:")
             if p.copied_from:
-                click.echo(f"  copied_from: {p.copied_from}")
+                click.echo(f"  copied_from: {visible(p.copied_from)}")
             if p.rationale:
-                click.echo(f"  rationale:   {p.rationale}")
+                click.echo(f"  rationale:   {_lines(p.rationale)}")
+
+
+def _lines(text: str) -> str:
+    return "\n".join(visible(line) for line in text.split("\n"))
 
 
 def _shown(conn: Any, name: str, as_of: Any) -> tuple[Any, Any, int]:
@@ -187,7 +192,7 @@ def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool,
 @click.option("-o", "--output", "out_dir", default=".", show_default=True, metavar="DIR",
               help="Folder for the <set>.yaml files (created if missing); '-' prints one "
                    "set to stdout (several are refused: import reads one set per file).")
-@click.option("--revision", type=click.IntRange(min=1), metavar="N",
+@click.option("--revision", type=click.IntRange(min=1, max=INT_LIMIT), metavar="N",
               help="Export revision N of the one SET named (`registry history SET`).")
 @as_of_option
 @click.option("--force", is_flag=True,

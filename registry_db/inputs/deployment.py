@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from registry_db.errors import Finding, InvalidInput
-from registry_db.inputs.schema import Checker, Field, join
+from registry_db.inputs.schema import Checker, Field, join, name_check
 from registry_db.yaml.nodes import mark, pos
 
 #: The keys of each level, as the messages name them.
@@ -37,12 +37,15 @@ POOL_KEYS = ("name", "engine")
 SPECULATIVE_KEYS = ("method", "num_spec_tokens")
 #: The rows of each key (the schema's own reader reports types, blanks and missing keys).
 _POOLS = Field("pools", "list")
-_NAME = Field("name", "string", required=True, blank="empty_value", missing_message=(
+_NAME = Field("name", "string", required=True, blank="empty_value",
+              checks=(name_check("the pool's name"),), missing_message=(
     "name is required; give the pool a name (a string), which the answer lists it by"))
-_NAME_OPTIONAL = Field("name", "string", blank="empty_value")
+_NAME_OPTIONAL = Field("name", "string", blank="empty_value",
+                       checks=(name_check("the pool's name"),))
 _ENGINE = Field("engine", "mapping")
 _SPECULATIVE = Field("speculative", "mapping")
-_METHOD = Field("method", "string", required=True, blank="empty_value")
+_METHOD = Field("method", "string", required=True, blank="empty_value",
+                checks=(name_check("method"),))
 _K = Field("num_spec_tokens", "integer", required=True)
 #: The pool name of a deployment written as one pool without a ``name``.
 DEFAULT_POOL = "default"

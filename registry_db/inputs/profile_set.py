@@ -35,6 +35,7 @@ from registry_db.inputs.schema import (
     Field,
     Map,
     join,
+    name_check,
     type_name,
 )
 from registry_db.model import (
@@ -242,10 +243,11 @@ def _profile(g: dict) -> Profile:
 
 PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", steps=(
     Field("model", "string", required=True, missing="missing_model", blank="missing_model",
-          limit="model",
+          limit="model", checks=(name_check("model"),),
           missing_message="the profile has no model; give the catalog model name"),
     Field("speculative_method", "string", required=True, missing="missing_speculative_method",
           blank="missing_speculative_method", limit="speculative_method",
+          checks=(name_check("speculative_method"),),
           missing_message="the profile has no speculative_method; give the engine's method "
                           "name, such as mtp"),
     Field("num_spec_tokens", "integer", required=True, checks=(K_RANGE,)),

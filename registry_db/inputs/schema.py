@@ -25,8 +25,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry_db.errors import Finding
-from registry_db.model import CATEGORY_RE, INT_LIMIT, MAX_K, MAX_LENGTH, THINKING_MODES
+from registry_db.errors import MAX_FINDINGS_PER_FILE, Finding
+from registry_db.model import (
+    CATEGORY_RE,
+    INT_LIMIT,
+    MAX_K,
+    MAX_LENGTH,
+    THINKING_MODES,
+    control_problem,
+)
 from registry_db.yaml.nodes import Position, key_pos, mark, pos
 
 _LEADING_ZERO_RE = re.compile(r"[-+]?0[0-9]+")
@@ -142,6 +149,11 @@ def too_long(what: str, value: str, limit_name: str) -> str | None:
     if len(value) <= limit:
         return None
     return f"{what} is {len(value):,} characters long; the registry stores at most {limit:,}"
+
+
+def name_check(what: str) -> Check:
+    """A name's characters (:func:`registry_db.model.control_problem`) as a field's check."""
+    return Check("control_character", lambda v, got: control_problem(what, v))
 
 
 def k_problem(label: str, k: int) -> str | None:
@@ -317,11 +329,14 @@ class Checker:
         return False
 
     def unknown_keys(self, m: dict, known: Sequence[str], path: str) -> None:
-        """Report every key of ``m`` that ``known`` lacks, naming the nearest known key."""
+        """Report every key of ``m`` that ``known`` lacks, naming the nearest known key (while
+        the file's findings are few enough to be shown: past that, only counted, so that a
+        flood of unknown keys costs no suggestion each)."""
         for key in m:
             if key not in known:
-                self.error(key_pos(m, key), join(path, str(key)), "unknown_key",
-                           near_key(str(key), known))
+                message = (near_key(str(key), known) if len(self.findings) <
+                           MAX_FINDINGS_PER_FILE else f"unknown key {key!r}")
+                self.error(key_pos(m, key), join(path, str(key)), "unknown_key", message)
 
     def near_misses(self, m: dict, known: Sequence[str]) -> None:
         """Warn of each key of ``m`` one typo away from a known one (the others are ignored)."""

@@ -26,7 +26,7 @@ def reading(url: str) -> Iterator[ReadBind]:
     if conn is None:
         from registry_db.store.migrate import registry
 
-        with registry(url, create=False) as engine:
+        with registry(url, readonly=True) as engine:  # only reads: creates and writes nothing
             yield engine
         return
     try:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from registry_db.errors import Finding, InvalidInput, sort_findings
+from registry_db.errors import Finding, InvalidInput, cap_findings, sort_findings
 from registry_db.inputs.profile_set import YAML_SUFFIXES, check_profile_set
 from registry_db.model import ProfileSet
 from registry_db.yaml.load import UNKNOWN, load_file, mark, pos
@@ -159,9 +159,10 @@ def check_paths(paths: Iterable[str | os.PathLike],
                 ) -> tuple[list[ProfileSet], list[Finding]]:
     """Load and check every file under ``paths``, and the rule that set names are unique.
 
-    Returns every valid set and every finding (sorted); the caller writes nothing when any finding
-    is an error. File names in findings are the paths as given. ``progress("validate", done,
-    total)`` is called after each file.
+    Returns every valid set and every finding (sorted; at most
+    :data:`registry_db.errors.MAX_FINDINGS_PER_FILE` a file, then a count of the rest); the
+    caller writes nothing when any finding is an error. File names in findings are the paths
+    as given. ``progress("validate", done, total)`` is called after each file.
     """
     findings: list[Finding] = []
     sets: list[ProfileSet] = []
@@ -205,7 +206,7 @@ def check_paths(paths: Iterable[str | os.PathLike],
             sets.append(profile_set)
     if progress is not None and files:
         progress("validate", len(files), len(files))
-    return sets, sort_findings(findings)
+    return sets, cap_findings(sort_findings(findings))
 
 
 def _name_pos(doc: Any, path: Path, file: str) -> tuple[int, int]:

@@ -29,6 +29,8 @@ from registry_db.model import (
     PROFILE_KEYS,
     PROVENANCE_KEYS,
     SAMPLING_KEYS,
+    TEMP_PREFIX,
+    TEMP_SUFFIX,
     Profile,
     ProfileSet,
     Provenance,
@@ -133,7 +135,9 @@ def write_atomically(path: Path, content: str | bytes) -> None:
     is replaced itself, never followed: what it points at is left as it was."""
     data = content.encode("utf-8") if isinstance(content, str) else content
     mode = _file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # The name's shape is model.MAX_SET_NAME_BYTES's reckoning.
+    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", suffix=TEMP_SUFFIX,
+                               dir=path.parent)
     try:
         # mkstemp makes 0600 whatever the umask; the file gets what open() would have given it.
         os.fchmod(fd, mode)

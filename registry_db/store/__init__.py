@@ -17,8 +17,9 @@ for _module, _names in {
     "engine": "make_engine run_write write_connection translate translated lock_timeout "
               "WRITE_LOCK_KEY DEFAULT_LOCK_TIMEOUT",
     "migrate": "open_registry upgrade downgrade migration_sql current_revision schema_state "
-               "ensure_schema script_head alembic_config migrations_dir seed_dir HEAD_REVISION "
-               "run_migrations_on registry stamp revision_history require_existing",
+               "ensure_schema script_head script_heads schema_differences alembic_config "
+               "migrations_dir seed_dir HEAD_REVISION run_migrations_on registry stamp "
+               "revision_history require_existing",
     "read": "list_sets set_summary conflicts load_set load_sets set_names SetSummary Conflict",
     "write": "import_paths import_sets load_paths ImportReport SetResult",
     "export": "export_sets render_set",

@@ -13,6 +13,7 @@ by ``lock_timeout``, so concurrent imports run one after another.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sqlite3
 import sys
@@ -27,6 +28,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from registry_db import interrupts
 from registry_db.errors import (
+    OUTPUT_ERRNOS,
     DatabaseError,
     DatabaseLocked,
     DatabaseUnavailable,
@@ -35,7 +37,15 @@ from registry_db.errors import (
     RegistryError,
     UsageError,
 )
-from registry_db.store.urls import dialect_of, redact, sqlite_path
+from registry_db.store.sqlite_read import readonly_options
+from registry_db.store.urls import (
+    check_url,
+    dialect_of,
+    parse_url,
+    redact,
+    scrub,
+    sqlite_path,
+)
 
 #: How long a writer waits for another (seconds); REGISTRY_LOCK_TIMEOUT overrides it.
 DEFAULT_LOCK_TIMEOUT = 60.0
@@ -51,17 +61,40 @@ Bind = Engine | Connection
 ReadBind = Bind | sqlite3.Connection
 
 
+#: The longest wait PostgreSQL's ``lock_timeout`` (an int of milliseconds) holds, in seconds.
+MAX_LOCK_TIMEOUT = (2**31 - 1) // 1000
+
+LOCK_TIMEOUT_ENV = "REGISTRY_LOCK_TIMEOUT"
+
+
 def lock_timeout() -> float:
-    """The writers' wait, in seconds."""
-    try:
-        return float(os.environ.get("REGISTRY_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT))
-    except ValueError:
+    """The writers' wait, in seconds: ``REGISTRY_LOCK_TIMEOUT``, else the default. A value that
+    is not a number of seconds from 0 to :data:`MAX_LOCK_TIMEOUT` is a usage error (exit 2):
+    a wait of NaN, -1 or forever is a mistake to say, not a database to blame."""
+    raw = os.environ.get(LOCK_TIMEOUT_ENV)
+    if raw is None:
         return DEFAULT_LOCK_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_LOCK_TIMEOUT:  # NaN fails both comparisons
+        raise UsageError(f"{LOCK_TIMEOUT_ENV}={raw!r} is not a number of seconds from 0 to "
+                         f"{MAX_LOCK_TIMEOUT}; unset it for the default, "
+                         f"{DEFAULT_LOCK_TIMEOUT:g} s")
+    return value
+
+
+def lock_timeout_ms(timeout: float) -> int:
+    """``timeout`` seconds as PostgreSQL's ``lock_timeout`` (at least 1 ms: 0 would mean
+    "wait forever" there, while SQLite's 0 means "do not wait")."""
+    return max(1, int(timeout * 1000))
 
 
 def make_engine(url: str, *, readonly: bool = False, timeout: float | None = None) -> Engine:
     """An engine for ``url`` with the registry's connection settings (no schema check)."""
     timeout = lock_timeout() if timeout is None else timeout
+    check_url(url, in_memory=True)
     dialect = dialect_of(url)
     if dialect not in ("sqlite", "postgresql"):
         raise UsageError(f"{redact(url)}: the registry runs on SQLite (a file path or "
@@ -78,7 +111,8 @@ def make_engine(url: str, *, readonly: bool = False, timeout: float | None = Non
             f"{redact(url)}: PostgreSQL needs the driver the postgres extra installs "
             f"(pip install 'registry_db[postgres]'): {exc}") from None
     except (ArgumentError, ValueError) as exc:
-        raise UsageError(f"cannot read the database URL {redact(url)}: {exc}") from None
+        raise UsageError(f"cannot read the database URL {redact(url)}: "
+                         f"{scrub(str(exc), url)}") from None
     engine.update_execution_options(registry_lock_timeout=timeout)
     return engine
 
@@ -88,9 +122,7 @@ def _sqlite_engine(url: str, *, readonly: bool, timeout: float) -> Engine:
     if readonly and path:
         # Quoted twice: SQLAlchemy unquotes the URL once and SQLite decodes the URI once, so a
         # path with '#' or '?' still names the same file (and never a new, writable one).
-        url = f"sqlite:///file:{quote(quote(path))}?mode=ro&uri=true"
-        if _frozen(path):
-            url += "&immutable=1"
+        url = f"sqlite:///file:{quote(quote(path))}?{readonly_options(path)}&uri=true"
     engine = create_engine(url, connect_args={"timeout": timeout})
 
     @event.listens_for(engine, "connect")
@@ -140,15 +172,6 @@ def _begin_immediate(dbapi_conn: Any, timeout: float) -> bool:
         cur.close()
 
 
-def _frozen(path: str) -> bool:
-    """A WAL database in a folder nobody here may write, with no ``-wal`` file: a reader cannot
-    create the ``-shm`` index SQLite wants, and no writer can have changes pending, so the file
-    is read as immutable (without it, ``mode=ro`` fails "unable to open database file")."""
-    folder = os.path.dirname(os.path.abspath(path))
-    return (os.path.exists(path) and not os.access(folder, os.W_OK)
-            and not os.path.exists(path + "-wal") and not os.path.exists(path + "-shm"))
-
-
 # --- errors --------------------------------------------------------------------------------------
 
 #: SQLite result codes that mean the database file, not the query, is the problem.
@@ -167,7 +190,7 @@ def translate(exc: BaseException, url: str | URL | None = None, *,
     """
     where = f" ({redact(str(url))})" if url else ""
     orig = getattr(exc, "orig", None) or exc
-    msg = _first_line(orig)
+    msg = scrub(_first_line(orig), str(url) if url else None)
     code = getattr(orig, "sqlstate", None) or getattr(getattr(orig, "diag", None),
                                                        "sqlstate", None) or ""
     low = msg.lower()
@@ -183,7 +206,7 @@ def translate(exc: BaseException, url: str | URL | None = None, *,
     if "database is locked" in low or code in ("55P03",) or "lock timeout" in low:
         return DatabaseLocked(
             f"the database is locked by another writer and the wait ran out{where}; "
-            f"try again, or raise REGISTRY_LOCK_TIMEOUT (now {lock_timeout():g} s)")
+            f"try again, or raise REGISTRY_LOCK_TIMEOUT (now {_shown_lock_timeout()})")
     if "does not exist" in low and "database" in low:
         return DatabaseUnavailable(
             f"{msg}{where}; create it first, e.g. `createdb -h HOST -U USER NAME`")
@@ -200,16 +223,18 @@ def translate(exc: BaseException, url: str | URL | None = None, *,
     return DatabaseError(f"database error{where}: {msg}")
 
 
+def _shown_lock_timeout() -> str:
+    try:
+        return f"{lock_timeout():g} s"
+    except UsageError:
+        return repr(os.environ.get(LOCK_TIMEOUT_ENV))
+
+
 def _grant_hint(url: str | URL | None) -> str:
     """What a role refused on a PostgreSQL registry lacks: its reader grant on this database
     (`registry db reader` grants one database at a time), and the command that grants it."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        parsed = make_url(str(url)) if url is not None else None
-    except (ArgumentError, ValueError):
-        parsed = None
-    if parsed is None or parsed.get_backend_name() != "postgresql" or not parsed.database:
+    parsed = parse_url(str(url)) if url is not None else None
+    if parsed is None or parsed.backend != "postgresql" or not parsed.database:
         return ""
     role = parsed.username or "ROLE"
     host = f"{parsed.host or 'localhost'}{f':{parsed.port}' if parsed.port else ''}"
@@ -266,7 +291,11 @@ def translated(url: str | URL | None = None) -> Iterator[None]:
         yield
     except RegistryError:
         raise
-    except (SQLAlchemyError, OSError) as exc:
+    except OSError as exc:
+        if exc.errno in OUTPUT_ERRNOS:  # the output's, not the database's (cli.group)
+            raise
+        raise translate(exc, url) from exc
+    except SQLAlchemyError as exc:
         raise translate(exc, url) from exc
     except OverflowError as exc:  # sqlite3 binds integers of at most 64 bits
         raise RegistryError(f"a value is out of the database's range: {exc}") from None
@@ -297,7 +326,7 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
         trans = conn.begin()
         try:
             if conn.dialect.name == "postgresql":
-                conn.execute(text(f"SET LOCAL lock_timeout = '{int(timeout * 1000)}ms'"))
+                conn.execute(text(f"SET LOCAL lock_timeout = '{lock_timeout_ms(timeout)}ms'"))
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
             yield conn
         except BaseException:

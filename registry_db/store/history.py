@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from sqlalchemy import delete, func, insert, select, text
@@ -134,6 +134,23 @@ def _show(value: Any) -> str:
 
 # --- writing (inside the caller's write transaction) --------------------------------------------
 
+def revision_time(conn: Connection) -> datetime:
+    """The time a write holding the writers' lock stamps on its revisions: the database's clock
+    (PostgreSQL's ``clock_timestamp()``, read after the lock; SQLite's clock is this process's),
+    and always after the newest revision's. The lock makes revision ids commit order, so ids,
+    numbers and times are one order by construction, whatever the clocks of the writers'
+    machines (or a clock stepped back) say."""
+    if conn.dialect.name == "postgresql":
+        now = _utc(conn.execute(text("SELECT clock_timestamp()")).scalar_one())
+    else:
+        now = datetime.now(UTC)
+    last = conn.execute(select(revisions.c.imported_at)
+                        .order_by(revisions.c.id.desc()).limit(1)).scalar()
+    if last is not None and now <= _utc(last):
+        now = _utc(last) + timedelta(microseconds=1)
+    return now
+
+
 def next_revisions(conn: Connection, names: Sequence[str]) -> dict[str, int]:
     """``name -> the number its next revision takes`` (1 for a set never seen)."""
     out = dict.fromkeys(names, 1)
@@ -239,8 +256,7 @@ def delete_sets(engine: Engine, names: Sequence[str], message: str | None = None
     """
     if not names:
         return []
-    now = datetime.now(UTC)
-    return run_write(engine, lambda conn: delete_in(conn, names, message, now))
+    return run_write(engine, lambda conn: delete_in(conn, names, message, revision_time(conn)))
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -548,4 +564,4 @@ def _flatten(p: Profile) -> dict[str, Any]:
 __all__ = ["ACTIONS", "Change", "Deleted", "Diff", "Held", "Revision", "delete_in",
            "delete_sets", "deleted_message", "diff", "diff_sets", "held", "history",
            "last_content", "load_revision", "next_revisions", "profiles_as_of",
-           "record_current"]
+           "record_current", "revision_time"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,18 @@ from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import (
     DatabaseError,
-    DatabaseUnavailable,
+    DataWouldBeLost,
+    NoRegistry,
     RegistryError,
     SchemaOutOfDate,
 )
-from registry_db.store.engine import WRITE_LOCK_KEY, make_engine, translated
+from registry_db.store.engine import (
+    WRITE_LOCK_KEY,
+    lock_timeout,
+    lock_timeout_ms,
+    make_engine,
+    translated,
+)
 
 # HEAD_REVISION, the newest migration (a test proves it equals Alembic's head), is a constant so
 # that the schema check on every command does not import Alembic; it lives in .sqlite_read, which
@@ -73,7 +81,13 @@ def run_migrations_on(connection: Connection, work: Callable[[Connection], None]
     would otherwise cascade-delete its children) and checked before the commit.
     """
     if connection.dialect.name != "sqlite":
+        timeout = connection.engine.get_execution_options().get("registry_lock_timeout")
         with connection.begin():
+            # Every lock the migration waits for (the writers' lock, then each table's, which
+            # a reader's long query may hold) is bounded like any writer's, so that a pending
+            # migration cannot stall every resolution queued behind it.
+            connection.execute(text(f"SET LOCAL lock_timeout = "
+                                    f"'{lock_timeout_ms(timeout or lock_timeout())}ms'"))
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
             work(connection)
         return
@@ -101,12 +115,77 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         command.upgrade(alembic_config(connection=conn), revision)
 
 
-def downgrade(engine: Engine, revision: str) -> None:
-    """Migrate the database down to ``revision`` (``base`` removes the schema)."""
+def downgrade(engine: Engine, revision: str, *, refuse_loss: bool = False) -> list[str]:
+    """Migrate the database down to ``revision`` (``base`` removes the schema, ``-1`` one step,
+    as Alembic has them); return what the undone migrations lost.
+
+    Each migration undone is asked what its ``downgrade()`` would destroy on this database
+    (its module's ``would_lose(connection)``, if it has one), just before it is undone, inside
+    the one transaction of the whole downgrade. With ``refuse_loss`` (``registry db
+    downgrade`` without ``--force``), anything lost raises :class:`DataWouldBeLost` naming it
+    all, and the transaction rolls back: the database is as it was.
+    """
     from alembic import command
 
     with _known_targets(revision), engine.connect() as conn:
-        command.downgrade(alembic_config(connection=conn), revision)
+        check = LossCheck(_undone(conn, revision), refuse_loss)
+        conn.rollback()  # reading the revision began a transaction; the migration begins its own
+        cfg = alembic_config(connection=conn)
+        cfg.attributes["loss_check"] = check
+        command.downgrade(cfg, revision)
+    return check.lost
+
+
+def _undone(conn: Connection, revision: str) -> list[Any]:
+    """The migration scripts a downgrade from ``conn``'s revision to ``revision`` undoes, newest
+    first, resolved as Alembic's own downgrade resolves them (relative ``-N`` included)."""
+    from alembic.script import ScriptDirectory
+    from alembic.script.revision import RevisionError
+    from alembic.util import CommandError
+
+    script = ScriptDirectory.from_config(alembic_config())
+    try:
+        return list(script.revision_map.iterate_revisions(
+            _current(conn), revision, select_for_downgrade=True))
+    except RevisionError as exc:
+        raise CommandError(str(exc)) from None
+
+
+class LossCheck:
+    """The downgrade's question to each migration it undoes: what would you destroy here?
+
+    ``migrations/env.py`` asks the first before the first step and each next one after the
+    step before it (Alembic's ``on_version_apply``), so that every ``would_lose`` reads the
+    schema of its own revision; :meth:`finish` refuses before the commit."""
+
+    def __init__(self, scripts: list[Any], refuse: bool):
+        self.scripts = scripts
+        self.refuse = refuse
+        self.lost: list[str] = []
+        self._asked = 0
+
+    def ask_next(self, connection: Connection) -> None:
+        """Ask the next migration to be undone, if any."""
+        if self._asked < len(self.scripts):
+            script = self.scripts[self._asked]
+            self._asked += 1
+            would_lose = getattr(script.module, "would_lose", None)
+            if would_lose is not None:
+                self.lost.extend(f"{what} (undoing {script.revision})"
+                                 for what in would_lose(connection))
+
+    def step_applied(self, *, ctx: Any, **_: Any) -> None:
+        """Alembic's ``on_version_apply`` callback: one migration is undone; ask the next."""
+        self.ask_next(ctx.connection)
+
+    def finish(self) -> None:
+        """Refuse, naming everything, when the downgrade would lose anything and may not."""
+        if self.refuse and self.lost:
+            raise DataWouldBeLost(
+                "refused: this downgrade would lose data the older schema cannot hold: "
+                + "; ".join(self.lost) + ". Nothing was changed. Keep what you need first "
+                "(`registry export -o DIR`, `registry history --json`), then run it again with "
+                "--force to lose it")
 
 
 def stamp(engine: Engine, revision: str) -> None:
@@ -162,6 +241,44 @@ def _known_targets(revision: str) -> Iterator[None]:
         known = ", ".join(_known_revisions())
         raise RegistryError(f"cannot migrate to {revision!r}: {exc}; the known revisions are "
                          f"base, {known} (head: {HEAD_REVISION})") from None
+
+
+def script_heads() -> list[str]:
+    """Every head of the migration scripts (one, as a test holds; imports Alembic)."""
+    from alembic.script import ScriptDirectory
+
+    return list(ScriptDirectory.from_config(alembic_config()).get_heads())
+
+
+def schema_differences(engine: Engine) -> list[str]:
+    """How the database's schema differs from the models (:mod:`registry_db.store.schema`),
+    as Alembic's autogenerate compares them (``alembic check``): one line per difference,
+    none when they match. Views are the migrations' alone and not compared."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from registry_db.store.schema import metadata
+
+    with translated(str(engine.url)), engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True,
+                                                         "target_metadata": metadata})
+        return [_difference(d) for d in compare_metadata(context, metadata)]
+
+
+def _difference(diff: Any) -> str:
+    """One of autogenerate's differences, as a line: ``add_column profiles.x``."""
+    if isinstance(diff, list):  # a column's changes come as a list of tuples
+        return "; ".join(_difference(d) for d in diff)
+    kind, *rest = diff
+    names = []
+    for item in rest:
+        name = getattr(item, "name", None)
+        table = getattr(getattr(item, "table", None), "name", None)
+        if name is not None:
+            names.append(f"{table}.{name}" if table and table != name else str(name))
+        elif isinstance(item, str) and item:
+            names.append(item)
+    return f"{kind} {' '.join(dict.fromkeys(names))}".strip()
 
 
 def script_head() -> str:
@@ -243,29 +360,37 @@ def _known_revisions() -> list[str]:
 
 
 def require_existing(url: str) -> None:
-    """Raise :class:`~registry_db.errors.DatabaseUnavailable` ("no registry at PATH", exit 3)
-    when ``url`` is an SQLite file that does not exist; connecting would create it."""
+    """Raise :class:`~registry_db.errors.NoRegistry` ("no registry at PATH", exit 3) when
+    ``url`` is an SQLite file that does not exist; connecting would create it."""
     path = sqlite_path(url)
-    if path and path != ":memory:" and not Path(path).exists():
-        raise DatabaseUnavailable(
+    if path and not os.path.exists(path):  # False for any error, a name too long included
+        raise NoRegistry(
             f"no registry at {path}: the file does not exist (check --database or "
             f"${ENV_VAR}; `registry import PATH` or `registry db upgrade` creates one)")
 
 
-def open_registry(url: str, *, readonly: bool = False, create: bool | None = None) -> Engine:
-    """An engine on a registry database at the head (created there when empty).
+def _no_registry(url: str) -> NoRegistry:
+    return NoRegistry(
+        f"no registry here: {redact(url)} is an empty database, and a command that only reads "
+        "creates nothing (`registry import PATH` or `registry db upgrade` creates the registry)")
 
-    With ``readonly``, an existing database is checked through the read-only connection, so a
-    user with read permission only can still open it; only an empty one needs a writer.
-    ``create`` (default: not ``readonly``) says whether a missing SQLite file may be created;
-    when it may not, :class:`~registry_db.errors.DatabaseUnavailable` says "no registry at
-    PATH", so that a command that only reads never leaves an empty database behind a typo.
+
+def open_registry(url: str, *, readonly: bool = False, create: bool | None = None) -> Engine:
+    """An engine on a registry database at the head.
+
+    With ``readonly``, the database is checked through the read-only connection, so a user
+    with read permission only can still open it. ``create`` (default: not ``readonly``) says
+    whether a missing SQLite file may be created and an empty database brought to the head;
+    when it may not, :class:`~registry_db.errors.NoRegistry` says "no registry" (exit 3): a
+    command that only reads, or is refused, never creates or migrates anything.
     """
     path = sqlite_path(url)
     may_create = not readonly if create is None else create
     if not may_create:
         require_existing(url)
-    if readonly and not (path and not Path(path).exists()):
+    # Checked read-only first whenever nothing may be created: even a writer's connection
+    # writes (SQLite's switch to WAL turns an empty file into a database).
+    if (readonly or not may_create) and not (path and not Path(path).exists()):
         engine = make_engine(url, readonly=True)
         try:
             found, empty = schema_state(engine, url)
@@ -273,13 +398,22 @@ def open_registry(url: str, *, readonly: bool = False, create: bool | None = Non
             engine.dispose()
             raise
         engine.dispose()  # a fresh pool: callers may still add "connect" listeners
-        if found == HEAD_REVISION:
+        if found == HEAD_REVISION and readonly:
             return engine
-        if not empty:
+        if found != HEAD_REVISION and not empty:
             raise _out_of_date(found, url)
+        if found != HEAD_REVISION and not may_create:
+            raise _no_registry(url)
     engine = make_engine(url)
     try:
-        ensure_schema(engine, url)
+        found, empty = schema_state(engine, url)
+        if found != HEAD_REVISION:
+            if not empty:
+                raise _out_of_date(found, url)
+            if not may_create:
+                raise _no_registry(url)
+            with translated(url):
+                upgrade(engine, "head")
     except BaseException:
         engine.dispose()
         raise
@@ -293,12 +427,12 @@ def open_registry(url: str, *, readonly: bool = False, create: bool | None = Non
 def registry(url: str, *, readonly: bool = False, check_schema: bool = True,
              create: bool | None = None) -> Iterator[Engine]:
     """The one way to hold an engine for a command: opened by :func:`open_registry` (or, with
-    ``check_schema=False``, a bare engine for the ``db`` commands that inspect or change the
-    schema itself), driver errors translated, and disposed afterwards. ``create`` is
-    :func:`open_registry`'s: may a missing SQLite file be created."""
+    ``check_schema=False``, a bare engine, read-only with ``readonly``, for the ``db`` commands
+    that inspect or change the schema itself), driver errors translated, and disposed
+    afterwards. ``create`` is :func:`open_registry`'s: may a missing SQLite file be created."""
     with translated(url):
         engine = (open_registry(url, readonly=readonly, create=create) if check_schema
-                  else make_engine(url))
+                  else make_engine(url, readonly=readonly))
         try:
             yield engine
         finally:

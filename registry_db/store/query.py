@@ -31,7 +31,13 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from registry_db.errors import QueryError, QueryInterrupted, RegistryError
+from registry_db.errors import (
+    QueryError,
+    QueryInterrupted,
+    QueryTerminated,
+    RegistryError,
+    UsageError,
+)
 from registry_db.store.engine import translate, translated
 from registry_db.store.migrate import open_registry
 
@@ -81,6 +87,19 @@ def placeholders(sql: str) -> set[str]:
 
 #: How long one query may run (seconds) unless ``--timeout`` says otherwise.
 DEFAULT_TIMEOUT = 300.0
+#: The longest PostgreSQL's ``statement_timeout`` (an int of milliseconds) holds, in seconds;
+#: SQLite is held to the same, so that one ``--timeout`` means the same on both.
+MAX_TIMEOUT = (2**31 - 1) // 1000
+
+
+def timeout_problem(timeout: float) -> str | None:
+    """Why ``timeout`` is no query timeout (seconds), or None: finite, above 0, at most
+    :data:`MAX_TIMEOUT`."""
+    if not 0 < timeout <= MAX_TIMEOUT:  # NaN fails both comparisons
+        return (f"{timeout!r} is not a timeout: give seconds above 0 and at most "
+                f"{MAX_TIMEOUT} (about 24 days, the most PostgreSQL's statement_timeout "
+                "holds)")
+    return None
 
 _COPY = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*COPY\b", re.IGNORECASE | re.DOTALL)
 
@@ -118,39 +137,45 @@ def stream_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *,
     the SQL, and :class:`~registry_db.errors.DatabaseError` when the database is the problem.
     """
     params = dict(params or {})
+    problem = None if timeout is None else timeout_problem(timeout)
+    if problem is not None:
+        raise UsageError(f"--timeout: {problem}")
+    if "\0" in sql:
+        raise UsageError("the SQL holds a NUL character, which no database takes as text")
     _check_params(sql, params)
     engine = open_registry(url, readonly=True)
     try:
         _lock_down(engine)
         with translated(url):
             conn = engine.connect()
-        try:
-            if engine.dialect.name == "postgresql":
-                _pg_prepare(conn, url, trust_sql, timeout, warn)
-            if _COPY.match(sql):
-                # COPY TO STDOUT would leave the connection mid-copy; TO a file or program is
-                # for the server's own roles. Neither is a query.
-                raise QueryError("copy", "refused: COPY is not a query `registry query` runs; "
-                                 "SELECT the rows instead (--csv prints them as CSV)")
-            if engine.dialect.name == "postgresql":
-                stream = _pg_stream(conn, url, sql, params)
-                try:
-                    yield stream
-                finally:
-                    _close(stream)
-            else:
-                with _sqlite_guard(conn, timeout) as guard:
-                    stream = _sqlite_stream(conn, url, sql, params, guard)
+        with _terminate_as_interrupt():
+            try:
+                if engine.dialect.name == "postgresql":
+                    _pg_prepare(conn, url, trust_sql, timeout, warn)
+                if _COPY.match(sql):
+                    # COPY TO STDOUT would leave the connection mid-copy; TO a file or program is
+                    # for the server's own roles. Neither is a query.
+                    raise QueryError("copy", "refused: COPY is not a query `registry query` "
+                                     "runs; SELECT the rows instead (--csv prints them as CSV)")
+                if engine.dialect.name == "postgresql":
+                    stream = _pg_stream(conn, url, sql, params)
                     try:
                         yield stream
                     finally:
                         _close(stream)
-        except KeyboardInterrupt:
-            _cancel(conn)
-            raise QueryInterrupted("interrupted: the query was stopped") from None
-        finally:
-            _rollback(conn)
-            conn.close()
+                else:
+                    with _sqlite_guard(conn, timeout) as guard:
+                        stream = _sqlite_stream(conn, url, sql, params, guard)
+                        try:
+                            yield stream
+                        finally:
+                            _close(stream)
+            except KeyboardInterrupt as exc:
+                _cancel(conn)
+                raise _interrupted(isinstance(exc, _Terminated)) from None
+            finally:
+                _rollback(conn)
+                conn.close()
     finally:
         engine.dispose()
 
@@ -236,6 +261,35 @@ def _pg_stream(conn: Connection, url: str, sql: str, params: dict[str, Any]) -> 
     return QueryStream(columns, generate())
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C is: psycopg cancels the statement on the server for any
+    KeyboardInterrupt while it waits, and the rest of the way out is Ctrl-C's."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """While the query runs, SIGTERM stops it as Ctrl-C does (on the server too), instead of
+    ending the process with the statement still running there."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _on_sigterm(_signum, _frame):  # noqa: ANN001
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(terminated: bool) -> QueryInterrupted:
+    if terminated:
+        return QueryTerminated("terminated: the query was stopped")
+    return QueryInterrupted("interrupted: the query was stopped")
+
+
 class _Guard:
     """What stopped an SQLite query: the deadline or Ctrl-C (see :func:`_sqlite_guard`)."""
 
@@ -243,6 +297,7 @@ class _Guard:
         self.deadline = None if not timeout else time.monotonic() + timeout
         self.timeout = timeout
         self.interrupted = False
+        self.terminated = False
         self.timed_out = False
 
     def check(self) -> int:
@@ -257,20 +312,22 @@ class _Guard:
 @contextlib.contextmanager
 def _sqlite_guard(conn: Connection, timeout: float | None) -> Iterator[_Guard]:
     """Stop a runaway SQLite query: a progress handler checks the deadline and a flag that
-    SIGINT sets (inside sqlite3_step Python never sees Ctrl-C, so a recursive CTE would run on)."""
+    SIGINT or SIGTERM sets (inside sqlite3_step Python never sees a signal, so a recursive CTE
+    would run on)."""
     guard = _Guard(timeout)
     raw: Any = conn.connection.driver_connection
     raw.set_progress_handler(guard.check, 10_000)
-    previous = None
+    previous = {}
     if threading.current_thread() is threading.main_thread():
-        def _on_sigint(_signum, _frame):  # noqa: ANN001
+        def _on_signal(signum, _frame):  # noqa: ANN001
             guard.interrupted = True
-        previous = signal.signal(signal.SIGINT, _on_sigint)
+            guard.terminated = guard.terminated or signum == signal.SIGTERM
+        previous = {n: signal.signal(n, _on_signal) for n in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield guard
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
         raw.set_progress_handler(None, 0)
 
 
@@ -296,7 +353,7 @@ def _sqlite_stream(conn: Connection, url: str, sql: str, params: dict[str, Any],
 
 def _stopped(guard: _Guard) -> RegistryError | None:
     if guard.interrupted:
-        return QueryInterrupted("interrupted: the query was stopped")
+        return _interrupted(guard.terminated)
     if guard.timed_out:
         return _timeout_error(guard.timeout)
     return None

@@ -20,10 +20,25 @@ from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import RegistryError
 
-#: Predefined roles whose members read or write server files, run programs, stop other
-#: sessions or write every table (PostgreSQL 11+; absent ones are simply not matched).
+#: Predefined roles whose members act beyond reading the registry, outside any transaction or
+#: on the whole server: read or write server files, run programs, signal other sessions (or
+#: autovacuum), write every table, checkpoint, subscribe to other servers, vacuum and lock
+#: every table (PostgreSQL 11 to 18; absent ones are simply not matched).
 POWERFUL_ROLES = ("pg_write_server_files", "pg_execute_server_program", "pg_read_server_files",
-                  "pg_signal_backend", "pg_write_all_data", "pg_checkpoint")
+                  "pg_signal_backend", "pg_write_all_data", "pg_checkpoint",
+                  "pg_create_subscription", "pg_maintain", "pg_signal_autovacuum_worker")
+
+#: Role attributes beyond reading, as the refusal names them (the catalog's column, the
+#: attribute's SQL name, what it lets a role do whatever the transaction).
+ATTRIBUTES = (
+    ("rolsuper", "SUPERUSER", "is a superuser"),
+    ("rolcreaterole", "CREATEROLE", "may create roles (and so grant itself any role)"),
+    ("rolreplication", "REPLICATION",
+     "may replicate (REPLICATION: create replication slots, which outlive any transaction and "
+     "hold WAL)"),
+    ("rolbypassrls", "BYPASSRLS", "bypasses row-level security (BYPASSRLS)"),
+    ("rolcreatedb", "CREATEDB", "may create databases (CREATEDB)"),
+)
 
 _ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -31,7 +46,7 @@ _ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 #: INHERIT: a member may SET ROLE, even inside one SELECT through set_config).
 _MEMBERS = """
 WITH member AS (
-    SELECT r.oid, r.rolname, r.rolsuper, r.rolcreaterole FROM pg_roles r
+    SELECT r.* FROM pg_roles r
     WHERE pg_has_role(session_user, r.oid, 'MEMBER')
 ), registry AS (
     SELECT c.oid, c.relname, c.relkind, c.relnamespace FROM pg_class c
@@ -44,27 +59,41 @@ WITH member AS (
 #: One row per power: (role, what it may do). Empty: the role only reads.
 WRITE_POWERS_SQL = _MEMBERS + """
 SELECT rolname, what FROM (
-SELECT 1 AS rank, rolname, 'is a superuser' AS what FROM member WHERE rolsuper
+""" + "UNION ALL\n".join(
+    f"SELECT {rank} AS rank, rolname, '{what}' AS what FROM member WHERE {column}\n"
+    for rank, (column, _, what) in enumerate(ATTRIBUTES, 1)) + """UNION ALL
+SELECT 10, CAST(session_user AS name), 'is a member of ' || m.rolname FROM member m
+WHERE m.rolname = ANY(:powerful)
 UNION ALL
-SELECT 2, rolname, 'may create roles (and so grant itself any role)' FROM member
-WHERE rolcreaterole
+SELECT 11, m.rolname, 'may create schemas in the database (CREATE on it)' FROM member m
+WHERE has_database_privilege(m.oid, current_database(), 'CREATE')
 UNION ALL
-SELECT 3, m.rolname, 'is a member of ' || p.rolname FROM member m
-JOIN pg_roles p ON p.oid = m.oid WHERE p.rolname = ANY(:powerful)
-UNION ALL
-SELECT 4, m.rolname, 'may write ' || t.relname FROM member m CROSS JOIN registry t
+SELECT 12, m.rolname, 'may write ' || t.relname FROM member m CROSS JOIN registry t
 WHERE t.relkind <> 'S' AND (
     has_table_privilege(m.oid, t.oid, 'INSERT, UPDATE, DELETE, TRUNCATE, TRIGGER, REFERENCES')
     OR has_any_column_privilege(m.oid, t.oid, 'INSERT, UPDATE, REFERENCES'))
 UNION ALL
-SELECT 5, m.rolname, 'may change the sequence ' || t.relname FROM member m
+SELECT 13, m.rolname, 'may change the sequence ' || t.relname FROM member m
 CROSS JOIN registry t
 WHERE t.relkind = 'S' AND has_sequence_privilege(m.oid, t.oid, 'UPDATE')
 UNION ALL
-SELECT 6, m.rolname, 'may create objects in the schema ' || n.nspname FROM member m
+SELECT 14, m.rolname, 'may create objects in the schema ' || n.nspname FROM member m
 JOIN pg_namespace n ON n.oid = (SELECT relnamespace FROM pg_class
                                 WHERE oid = to_regclass('profile_sets'))
 WHERE has_schema_privilege(m.oid, n.oid, 'CREATE')
+UNION ALL
+SELECT 15, m.rolname, CASE WHEN f.prosecdef
+    THEN 'may run ' || f.oid::regprocedure::text || ', a SECURITY DEFINER function of '
+         || pg_get_userbyid(f.proowner) || ' (it runs with that role''s privileges)'
+    ELSE 'may run ' || f.oid::regprocedure::text || ', which PostgreSQL keeps from PUBLIC'
+    END
+FROM member m CROSS JOIN pg_proc f
+WHERE (f.prosecdef OR (f.proacl IS NOT NULL AND NOT EXISTS (
+          -- PUBLIC may run it, or a predefined role may (PostgreSQL's monitoring grants):
+          -- either way, no power of this role's own
+          SELECT 1 FROM aclexplode(f.proacl) a LEFT JOIN pg_roles g ON g.oid = a.grantee
+          WHERE a.privilege_type = 'EXECUTE' AND (a.grantee = 0 OR g.rolname LIKE 'pg\\_%'))))
+  AND f.proowner <> m.oid AND has_function_privilege(m.oid, f.oid, 'EXECUTE')
 ) AS powers
 ORDER BY rank, rolname, what
 """
@@ -108,11 +137,43 @@ def check_role_name(name: str) -> str:
     return name
 
 
-def create_reader(engine: Engine, name: str, password: str | None = None) -> None:
+#: What PUBLIC holds by default in a database that a reader does not need, revoked from PUBLIC
+#: by ``create_reader``: (what it is called, the REVOKE, how to ask whether a role holds it).
+PUBLIC_DEFAULTS = (
+    ("TEMPORARY on the database (temporary tables and functions)",
+     "REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC",
+     "has_database_privilege(CAST(:r AS TEXT), current_database(), 'TEMPORARY')"),
+    ("EXECUTE on lo_creat, lo_create and lo_from_bytea (new large objects, which outlive the "
+     "session)",
+     "REVOKE EXECUTE ON FUNCTION pg_catalog.lo_creat(integer), pg_catalog.lo_create(oid), "
+     "pg_catalog.lo_from_bytea(oid, bytea) FROM PUBLIC",
+     "has_function_privilege(CAST(:r AS TEXT), 'pg_catalog.lo_creat(integer)', 'EXECUTE') OR "
+     "has_function_privilege(CAST(:r AS TEXT), 'pg_catalog.lo_create(oid)', 'EXECUTE') OR "
+     "has_function_privilege(CAST(:r AS TEXT), 'pg_catalog.lo_from_bytea(oid, bytea)', "
+     "'EXECUTE')"),
+    ("CREATE on the registry's schema (tables of its own)",
+     "REVOKE CREATE ON SCHEMA %I FROM PUBLIC",
+     "has_schema_privilege(CAST(:r AS TEXT), CAST(:schema AS TEXT), 'CREATE')"),
+)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """What :func:`create_reader` did: the defaults it took away from PUBLIC in the registry's
+    database, and what the reader may still do beyond SELECT there (each with how to remove
+    it), which only the database's owner or a superuser can take away."""
+
+    revoked: tuple[str, ...]
+    remains: tuple[str, ...]
+
+
+def create_reader(engine: Engine, name: str, password: str | None = None) -> Reader:
     """Create (or bring back to) a LOGIN role that may SELECT the registry's tables and views
     and nothing else; idempotent. Run as a role that may create roles and grant on the schema.
 
     Later migrations' tables are readable too (default privileges of the role running this).
+    What PUBLIC holds in the database that a reader does not need (:data:`PUBLIC_DEFAULTS`) is
+    revoked from PUBLIC where this role may; what remains is returned.
     Raises :class:`RegistryError` when a role of that name exists and may write: it is not made
     a reader by taking privileges away from it.
     """
@@ -126,11 +187,9 @@ def create_reader(engine: Engine, name: str, password: str | None = None) -> Non
                                 "(or import a set) first, then create the reader")
         exists = conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :n"),
                               {"n": name}).scalar()
+        attributes = " ".join(f"NO{sql}" for _, sql, _ in ATTRIBUTES)
         statements = [
-            ("CREATE ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
-             "NOBYPASSRLS" if not exists else
-             "ALTER ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
-             "NOBYPASSRLS", (name,)),
+            (f"{'ALTER' if exists else 'CREATE'} ROLE %I LOGIN {attributes}", (name,)),
             ("ALTER ROLE %I SET default_transaction_read_only = on", (name,)),
             ("GRANT CONNECT ON DATABASE %I TO %I", ("$db", name)),
             ("GRANT USAGE ON SCHEMA %I TO %I", (schema, name)),
@@ -142,15 +201,42 @@ def create_reader(engine: Engine, name: str, password: str | None = None) -> Non
             statements.append(("ALTER ROLE %I PASSWORD %L", (name, password)))
         for template, args in statements:
             _run_formatted(conn, template, args)
+        revoked: list[str] = []
+        remains: list[str] = []
+        for what, revoke, holds in PUBLIC_DEFAULTS:
+            public_had = conn.execute(text(f"SELECT {holds}"),
+                                      {"r": "public", "schema": schema}).scalar()
+            # A role that may not revoke it gets a warning from the server, not an error.
+            _run_formatted(conn, revoke, ("$db",) if "DATABASE" in revoke else
+                           (schema,) if "%I" in revoke else ())
+            if conn.execute(text(f"SELECT {holds}"), {"r": name, "schema": schema}).scalar():
+                remains.append(f"{what}: {_by_hand(revoke, conn, schema)}")
+            elif public_had:
+                revoked.append(what)
         if _role_may_write(conn, name):
             raise RegistryError(
                 f"the role {name} exists and may write the registry (or the server); "
                 "a reader is a role of its own: choose another name")
+        if conn.execute(text("SELECT current_setting('lo_compat_privileges') = 'on'")).scalar():
+            remains.append("every large object, to read, write and unlink "
+                           "(lo_compat_privileges is on: a superuser turns it off)")
+    return Reader(tuple(revoked), tuple(remains))
+
+
+def _by_hand(revoke: str, conn: Connection, schema: str) -> str:
+    """The REVOKE as a database's owner or a superuser would run it."""
+    database = str(conn.execute(text("SELECT current_database()")).scalar())
+    return ("only the database's owner or a superuser can take it away: "
+            + revoke.replace("DATABASE %I", f'DATABASE "{database}"')
+            .replace("SCHEMA %I", f'SCHEMA "{schema}"'))
 
 
 def _run_formatted(conn: Connection, template: str, args: tuple[str, ...]) -> None:
     # The server quotes names (%I) and the password (%L): nothing is spliced in here.
     params: dict[str, str] = {"t": template}
+    if not args:
+        conn.exec_driver_sql(template)
+        return
     slots = []
     for i, arg in enumerate(args):
         if arg == "$db":

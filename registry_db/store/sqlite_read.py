@@ -19,6 +19,8 @@ import os
 import sqlite3
 from urllib.parse import quote
 
+from registry_db.store.urls import is_plain_sqlite, sqlite_path
+
 #: The newest migration. Kept here, in a module without SQLAlchemy or Alembic, so that both the
 #: schema check of every engine (:mod:`registry_db.store.migrate`) and this path read one constant.
 HEAD_REVISION = "0006"
@@ -26,18 +28,31 @@ HEAD_REVISION = "0006"
 #: Set (to anything) to send every resolution through SQLAlchemy (tests compare both paths).
 NO_FAST_PATH_ENV = "REGISTRY_NO_FAST_PATH"
 
-__all__ = ["HEAD_REVISION", "NO_FAST_PATH_ENV", "open_readonly", "sqlite_file"]
+__all__ = ["HEAD_REVISION", "NO_FAST_PATH_ENV", "frozen", "open_readonly", "readonly_options",
+           "sqlite_file"]
 
 
 def sqlite_file(url: str) -> str | None:
-    """The file of a plain ``sqlite:///PATH`` URL (no query, not in memory), else ``None``."""
-    for scheme in ("sqlite:///", "sqlite+pysqlite:///"):
-        if url.startswith(scheme):
-            path = url[len(scheme):]
-            if not path or "?" in path or path.startswith(("file:", ":memory:")):
-                return None
-            return path
-    return None
+    """The file of a plain ``sqlite:///PATH`` URL (no query, not in memory), else ``None``:
+    the file the engine opens for it (:func:`registry_db.store.urls.sqlite_path`, one parser)."""
+    return sqlite_path(url) if is_plain_sqlite(url) else None
+
+
+def frozen(path: str) -> bool:
+    """A database in a folder nobody here may write, with no ``-wal`` or ``-shm`` file: a
+    reader cannot create the ``-shm`` index a WAL database wants, and no writer can have
+    changes pending, so the file is read as immutable (without it, ``mode=ro`` fails "unable
+    to open database file")."""
+    folder = os.path.dirname(os.path.abspath(path))
+    return (os.path.exists(path) and not os.access(folder, os.W_OK)
+            and not os.path.exists(path + "-wal") and not os.path.exists(path + "-shm"))
+
+
+def readonly_options(path: str) -> str:
+    """The SQLite URI options every read-only open of ``path`` uses, the engine's and this
+    module's alike: ``mode=ro`` (never creates or writes the file), and ``immutable=1`` when
+    the file is :func:`frozen`."""
+    return "mode=ro&immutable=1" if frozen(path) else "mode=ro"
 
 
 def open_readonly(url: str) -> sqlite3.Connection | None:
@@ -52,9 +67,8 @@ def open_readonly(url: str) -> sqlite3.Connection | None:
         return None
     conn = None
     try:
-        # mode=ro: never creates or writes the file; a WAL registry stays readable.
-        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True,
-                               check_same_thread=False)
+        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?{readonly_options(path)}",
+                               uri=True, check_same_thread=False)
         rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
         if rows == [(HEAD_REVISION,)]:
             return conn

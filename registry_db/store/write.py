@@ -21,7 +21,7 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -160,8 +160,9 @@ def _import_sets(engine: Engine, sets: list[ProfileSet], dry_run: bool,
             results.append(SetResult(s.name, s.file, status, len(s.profiles),
                                      moved.get(s.name)))
         pruned = _undeclared(conn, sets) if prune else []
-        # Prune first, so that the overlap warnings do not name sets about to go.
-        now = datetime.now(UTC)
+        # Prune first, so that the overlap warnings do not name sets about to go. The time is
+        # the database's, taken under the writers' lock (history.revision_time).
+        now = history.revision_time(conn)
         if pruned and not dry_run:
             gone = history.delete_in(conn, pruned, message, now)
             results += [SetResult(d.name, d.file, ImportStatus.DELETED, d.profiles)

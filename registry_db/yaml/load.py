@@ -110,8 +110,10 @@ _VALUE_OF: dict[str, Any] = {"str": str, "null": lambda text: None,
 
 # --- loading -------------------------------------------------------------------------------------
 
-# PyYAML exports libyaml's parser only when it was built with it.
-_CParser: type | None = getattr(yaml, "CParser", None)
+# libyaml's parser, when PyYAML was built with it (yaml.cyaml; the top-level yaml module does
+# not export CParser, so a getattr there always fell back to the pure-Python parser).
+_CParser: type | None = (getattr(yaml.cyaml, "CParser", None) if yaml.__with_libyaml__
+                         else None)
 
 
 class _PyParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):

@@ -285,12 +285,14 @@ def test_a_missing_file_is_exit_3_and_not_created(tmp_path):
     assert not path.exists()
 
 
-def test_an_empty_file_is_brought_to_the_head(tmp_path):
+def test_an_empty_file_is_no_registry_and_stays_empty(tmp_path):
+    """query only reads: an empty file is not given the schema (issue 27.7; it once was)."""
     path = tmp_path / "new.db"
     path.touch()
     result = invoke(f"sqlite:///{path}", "SELECT version_num FROM alembic_version")
-    assert result.exit_code == 0, result.output
-    assert store.HEAD_REVISION in result.stdout
+    assert result.exit_code == 3, result.output
+    assert "no registry here" in result.stderr
+    assert path.stat().st_size == 0
 
 
 def test_an_old_schema_is_refused_exit_3(empty_url):

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 
 import click
 import pytest
@@ -40,7 +41,12 @@ COMMAND_PATHS = walk()
 HOSTILE = ["", "-", "\udcff", "caf\udce9", "x\x00y", "x" * 5000, "-1", "0", "nan", "inf",
            "1e999", "99999999999999999999", "%s%n%x", "'; DROP TABLE profile_sets; --",
            "{\"model\": [[[[", "\u2028\u0085", "../up/../x", "/dev/null", ".hidden",
-           "seed", "x.yaml"]
+           "seed", "x.yaml",
+           # the third round's (issue 27): terminal escapes, a line break and a bidi override
+           # where names enter and are printed, numbers past 32 and 64 bits, a timeout past
+           # what PostgreSQL takes, a set name whose export's temporary file is too long
+           "\x1b]0;owned\x07\x1b[31mred", "a\nb", "\u202eevil", "2147483648",
+           "9223372036854775808", "3000000", "n" * 237]
 
 
 def _calls(cmd: click.Command) -> list[list[str]]:
@@ -68,11 +74,28 @@ def registry_db(tmp_path):
     return url
 
 
+#: Appended to every value the sweep gives `db reader` as a role name: roles belong to the
+#: whole server, where other sessions run this sweep at the same time.
+ROLE_SUFFIX = f"_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+
+
+def _role_names(values: list[str]) -> list[str]:
+    from registry_db.store.roles import check_role_name
+
+    out = []
+    for value in values:
+        try:
+            out.append(check_role_name(value))
+        except Exception:  # noqa: BLE001 - not a role name: the command refuses it
+            pass
+    return out
+
+
 @pytest.fixture
 def seeded_db(db_url, backend):
     """The seed imported, on the backend under test. On PostgreSQL `db reader NAME` makes
-    login roles, which belong to the server rather than the database: every role the sweep
-    made (named by one of its hostile values) is dropped afterwards."""
+    login roles, which belong to the server rather than the database: the roles the sweep may
+    have made (its names, with :data:`ROLE_SUFFIX`) are dropped afterwards, and no other."""
     from sqlalchemy import text
 
     from registry_db import store
@@ -83,18 +106,15 @@ def seeded_db(db_url, backend):
         engine.dispose()
         yield db_url
         return
-    roles = text("SELECT rolname FROM pg_roles")
-    with engine.connect() as conn:
-        before = set(conn.execute(roles).scalars())
     try:
         yield db_url
     finally:
+        made = _role_names([v + ROLE_SUFFIX for v in HOSTILE])
         with engine.connect() as conn:
-            # Only the sweep's own names: other test sessions on the server make roles too.
-            for role in (set(conn.execute(roles).scalars()) - before) & set(HOSTILE):
-                quoted = '"' + role.replace('"', '""') + '"'
-                conn.execute(text(f"DROP OWNED BY {quoted}"))
-                conn.execute(text(f"DROP ROLE {quoted}"))
+            for role in conn.execute(text("SELECT rolname FROM pg_roles WHERE rolname = ANY(:n)"),
+                                     {"n": made}).scalars():
+                conn.execute(text(f'DROP OWNED BY "{role}"'))
+                conn.execute(text(f'DROP ROLE "{role}"'))
             conn.commit()
         engine.dispose()
 
@@ -118,6 +138,8 @@ def test_no_hostile_argument_gives_a_traceback(path, seeded_db, tmp_path, monkey
     monkeypatch.setattr(web_plugin, "serve", lambda *_args, **_kwargs: None)
     failures = []
     for call in _calls(cmd):
+        if path == ("db", "reader") and call and not call[0].startswith("-"):
+            call = [call[0] + ROLE_SUFFIX, *call[1:]]  # a role of this test's own
         args = ["-d", registry_db, *path, *call]
         result = CliRunner().invoke(main, args, input="")
         escaped = result.exception is not None and not isinstance(result.exception, SystemExit)
@@ -137,15 +159,45 @@ def assert_seed_untouched() -> None:
 @pytest.mark.parametrize("database", [
     "mysql://user@host/db", "postgresql://x:notaport/db", "\udcff.db", "oracle+cx://a/b",
     "sqlite:////nonexistent/folder/r.db", "postgresql://nobody@127.0.0.1:1/registry",
+    "postgresql:///db?host=127.0.0.1&port=abc&password=s3cret-pw", "sqlite:///:memory:",
+    "sqlite://", "", "   ", "postgresql://u:s3cret-pw@127.0.0.1:99999/db",
+    "postgresql://u:s3cret@pw@127.0.0.1:1/db", "postgresql:///db?host=127.0.0.1&port=1&"
+    "password=s3cret-pw",
 ])
-def test_no_hostile_database_url_gives_a_traceback(database):
+def test_no_hostile_database_url_gives_a_traceback(database, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     for command in (["list"], ["query", "SELECT 1"], ["import", str(SEED)], ["db", "current"],
+                    ["db", "check"], ["db", "downgrade", "-1"], ["delete", "x"],
                     ["resolve", "--model", "m", "--method", "x", "--k", "1"]):
         result = CliRunner().invoke(main, ["-d", database, *command])
         assert isinstance(result.exception, SystemExit), (command, result.exception)
         assert result.exit_code in (2, 3), (command, result.stderr)
         assert "Traceback" not in result.output + result.stderr
+        assert "s3cret" not in result.output + result.stderr
         assert len(result.stderr.strip().splitlines()) <= 4, result.stderr  # usage: 4
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+@pytest.mark.parametrize("variable", ["REGISTRY_LOCK_TIMEOUT", "REGISTRY_QUERY_URL",
+                                      "REGISTRY_DATABASE_URL"])
+def test_no_hostile_environment_gives_a_traceback(variable, registry_db, tmp_path, monkeypatch):
+    """The environment is input too (issue 27.19, 27.20, 28.1): each variable the registry
+    reads, set to every hostile value, on the commands that read it."""
+    monkeypatch.chdir(tmp_path)
+    failures = []
+    for value in HOSTILE:
+        if "\x00" in value or "\udcff" in value or "\udce9" in value:
+            continue  # an environment cannot hold these
+        for command in (["list"], ["query", "SELECT 1"], ["import", str(SEED)],
+                        ["delete", "nothing-here"], ["db", "upgrade"]):
+            dash_d = [] if variable == "REGISTRY_DATABASE_URL" else ["-d", registry_db]
+            result = CliRunner().invoke(main, [*dash_d, *command], env={variable: value})
+            escaped = result.exception is not None and not isinstance(result.exception,
+                                                                      SystemExit)
+            if escaped or "Traceback" in result.output + result.stderr or \
+                    result.exit_code not in (0, 1, 2, 3):
+                failures.append((value, command, repr(result.exception), result.stderr[-300:]))
+    assert not failures, failures
 
 
 def test_an_unsupported_dialect_is_named():

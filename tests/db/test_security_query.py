@@ -253,10 +253,10 @@ def test_streamed_output_equals_the_whole_result_rendered_at_once(query_args, se
     assert result.stdout == CliRunner().invoke(render).stdout
 
 
-def _interrupt(args: list[str], ready) -> tuple[int, str]:
-    """Run ``registry ARGS`` in a real process, press Ctrl-C once when ``ready()`` says the query
-    is running, and return the exit code and stderr (bounded: a query that ignores Ctrl-C runs
-    for ten minutes, and the test fails instead of waiting for it)."""
+def _interrupt(args: list[str], ready, signum: int | None = None) -> tuple[int, str]:
+    """Run ``registry ARGS`` in a real process, press Ctrl-C once (or send ``signum``) when
+    ``ready()`` says the query is running, and return the exit code and stderr (bounded: a query
+    that ignores the signal runs for ten minutes, and the test fails instead of waiting)."""
     import signal
     import subprocess
     import sys
@@ -272,7 +272,7 @@ def _interrupt(args: list[str], ready) -> tuple[int, str]:
         else:
             pytest.fail("the query never started")
         assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signal.SIGINT)  # one press
+        proc.send_signal(signal.SIGINT if signum is None else signum)  # one press
         try:
             _, err = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
@@ -331,6 +331,68 @@ def test_ctrl_c_stops_a_runaway_postgresql_query_on_the_server(backend, seeded, 
         # The client waited for the cancellation before it exited: nothing is left running.
         assert running() == []
     finally:
+        watcher.dispose()
+
+
+def _assert_terminated(code: int, err: str) -> None:
+    assert code == 143, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "terminated" in err
+
+
+@pytest.mark.only_backend("sqlite")
+def test_sigterm_stops_a_runaway_sqlite_query(backend, seeded):
+    """SIGTERM as Ctrl-C (issue 27.18): the progress handler's flag, exit 143."""
+    import signal
+
+    from registry_db.store.urls import sqlite_path
+
+    path = os.path.realpath(sqlite_path(seeded))
+
+    def catches_sigterm_with_the_database_open(pid: int) -> bool:
+        # The query is under way once its SIGTERM handler is in place (the kernel's SigCgt
+        # mask, bit 15): a SIGTERM before then, while the registry is being opened, ends the
+        # process as any SIGTERM does, with nothing begun.
+        try:
+            status = open(f"/proc/{pid}/status").read()
+            caught = int(status.split("SigCgt:", 1)[1].split()[0], 16)
+            return bool(caught >> (signal.SIGTERM - 1) & 1) and any(
+                os.path.realpath(f"/proc/{pid}/fd/{fd}") == path
+                for fd in os.listdir(f"/proc/{pid}/fd"))
+        except (OSError, IndexError, ValueError):
+            return False
+
+    _assert_terminated(*_interrupt(["-d", seeded, "query", "--timeout", "600", RUNAWAY],
+                                   catches_sigterm_with_the_database_open, signal.SIGTERM))
+
+
+@pg_only
+def test_sigterm_cancels_a_postgresql_query_on_the_server(backend, seeded, reader):
+    """SIGTERM (a supervisor stopping the job, `timeout 60 registry query ...`) must cancel the
+    statement on the server as Ctrl-C does, not end the client with the aggregate still
+    computing there until its statement timeout, here ten minutes (issue 27.18)."""
+    import signal
+
+    role = reader.split("://", 1)[1].split("@", 1)[0]
+    watcher = store.make_engine(seeded)
+
+    def running() -> list[str]:
+        with watcher.connect() as conn:
+            return list(conn.execute(text(
+                "SELECT query FROM pg_stat_activity WHERE usename = :r AND state = 'active'"),
+                {"r": role}).scalars())
+
+    try:
+        code, err = _interrupt(["-d", seeded, "query", "--query-url", reader,
+                                "--timeout", "600", RUNAWAY],
+                               lambda _pid: RUNAWAY in running(), signal.SIGTERM)
+        _assert_terminated(code, err)
+        assert running() == []
+    finally:
+        with watcher.connect() as conn:  # do not leave it computing for ten minutes
+            conn.execute(text("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                              "WHERE usename = :r"), {"r": role})
+            conn.commit()
         watcher.dispose()
 
 

@@ -8,13 +8,10 @@ it what it means for any user.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import sqlite3
 import stat
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -23,24 +20,10 @@ from registry_db import store
 from registry_db.cli.group import main
 from registry_db.store import write as importer
 from registry_db.store.urls import sqlite_path
-from tests.conftest import ROOT, SEED
+from tests.conftest import SEED
+from tests.helpers import as_user
 
 SEED_FILE = SEED / "inferencex-golden-al.yaml"
-
-
-def _drop_file_capabilities() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
-        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-
-
-def as_user(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    """``registry ARGS`` in a subprocess that file modes bind (root's override dropped)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
-    return subprocess.run([sys.executable, "-m", "registry_db", *args], capture_output=True,
-                          text=True, cwd=cwd or ROOT, env=env, timeout=120,
-                          preexec_fn=_drop_file_capabilities if os.geteuid() == 0 else None)
 
 
 def cli(*args: str, input: str | None = None):
@@ -55,9 +38,9 @@ def cli(*args: str, input: str | None = None):
 
 def test_downgrade_base_leaves_a_database_every_command_treats_as_empty(db_url):
     assert cli("-d", db_url, "db", "downgrade", "base").exit_code == 0
-    listed = cli("-d", db_url, "list")
-    assert listed.exit_code == 0, listed.stderr
-    assert "(no rows)" in listed.stdout
+    listed = cli("-d", db_url, "list")  # only reads: finds no registry, creates none (27.7)
+    assert listed.exit_code == 3, listed.stderr
+    assert "no registry here" in listed.stderr
     assert cli("-d", db_url, "import", str(SEED)).exit_code == 0
     assert cli("-d", db_url, "db", "current").stdout.startswith(store.HEAD_REVISION)
 
@@ -131,6 +114,45 @@ def test_wal_database_in_a_read_only_folder_can_be_read(backend, tmp_path):
     assert queried.returncode == 0, queried.stderr
     assert queried.stdout.split() == ["n", "-", "1"]
     assert shown.returncode == 0, shown.stderr
+
+
+@pytest.mark.only_backend("sqlite")
+@pytest.mark.parametrize("fast_path", [True, False], ids=["sqlite3", "engine"])
+def test_every_read_command_works_on_a_wal_registry_in_a_read_only_folder(backend, tmp_path,
+                                                                          fast_path):
+    """Issue 27.8: `resolve`, `resolve --batch` and `db current` exited 3 there (the fast path
+    opened mode=ro without immutable, then fell back to a writable open), as the README says
+    every read command works; both ways into the file are held."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'registry.db'}"
+    engine = store.open_registry(url)
+    importer.import_paths(engine, [SEED])
+    engine.dispose()
+    before = sorted(p.name for p in folder.iterdir())
+    env = {} if fast_path else {"REGISTRY_NO_FAST_PATH": "1"}
+    run = ["--model", "glm-5.3", "--method", "mtp", "--k", "3", "--thinking", "on",
+           "--category", "coding", "--json"]
+    line = ('{"model": "glm-5.3", "method": "mtp", "k": 3, "thinking": "on", '
+            '"category": "coding"}\n')
+    folder.chmod(0o555)
+    try:
+        results = {
+            "resolve": as_user("-d", url, "resolve", *run, env=env),
+            "batch": as_user("-d", url, "resolve", "--batch", "-", env=env, input=line),
+            "current": as_user("-d", url, "db", "current", "--json", env=env),
+            "history": as_user("-d", url, "history", env=env),
+            "profiles": as_user("-d", url, "profiles", env=env),
+            "export": as_user("-d", url, "export", "inferencex-golden-al", "-o", "-", env=env),
+        }
+    finally:
+        folder.chmod(0o755)
+    for what, result in results.items():
+        assert result.returncode == 0, (what, result.stderr)
+    assert '"acceptance_length": 2.99' in results["resolve"].stdout
+    assert '"acceptance_length": 2.99' in results["batch"].stdout
+    assert '"is_head": true' in results["current"].stdout
+    assert sorted(p.name for p in folder.iterdir()) == before
 
 
 # --- folders -------------------------------------------------------------------------------------

@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 
 from registry_db.errors import InvalidInput
 from registry_db.inputs.profile_set import check_inline_value, check_pin, check_profile_set
-from registry_db.model import PROFILE_METHODS, Profile, ProfileSet, Provenance, Sampling
+from registry_db.model import (
+    CONTROL_RE,
+    PROFILE_METHODS,
+    Profile,
+    ProfileSet,
+    Provenance,
+    Sampling,
+)
 from registry_db.sources.profile_set import check_paths, collect_files
 from registry_db.yaml import load as yamlio
 from registry_db.yaml.dump import dump_yaml
@@ -296,6 +303,8 @@ NAME = st.text(string.ascii_lowercase + string.digits + "-._", min_size=1, max_s
 # NUL is refused (databases cannot store it); lone surrogates cannot be written as UTF-8.
 TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"),
                min_size=1, max_size=20).filter(str.strip)
+# A model or method name holds no control character (registry_db.model.CONTROL_RE).
+NAME_TEXT = TEXT.filter(lambda s: CONTROL_RE.search(s) is None)
 FINITE = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
 
 
@@ -320,7 +329,7 @@ def profiles(draw):
         settings=tuple(draw(st.dictionaries(TEXT, TEXT | st.integers() | FINITE | st.booleans(),
                                             max_size=3)).items()))
     return Profile(
-        model=draw(TEXT), speculative_method=draw(TEXT), num_spec_tokens=k,
+        model=draw(NAME_TEXT), speculative_method=draw(NAME_TEXT), num_spec_tokens=k,
         thinking=draw(st.sampled_from(["on", "off"])),
         category=draw(st.from_regex(r"[a-z0-9_-]{1,10}", fullmatch=True)),
         acceptance_length=al, method=method, per_position_rates=rates, provenance=provenance,
