@@ -470,8 +470,8 @@ class Pin:
 
 
 def _hash(obj: Any) -> str:
-    # Imported here: every command loads this module, and hashlib (3 ms of start-up, most of
-    # it OpenSSL's) serves only the import and export.
+    # Imported here: every command loads this module, and hashlib's start-up (OpenSSL's, mostly)
+    # serves only the import and export.
     import hashlib
 
     data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

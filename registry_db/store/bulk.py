@@ -31,8 +31,7 @@ def insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> Non
     PostgreSQL gets ``COPY ... FROM STDIN`` for many rows (psycopg's executemany sends one
     statement per row, ten times slower). SQLite gets the driver's own ``executemany`` of plain
     tuples for tables whose columns need no conversion (text, numbers), skipping SQLAlchemy's
-    per-row parameter processing: ``import_sets`` of the benchmark's 100,000 profiles took 4.1 s
-    of CPU through Core and 3.7 s this way (medians of two alternating runs in one process).
+    per-row parameter processing (figures in docs/decisions.md, "Importing").
     """
     postgresql = conn.dialect.name == "postgresql"
     if len(rows) < COPY_MIN_ROWS or not (postgresql or plain_columns(table)):

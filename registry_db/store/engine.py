@@ -286,7 +286,7 @@ def translated(url: str | URL | None = None) -> Iterator[None]:
     """Re-raise SQLAlchemy and driver errors (raw cursors' too) as :class:`RegistryError`.
 
     ``url`` may be an engine's :class:`~sqlalchemy.engine.URL`: it is rendered only when an
-    error is (rendering one costs about 40 µs, a third of a resolution on SQLite)."""
+    error is: rendering costs a sizeable part of one resolution (docs/decisions.md)."""
     try:
         yield
     except RegistryError:

@@ -1,7 +1,7 @@
 """Reading an SQLite registry without SQLAlchemy: the command line's fast way in for ``resolve``.
 
 Importing SQLAlchemy costs a Python process more than everything else a one-run ``registry
-resolve`` does (about 150 ms of its 290 ms, measured with ``-X importtime``). A resolution only
+resolve`` does (measured with ``-X importtime``; figures in docs/decisions.md). A resolution only
 reads, with fixed SQL on a DB-API cursor (:mod:`registry_db.resolve.lookup`), so for a plain
 SQLite file the command line opens a read-only ``sqlite3`` connection here instead of an engine.
 

@@ -10,10 +10,8 @@ so that every message stays the positional loader's own. On every other file bot
 values, aliases included (an alias is the same object, as there); a test compares the two on
 the whole test corpus.
 
-Why: positions cost. On the benchmark's 100,000 profiles in 200 files the positional loader took
-8.1 s of CPU and this pass 4.8 s (libyaml's events alone: 2.7 s), measured in one process.
-Callers keep the positional path for any file whose checks report anything (errors and warnings
-carry line and column).
+Why: positions cost (figures in docs/decisions.md). Callers keep the positional path for any
+file whose checks report anything (errors and warnings carry line and column).
 """
 
 from __future__ import annotations
