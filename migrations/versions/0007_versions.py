@@ -327,76 +327,71 @@ def _replace_view(sql: str) -> None:
 
 # --- moving the history ---------------------------------------------------------------------------
 
-_VERSIONS = sa.table("profile_versions", *(sa.column(c) for c in (
-    "id", "set_name", "first_revision", "last_revision", "valid_from", "valid_until",
-    *_PROFILE.split(", "))))
-_RATES = sa.table("version_rates", sa.column("profile_id"), sa.column("position"),
-                  sa.column("rate"))
-_COUNTS_TABLE = sa.table("version_counts", sa.column("profile_id"),
-                         *(sa.column(c) for c in _COUNTS.split(", ")))
+def _same(a: str, b: str) -> str:
+    """Profile copies ``a`` and ``b`` hold the same version: every column, rates and counts."""
+    def equal(column: str) -> str:
+        return f"({a}.{column} = {b}.{column} OR ({a}.{column} IS NULL AND {b}.{column} IS NULL))"
+
+    counts = " AND ".join(equal(c) for c in _COUNTS.split(", "))
+    return (" AND ".join(equal(c) for c in _PROFILE.split(", "))
+            + f" AND NOT EXISTS (SELECT 1 FROM revision_rates x WHERE x.profile_id = {a}.id"
+            f" AND NOT EXISTS (SELECT 1 FROM revision_rates y WHERE y.profile_id = {b}.id"
+            " AND y.position = x.position AND y.rate = x.rate))"
+            f" AND NOT EXISTS (SELECT 1 FROM revision_rates y WHERE y.profile_id = {b}.id"
+            f" AND NOT EXISTS (SELECT 1 FROM revision_rates x WHERE x.profile_id = {a}.id"
+            " AND x.position = y.position))"
+            " AND ((NOT EXISTS (SELECT 1 FROM revision_counts x WHERE x.profile_id = "
+            f"{a}.id) AND NOT EXISTS (SELECT 1 FROM revision_counts y WHERE y.profile_id = "
+            f"{b}.id)) OR EXISTS (SELECT 1 FROM revision_counts x JOIN revision_counts y ON "
+            f"y.profile_id = {b}.id WHERE x.profile_id = {a}.id AND "
+            + counts.replace(f"{a}.", "x.").replace(f"{b}.", "y.") + "))")
 
 
-def _ranges(conn: sa.engine.Connection, name: str, next_id: int
-            ) -> tuple[list[dict], list[dict], list[dict]]:
-    """Set ``name``'s revisions as versions (from ``next_id``), their rates and counts: a
-    version runs while consecutive revisions hold the same profile at the same position with
-    the same values, rates, counts and provenance."""
-    revs = conn.execute(sa.text(
-        "SELECT id, revision, action, imported_at FROM revisions WHERE set_name = :n "
-        "ORDER BY revision"), {"n": name}).all()
-    held: dict[int, list[tuple]] = {}
-    for row in conn.execute(sa.text(
-            f"SELECT p.revision_id, p.id, {', '.join('p.' + c for c in _PROFILE.split(', '))} "
-            "FROM revision_profiles p JOIN revisions v ON v.id = p.revision_id "
-            "WHERE v.set_name = :n"), {"n": name}):
-        held.setdefault(row[0], []).append(tuple(row[1:]))
-    rates: dict[int, list[tuple]] = {}
-    for pid, pos, rate in conn.execute(sa.text(
-            "SELECT r.profile_id, r.position, r.rate FROM revision_rates r "
-            "JOIN revision_profiles p ON p.id = r.profile_id "
-            "JOIN revisions v ON v.id = p.revision_id WHERE v.set_name = :n"), {"n": name}):
-        rates.setdefault(pid, []).append((pos, rate))
-    counts = {row[0]: tuple(row[1:]) for row in conn.execute(sa.text(
-        f"SELECT c.profile_id, {', '.join('c.' + c for c in _COUNTS.split(', '))} "
-        "FROM revision_counts c JOIN revision_profiles p ON p.id = c.profile_id "
-        "JOIN revisions v ON v.id = p.revision_id WHERE v.set_name = :n"), {"n": name})}
-    versions: list[dict] = []
-    open_: dict[tuple, dict] = {}  # what the previous revision held, by its whole content
-    for rid, number, _action, at in revs:
-        now = {(*values, tuple(sorted(rates.get(pid, ()))), counts.get(pid))
-               for pid, *values in held.get(rid, ())}
-        for content in [c for c in open_ if c not in now]:
-            closed = open_.pop(content)
-            closed["last_revision"], closed["valid_until"] = number - 1, at
-        for content in now:
-            if content not in open_:
-                row = dict(zip(_PROFILE.split(", "), content[:11]))
-                row.update(id=next_id + len(versions), set_name=name, first_revision=number,
-                           last_revision=None, valid_from=at, valid_until=None,
-                           _rates=content[11], _counts=content[12])
-                open_[content] = row
-                versions.append(row)
-    rate_rows = [{"profile_id": v["id"], "position": pos, "rate": rate}
-                 for v in versions for pos, rate in v.pop("_rates")]
-    count_rows = [{"profile_id": v["id"], **dict(zip(_COUNTS.split(", "), c))}
-                  for v in versions if (c := v.pop("_counts")) is not None]
-    return versions, rate_rows, count_rows
+#: Each copy, and whether it starts a version: no copy of the revision before, at the same file
+#: position, holds the same. Numbered per (set, position) by revision, the starts so far
+#: (``island``) name its version (gaps and islands); each version's copies are consecutive.
+_ISLANDS = """
+SELECT set_name, position, island, MIN(revision) AS first_revision,
+       MAX(revision) AS last_revision
+FROM (
+    SELECT set_name, position, revision, SUM(start) OVER (
+        PARTITION BY set_name, position ORDER BY revision ROWS UNBOUNDED PRECEDING) AS island
+    FROM (
+        SELECT v.set_name, rp.position, v.revision,
+               CASE WHEN EXISTS (
+                   SELECT 1 FROM revision_profiles q JOIN revisions w ON w.id = q.revision_id
+                   WHERE w.set_name = v.set_name AND w.revision = v.revision - 1
+                     AND q.position = rp.position AND {same}
+               ) THEN 0 ELSE 1 END AS start
+        FROM revision_profiles rp JOIN revisions v ON v.id = rp.revision_id
+    ) s
+) i
+GROUP BY set_name, position, island"""
+
+#: A version's first copy: its first revision's profile at its position.
+_FIRST_COPY = ("JOIN revisions f ON f.set_name = pv.set_name AND f.revision = pv.first_revision "
+               "JOIN revision_profiles rp ON rp.revision_id = f.id AND rp.position = pv.position")
 
 
 def _move_into_versions() -> None:
-    conn = op.get_bind()
-    next_id = 1
-    names = conn.execute(sa.text("SELECT DISTINCT set_name FROM revisions ORDER BY set_name"))
-    for (name,) in names.all():
-        versions, rates, counts = _ranges(conn, name, next_id)
-        next_id += len(versions)
-        for table, rows in ((_VERSIONS, versions), (_RATES, rates), (_COUNTS_TABLE, counts)):
-            if rows:
-                conn.execute(table.insert(), rows)
-    if conn.dialect.name == "postgresql" and next_id > 1:
-        # Ids were given explicitly: the sequence continues after them.
-        op.execute("SELECT setval(pg_get_serial_sequence('profile_versions', 'id'), "
-                   "(SELECT MAX(id) FROM profile_versions))")
+    """Set-based, whatever the size (and so ``db upgrade --sql`` writes it as well)."""
+    op.execute(
+        "INSERT INTO profile_versions (set_name, first_revision, last_revision, valid_from, "
+        f"valid_until, {_PROFILE}) "
+        "SELECT g.set_name, g.first_revision, CASE WHEN n.id IS NULL THEN NULL "
+        "ELSE g.last_revision END, f.imported_at, n.imported_at, "
+        + ", ".join(f"rp.{c}" for c in _PROFILE.split(", "))
+        + f" FROM ({_ISLANDS.format(same=_same('rp', 'q'))}) g "
+        "JOIN revisions f ON f.set_name = g.set_name AND f.revision = g.first_revision "
+        "JOIN revision_profiles rp ON rp.revision_id = f.id AND rp.position = g.position "
+        "LEFT JOIN revisions n ON n.set_name = g.set_name AND n.revision = g.last_revision + 1")
+    op.execute("INSERT INTO version_rates (profile_id, position, rate) "
+               f"SELECT pv.id, r.position, r.rate FROM profile_versions pv {_FIRST_COPY} "
+               "JOIN revision_rates r ON r.profile_id = rp.id")
+    op.execute(f"INSERT INTO version_counts (profile_id, {_COUNTS}) "
+               f"SELECT pv.id, {', '.join('c.' + c for c in _COUNTS.split(', '))} "
+               f"FROM profile_versions pv {_FIRST_COPY} "
+               "JOIN revision_counts c ON c.profile_id = rp.id")
 
 
 #: Revision v of a set holds version p.
