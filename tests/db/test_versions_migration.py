@@ -126,7 +126,7 @@ def _views(engine) -> dict[str, list[tuple]]:
     with engine.connect() as conn:
         for view in ("profile_history", "set_revisions"):
             rows = conn.execute(text(f"SELECT * FROM {view}")).all()
-            out[view] = sorted((tuple(str(v) for v in r) for r in rows))
+            out[view] = sorted(tuple(str(v) for v in r) for r in rows)
     return out
 
 
