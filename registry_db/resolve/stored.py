@@ -109,10 +109,10 @@ def stored_variants(bind: ReadBind,
 #: each wanted (model, method, time) is a row of ``w`` (numbered ``i``), joined to the profile
 #: versions of that model and method current at its time, aggregated as :data:`_SELECT` does.
 _SELECT_AS_OF = ("WITH w (i, model, method, at) AS (VALUES {{rows}}) "
-                 "SELECT w.i, p.set_name, {ks}, {modes}, {categories} FROM w "
+                 "SELECT w.i, {{name}}, {ks}, {modes}, {categories} FROM w "
                  "JOIN profile_versions p ON p.model = w.model AND p.speculative_method = w.method"
                  " AND p.valid_from <= w.at AND (p.valid_until IS NULL OR p.valid_until > w.at) "
-                 "GROUP BY w.i, p.set_name")
+                 "GROUP BY w.i{{by_set}}")
 
 #: Wanted (model, method, time) rows per statement: four parameters each, far below either
 #: driver's limit.
@@ -120,11 +120,12 @@ AS_OF_CHUNK = 200
 
 
 def stored_variants_as_of(bind: ReadBind,
-                          wanted: Iterable[tuple[str, str, datetime]],
+                          wanted: Iterable[tuple[str, str, datetime]], *, per_set: bool = True,
                           ) -> dict[tuple[str, str, datetime], StoredVariants]:
     """For each (model, method, time), what the registry held then: computed in the database
     over the versions' key index, one statement per :data:`AS_OF_CHUNK` of them, in one
-    snapshot."""
+    snapshot. Without ``per_set`` the sets are not told apart, as for
+    :func:`stored_variants`."""
     from registry_db.resolve.lookup import bound, cursor
 
     wanted = sorted(set(wanted))
@@ -141,7 +142,9 @@ def stored_variants_as_of(bind: ReadBind,
             rows = ", ".join([first] + [rest] * (len(chunk) - 1))
             params = tuple(v for i, (model, method, at) in enumerate(chunk, start)
                            for v in (i, model, method, bound(at, c.dialect)))
-            c.cur.execute(_statement(_SELECT_AS_OF, c.dialect).format(rows=rows), params)
+            c.cur.execute(_statement(_SELECT_AS_OF, c.dialect).format(
+                rows=rows, name="p.set_name" if per_set else "''",
+                by_set=", p.set_name" if per_set else ""), params)
             for i, name, ks, modes, categories in c.cur.fetchall():
                 found[i][name] = (frozenset(map(int, ks.split(","))),
                                   frozenset(modes.split(",")), frozenset(categories.split(",")))
