@@ -307,12 +307,15 @@ def grow(backend: str, url: str, folder: Path, layout: Any, args: argparse.Names
     sets, _ = read([folder])
     sets = list(sets)
     empty = _size(backend, url)
-    per_round, depths = [], {}
+    per_round: list[dict[str, Any]] = []
+    depths: dict[str, Any] = {}
     between = None
     engine = store.open_registry(url)
+    content = sets
     try:
         for r in range(1, args.grow + 1):
-            content = sets if r == 1 else _changed(sets, args.changed, r)
+            # Each round changes the share of what the last one imported: changes accumulate.
+            content = content if r == 1 else _changed(content, args.changed, r)
             before, cpu, wall = _written(), time.process_time(), time.perf_counter()
             import_sets(engine, content)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall

@@ -275,9 +275,10 @@ def _create_versions() -> None:
         *_profile_columns(),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_profile_versions")),
         *_profile_rules("profile_versions"),
-        # Key columns first: the as-of lookup searches this index by key.
+        # Key columns first: the as-of lookup searches this index by key, and finds the
+        # versions current at a time in the index itself (it covers the times).
         sa.UniqueConstraint("model", "speculative_method", "num_spec_tokens", "thinking",
-                            "category", "set_name", "first_revision",
+                            "category", "set_name", "valid_from", "valid_until",
                             name=op.f("uq_profile_versions_key")),
         sa.CheckConstraint("first_revision >= 1", name=op.f("ck_profile_versions_first_revision")),
         sa.CheckConstraint("last_revision IS NULL OR last_revision >= first_revision",

@@ -323,9 +323,10 @@ class ProfileVersionRow(Base):
 
     __tablename__ = "profile_versions"
     __table_args__ = (
-        # Key columns first: the as-of lookup searches this index by key.
+        # Key columns first: the as-of lookup searches this index by key, and finds the
+        # versions current at a time in the index itself (it covers the times).
         UniqueConstraint("model", "speculative_method", "num_spec_tokens", "thinking",
-                         "category", "set_name", "first_revision", name="key"),
+                         "category", "set_name", "valid_from", "valid_until", name="key"),
         CheckConstraint("thinking IN ('on', 'off')", name="thinking"),
         CheckConstraint("num_spec_tokens >= 1", name="k"),
         CheckConstraint("acceptance_length >= 1 AND acceptance_length <= num_spec_tokens + 1",

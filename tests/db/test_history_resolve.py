@@ -369,7 +369,7 @@ def _index(conn, table: str, columns: list[str]) -> str:
 
 
 KEY_COLUMNS = ["model", "speculative_method", "num_spec_tokens", "thinking", "category",
-               "set_name", "first_revision"]
+               "set_name", "valid_from", "valid_until"]
 # A scoped run also binds the set's name, the next column of the key.
 SEARCH_KEY = ("USING {how}INDEX {index} (model=? AND speculative_method=? AND num_spec_tokens=? "
               "AND thinking=? AND category=?")
