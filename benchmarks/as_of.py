@@ -103,8 +103,13 @@ def build(backend: str, url: str, folder: Path, postgres_url: str) -> dict[str, 
                              for s in sets])
         took = time.perf_counter() - start
         with engine.connect() as conn:
+            from sqlalchemy import inspect
+
+            # The history's profiles: versions (0007 on) or a copy per revision (before).
+            held = {"profile_versions", "revision_profiles"} & set(
+                inspect(conn).get_table_names())
             counts = {t: conn.execute(text(f"SELECT COUNT(*) FROM {t}")).scalar()
-                      for t in ("profiles", "revisions", "revision_profiles")}
+                      for t in ("profiles", "revisions", *sorted(held))}
     finally:
         engine.dispose()
     _settle(backend, url)

@@ -444,6 +444,7 @@ def test_the_current_lookup_still_reads_the_current_tables(long_history):
 
     for sql in (*LOOKUP_ONE.values(), PG_LOOKUP_MANY, SQLITE_LOOKUP_MANY):
         assert "revision_profiles" not in sql and "FROM revisions" not in sql
+        assert "profile_versions" not in sql
         assert "s.revision" in sql
 
 
