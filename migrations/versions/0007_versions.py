@@ -9,7 +9,9 @@ Until now every revision held a full copy of its set (``revision_profiles``, ``r
 history. Here each version of a profile becomes one row of ``profile_versions`` held by the
 set's revisions ``first_revision`` … ``last_revision`` (NULL: up to the latest) and current from
 ``valid_from`` to ``valid_until`` (the revisions' ``imported_at``; NULL: still current), the
-slowly-changing-dimension shape, with ``version_rates`` and ``version_counts`` beside it. A
+slowly-changing-dimension shape, with ``version_rates`` and ``version_counts`` beside it, and
+``profile_keys`` the stretches of time each set held each key, whatever its values (what a
+refusal says was stored then, read from one index). A
 version is the same profile at the same file position with equal values, rates, counts and
 provenance in consecutive revisions; a deletion closes every range of its set. Caveats stay a
 copy per revision (``revision_caveats``: a few rows a set). ``revisions`` gains an index on
@@ -96,6 +98,22 @@ DROPPED = ("revision_profiles", "revision_rates", "revision_counts")
 
 #: relation -> (kind, its comment, {column: its comment}), as the catalog has them.
 COMMENTS: dict[str, tuple[str, str, dict[str, str]]] = {
+    'profile_keys': ('table',
+        ('When each set held each profile key, whatever its values: one row per unbroken stretch (a'
+         " removal or the set's deletion ends it)."),
+        {
+            'id': 'Surrogate key.',
+            'set_name': "The set's name (revisions.set_name).",
+            'model': 'The catalog model name.',
+            'speculative_method': "The engine's speculative method, e.g. dspark, mtp.",
+            'num_spec_tokens': ('K: draft tokens proposed per verification step; at least 1. Unit: '
+                                'tokens.'),
+            'thinking': 'Thinking mode: on or off.',
+            'category': 'Workload category, e.g. coding (lower-case letters, digits, _, -).',
+            'valid_from': 'When the set began to hold the key. Unit: UTC timestamp.',
+            'valid_until': ('When it stopped (the key removed or the set deleted); NULL while it '
+                            'holds it. Unit: UTC timestamp.'),
+        }),
     'profile_versions': ('table',
         ("Each version of a profile, stored once: the range of its set's "
          'revisions that held it, and when.'),
@@ -292,6 +310,25 @@ def _create_versions() -> None:
                     ["provenance_id"])
     _rates_table("version_rates", "profile_versions")
     _counts_table("version_counts", "profile_versions")
+    op.create_table(
+        "profile_keys",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("set_name", sa.String(), nullable=False),
+        sa.Column("model", sa.String(), nullable=False),
+        sa.Column("speculative_method", sa.String(), nullable=False),
+        sa.Column("num_spec_tokens", sa.Integer(), nullable=False),
+        sa.Column("thinking", sa.String(), nullable=False),
+        sa.Column("category", sa.String(), nullable=False),
+        sa.Column("valid_from", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("valid_until", sa.DateTime(timezone=True), nullable=True),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_profile_keys")),
+        # The keys a model and method had at a time, in the index alone (the misses' text).
+        sa.UniqueConstraint("model", "speculative_method", "num_spec_tokens", "thinking",
+                            "category", "set_name", "valid_from", "valid_until",
+                            name=op.f("uq_profile_keys_key")),
+    )
+    op.create_index(op.f("ix_profile_keys_set_name_valid_until"), "profile_keys",
+                    ["set_name", "valid_until"])
 
 
 def _create_copies() -> None:
@@ -374,6 +411,31 @@ _FIRST_COPY = ("JOIN revisions f ON f.set_name = pv.set_name AND f.revision = pv
                "JOIN revision_profiles rp ON rp.revision_id = f.id AND rp.position = pv.position")
 
 
+_KEY_COLUMNS = "model, speculative_method, num_spec_tokens, thinking, category"
+
+#: Each set's unbroken stretches of each key, from its versions: a version starts a stretch
+#: unless a version of the same key and set ends when it begins (gaps and islands again).
+_STRETCHES = """
+SELECT set_name, {key}, MIN(valid_from) AS valid_from,
+       CASE WHEN COUNT(valid_until) < COUNT(*) THEN NULL ELSE MAX(valid_until) END
+           AS valid_until
+FROM (
+    SELECT set_name, {key}, valid_from, valid_until, SUM(start) OVER (
+        PARTITION BY set_name, {key} ORDER BY valid_from ROWS UNBOUNDED PRECEDING) AS stretch
+    FROM (
+        SELECT p.set_name, {p_key}, p.valid_from, p.valid_until,
+               CASE WHEN EXISTS (
+                   SELECT 1 FROM profile_versions q WHERE q.set_name = p.set_name
+                     AND {same_key} AND q.valid_until = p.valid_from
+               ) THEN 0 ELSE 1 END AS start
+        FROM profile_versions p
+    ) s
+) i
+GROUP BY set_name, {key}, stretch""".format(
+    key=_KEY_COLUMNS, p_key=", ".join(f"p.{c}" for c in _KEY_COLUMNS.split(", ")),
+    same_key=" AND ".join(f"q.{c} = p.{c}" for c in _KEY_COLUMNS.split(", ")))
+
+
 def _move_into_versions() -> None:
     """Set-based, whatever the size (and so ``db upgrade --sql`` writes it as well)."""
     op.execute(
@@ -393,6 +455,8 @@ def _move_into_versions() -> None:
                f"SELECT pv.id, {', '.join('c.' + c for c in _COUNTS.split(', '))} "
                f"FROM profile_versions pv {_FIRST_COPY} "
                "JOIN revision_counts c ON c.profile_id = rp.id")
+    op.execute(f"INSERT INTO profile_keys (set_name, {_KEY_COLUMNS}, valid_from, valid_until) "
+               f"SELECT set_name, {_KEY_COLUMNS}, valid_from, valid_until FROM ({_STRETCHES}) k")
 
 
 #: Revision v of a set holds version p.
@@ -435,6 +499,8 @@ def downgrade() -> None:
     _create_copies()
     _expand_into_copies()
     _replace_view(PROFILE_HISTORY_BEFORE)
+    op.drop_index(op.f("ix_profile_keys_set_name_valid_until"), table_name="profile_keys")
+    op.drop_table("profile_keys")
     for name in ("version_counts", "version_rates"):
         op.drop_table(name)
     op.drop_index(op.f("ix_profile_versions_provenance_id"), table_name="profile_versions")

@@ -106,11 +106,13 @@ def stored_variants(bind: ReadBind,
 
 
 #: What was stored per (model, method, time) and set, in one statement over the key index:
-#: each wanted (model, method, time) is a row of ``w`` (numbered ``i``), joined to the profile
-#: versions of that model and method current at its time, aggregated as :data:`_SELECT` does.
+#: each wanted (model, method, time) is a row of ``w`` (numbered ``i``), joined to the stretches
+#: of time each set held each key of that model and method (``profile_keys``: a new value does
+#: not make a new stretch, so about one row per key, as in ``profiles``), aggregated as
+#: :data:`_SELECT` does.
 _SELECT_AS_OF = ("WITH w (i, model, method, at) AS (VALUES {{rows}}) "
                  "SELECT w.i, {{name}}, {ks}, {modes}, {categories} FROM w "
-                 "JOIN profile_versions p ON p.model = w.model AND p.speculative_method = w.method"
+                 "JOIN profile_keys p ON p.model = w.model AND p.speculative_method = w.method"
                  " AND p.valid_from <= w.at AND (p.valid_until IS NULL OR p.valid_until > w.at) "
                  "GROUP BY w.i{{by_set}}")
 

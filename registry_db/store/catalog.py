@@ -327,6 +327,15 @@ TABLES: dict[str, Relation] = {r.name: r for r in (
                  C("rationale", "The reasoning behind a value that was not measured."),
                  C("copied_from", "For `copied`: the source profile's label."),
              )),
+    Relation("profile_keys", "table", "When each set held each profile key, whatever its "
+             "values: one row per unbroken stretch (a removal or the set's deletion ends it).", (
+                 C("id", "Surrogate key."),
+                 C("set_name", "The set's name (`revisions.set_name`)."),
+                 *_KEY,
+                 C("valid_from", "When the set began to hold the key.", "UTC timestamp"),
+                 C("valid_until", "When it stopped (the key removed or the set deleted); NULL "
+                   "while it holds it.", "UTC timestamp"),
+             )),
     Relation("version_rates", "table", "Per-position rates of a profile version.", (
         C("profile_id", "The profile version (`profile_versions.id`)."),
         C("position", "i, from 1 to K."),

@@ -43,6 +43,7 @@ from registry_db.store.read import (
     unknown_set_message,
 )
 from registry_db.store.schema import (
+    profile_keys,
     profile_sets,
     profile_versions,
     profiles,
@@ -199,6 +200,8 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
         held = _open_versions(conn, [n for n in chunk if numbers[n] > 1])
         closed: list[dict[str, Any]] = []
         fresh: list[tuple[str, int, Profile]] = []
+        gone: list[dict[str, Any]] = []
+        new_keys: list[dict[str, Any]] = []
         for name in chunk:
             versions = held.get(name, {})
             kept = set()
@@ -210,10 +213,24 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
                     kept.add(found)
             closed += [{"vid": vid, "last": numbers[name] - 1}
                        for vid in versions.values() if vid not in kept]
+            # The keys the set holds now against those it held: a stretch ends or begins.
+            before = {content[1:6] for content in versions}
+            after = {p.key for p in by_name[name].profiles}
+            gone += [dict(zip(_KEY_PARAMS, (name, *key))) for key in sorted(before - after)]
+            new_keys += [dict(zip(_KEY_NAMES, (name, *key))) for key in sorted(after - before)]
         if closed:
             conn.execute(update(profile_versions).where(profile_versions.c.id == bindparam("vid"))
                          .values(last_revision=bindparam("last"), valid_until=now), closed)
+        if gone:
+            k = profile_keys.c
+            conn.execute(update(profile_keys).where(
+                *(k[c] == bindparam(f"k_{c}") for c in _KEY_NAMES), k.valid_until.is_(None))
+                .values(valid_until=now), gone)
         _insert_versions(conn, fresh, numbers, prov_ids, now)
+        # SQLite stores a time as text: written in its stored format, as for the versions.
+        at: Any = stored_time(now) if conn.dialect.name == "sqlite" else now
+        insert_many(conn, profile_keys, [{**row, "valid_from": at} for row in new_keys],
+                    plain=True)
 
 
 def _content(position: int, p: Profile, prov_ids: dict[int, int]) -> tuple:
@@ -233,6 +250,10 @@ def _content(position: int, p: Profile, prov_ids: dict[int, int]) -> tuple:
 
 _COUNT_COLUMNS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_position",
                   "al_stderr")
+#: A ``profile_keys`` row's set and key columns, and their bound names in its update.
+_KEY_NAMES = ("set_name", "model", "speculative_method", "num_spec_tokens", "thinking",
+              "category")
+_KEY_PARAMS = tuple(f"k_{c}" for c in _KEY_NAMES)
 
 
 def _open_versions(conn: Connection, names: Sequence[str]) -> dict[str, dict[tuple, int]]:
@@ -340,6 +361,10 @@ def delete_in(conn: Connection, names: Sequence[str], message: str | None,
                         profile_versions.c.last_revision.is_(None))
                  .values(last_revision=bindparam("last"), valid_until=now),
                  [{"n": n, "last": numbers[n] - 1} for n in names])
+    conn.execute(update(profile_keys)
+                 .where(profile_keys.c.set_name == bindparam("n"),
+                        profile_keys.c.valid_until.is_(None))
+                 .values(valid_until=now), [{"n": n} for n in names])
     for chunk in chunks(ids):
         # Caveats, profiles and rates go with the set (ON DELETE CASCADE); provenances stay,
         # cited by the history.

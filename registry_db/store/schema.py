@@ -359,6 +359,30 @@ class ProfileVersionRow(Base):
     copied_from: Mapped[str | None] = mapped_column(Text)
 
 
+class ProfileKeyRow(Base):
+    """When a set held a profile key, whatever its values: one row per unbroken stretch (a new
+    value keeps the stretch; a removal or the set's deletion ends it)."""
+
+    __tablename__ = "profile_keys"
+    __table_args__ = (
+        # The keys a model and method had at a time, in the index alone (the misses' text).
+        UniqueConstraint("model", "speculative_method", "num_spec_tokens", "thinking",
+                         "category", "set_name", "valid_from", "valid_until", name="key"),
+        # The stretches a set holds open, which an import or a deletion closes.
+        Index(None, "set_name", "valid_until"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    set_name: Mapped[str] = mapped_column(String(), nullable=False)
+    model: Mapped[str] = mapped_column(String(), nullable=False)
+    speculative_method: Mapped[str] = mapped_column(String(), nullable=False)
+    num_spec_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+    thinking: Mapped[str] = mapped_column(String(), nullable=False)
+    category: Mapped[str] = mapped_column(String(), nullable=False)
+    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    valid_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class VersionRateRow(Base):
     """A per-position rate of a profile version."""
 
@@ -404,6 +428,7 @@ profile_counts = _table(ProfileCountsRow)
 revisions = _table(RevisionRow)
 revision_caveats = _table(RevisionCaveatRow)
 profile_versions = _table(ProfileVersionRow)
+profile_keys = _table(ProfileKeyRow)
 version_rates = _table(VersionRateRow)
 version_counts = _table(VersionCountsRow)
 

@@ -82,7 +82,7 @@ def _stored_comments(conn) -> dict[str, tuple[str | None, dict[str, str | None]]
 
 
 #: The catalog's relations that 0005 does not have (0007 made them).
-NEWER_THAN_0005 = ("profile_versions", "version_rates", "version_counts")
+NEWER_THAN_0005 = ("profile_versions", "profile_keys", "version_rates", "version_counts")
 
 
 @pytest.mark.only_backend("postgresql")

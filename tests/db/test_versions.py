@@ -38,6 +38,14 @@ def _versions(engine) -> list[tuple]:
             "first_revision"))]
 
 
+def _keys(engine) -> list[tuple]:
+    """Each stretch of a key in a set: (set, category, still held)."""
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(
+            "SELECT set_name, category, CASE WHEN valid_until IS NULL THEN 1 ELSE 0 END "
+            "FROM profile_keys ORDER BY set_name, category, valid_from"))]
+
+
 def _rows(engine, table: str) -> int:
     with engine.connect() as conn:
         return conn.execute(text(f"SELECT COUNT(*) FROM {table}")).scalar()
@@ -61,6 +69,7 @@ def test_an_import_writes_only_the_profiles_that_changed(engine):
                   if p < 4) == [(p, r, 1 if r == 1 else None) for p in range(4) for r in (1, 2)]
     assert all((first_, last) == (1, None) for _, p, _, first_, last, _ in versions if p >= 4)
     assert _rows(engine, "version_rates") == 6 and _rows(engine, "version_counts") == 2
+    assert _keys(engine) == sorted(("s", f"cat{i}", 1) for i in range(20))  # none came or went
     # Each revision reads back as it was imported.
     assert history.load_revision(engine, "s", 1) == _set("s", first)
     assert history.load_revision(engine, "s", 2) == _set("s", second, ("now with a caveat",))
@@ -77,6 +86,9 @@ def test_a_moved_or_removed_profile_closes_its_range(engine):
         (0, 1, 1), (0, 2, None), (1, 1, 1), (1, 2, None), (2, 1, 1), (2, 2, None), (3, 1, 1)]
     assert history.load_revision(engine, "s", 1) == _set("s", ps)
     assert history.load_revision(engine, "s", 2) == _set("s", ps[1:])
+    # Only the removed key's stretch ends; a moved profile's key is still held.
+    assert _keys(engine) == [("s", "cat0", 0), ("s", "cat1", 1), ("s", "cat2", 1),
+                             ("s", "cat3", 1)]
 
 
 def test_a_deletion_closes_every_range_and_a_return_opens_new_ones(engine, db_url):
@@ -95,6 +107,9 @@ def test_a_deletion_closes_every_range_and_a_return_opens_new_ones(engine, db_ur
     assert [(first_, last) for name, _, _, first_, last, _ in _versions(engine)
             if name == "s"] == [(1, 1), (3, None)] * 3
     assert history.load_revision(engine, "s", 3) == history.load_revision(engine, "s", 1)
+    # Each key of s: a stretch the deletion ended and one the return began; t's untouched.
+    assert _keys(engine) == [("s", f"cat{i}", o) for i in range(3) for o in (0, 1)] + [
+        ("t", "cat7", 1)]
     assert not broken_foreign_keys(engine)
 
 
@@ -140,7 +155,7 @@ def test_as_of_every_time_equals_the_revision_that_held_it(engine):
     moments = sorted({*times, *(a + (b - a) / 2 for a, b in zip(times, times[1:])),
                       datetime(2020, 1, 1, tzinfo=UTC)})
     keys = sorted({(f"m{i % 3}", "on" if i % 2 else "off", f"cat{i}") for i in range(20)})
-    checked = 0
+    checked = refused = 0
     for at in moments:
         held = {h.set.name: h for h in history.held(engine, as_of=at)} if at >= times[0] else {}
         requests = [Request(model=m, method="mtp", k=3, thinking=t, category=c, as_of=at,
@@ -156,10 +171,28 @@ def test_as_of_every_time_equals_the_revision_that_held_it(engine):
             except ResolutionRefused as exc:
                 assert want is None, (at, request)
                 assert answer == exc.refusal
+                refused += 1
+                if exc.refusal.reason != "no_match":  # the set was not there then
+                    assert name not in held, exc.refusal
+                    continue
+                # What the refusal says was stored then: the revision's own keys.
+                ks = {p.num_spec_tokens for p in stored.values() if p.model == request.model}
+                said = exc.refusal.message.rsplit("; ", 3)[-3:]
+                if ks:
+                    modes = sorted({p.thinking for p in stored.values()
+                                    if p.model == request.model})
+                    cats = sorted({p.category for p in stored.values()
+                                   if p.model == request.model})
+                    assert said == [f"stored for {request.model}/mtp there: K 3",
+                                    f"thinking {', '.join(modes)}",
+                                    f"categories {', '.join(cats)}"], exc.refusal.message
+                else:
+                    assert exc.refusal.message.endswith(
+                        f"nothing is stored for {request.model}/mtp there")
                 continue
             assert want is not None, (at, request)
             assert (one.acceptance_length, one.revision) == (
                 want.acceptance_length, held[name].revision)
             assert answer == one
             checked += 1
-    assert checked > 100
+    assert checked > 100 and refused > 20

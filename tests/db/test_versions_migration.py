@@ -200,6 +200,14 @@ def test_a_history_becomes_versions_and_back_with_every_answer_kept(empty_url, t
             ("golden", "coding", 2.6, 2, 2, 0), ("golden", "coding", 2.5, 3, None, 1),
             ("golden", "math", 2.0, 3, None, 1),
             ("vendor", "coding", 1.75, 1, 1, 0), ("vendor", "coding", 1.75, 3, None, 1)]
+        with engine.connect() as conn:
+            keys = [tuple(r) for r in conn.execute(text(
+                "SELECT set_name, category, valid_until IS NULL FROM profile_keys "
+                "ORDER BY set_name, valid_from, category"))]
+        # Each unbroken stretch of a key: golden's coding through every edit, chat until its
+        # removal, math since; vendor's coding before its deletion and after its return.
+        assert keys == [("golden", "chat", 0), ("golden", "coding", 1), ("golden", "math", 1),
+                        ("vendor", "coding", 0), ("vendor", "coding", 1)]
         answers = _answers(empty_url, tmp_path / "first")
         assert json.loads(answers[f"resolve golden coding {T[1].isoformat()}"].split(
             "\n", 1)[1])["acceptance_length"] == 2.6
