@@ -58,18 +58,6 @@ class StoredVariants:
 
     by_set: dict[str, tuple[frozenset[int], frozenset[str], frozenset[str]]]
 
-    @classmethod
-    def from_rows(cls, rows: Iterable[tuple[str, int, str, str]]) -> StoredVariants:
-        """From ``(set, K, thinking, category)`` rows."""
-        by_set: dict[str, tuple[set, set, set]] = {}
-        for name, k, thinking, category in rows:
-            ks, modes, categories = by_set.setdefault(name, (set(), set(), set()))
-            ks.add(k)
-            modes.add(thinking)
-            categories.add(category)
-        return cls({name: (frozenset(ks), frozenset(modes), frozenset(cs))
-                    for name, (ks, modes, cs) in by_set.items()})
-
     def describe(self, sets: Iterable[str] | None = None) -> str:
         """``K 3, 5; thinking off, on; categories chat, coding`` for the rows in ``sets``
         (every set when None); empty when none is stored there."""
