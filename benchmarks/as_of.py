@@ -18,6 +18,17 @@ when that code has no ``as_of``.
 
     python benchmarks/as_of.py                       # 100,000 profiles, SQLite and PostgreSQL
     python benchmarks/as_of.py --profiles 10000 --backends sqlite
+
+``--grow R`` measures a history instead (issue 30): the registry imported R times, each round
+after the first changing ``--changed`` (5%) of every set's profiles, with per round the
+database's growth (SQLite: the file after a checkpoint; PostgreSQL: ``pg_database_size`` after
+``VACUUM``), the bytes this process wrote (``wchar`` of ``/proc/self/io``: SQLite's writes; on
+PostgreSQL the server writes) and its CPU time; and at depths 2 and R, one resolution and a
+batch (hits, and misses that must say what was stored), now and as of the time between the
+first two rounds, median of alternating runs. Only the library's public calls are used, so
+``PYTHONPATH=/path/to/old/checkout`` times another commit on the same data:
+
+    python benchmarks/as_of.py --grow 50 --profiles 20000 --files 40 --backends sqlite
 """
 
 from __future__ import annotations
@@ -92,8 +103,13 @@ def build(backend: str, url: str, folder: Path, postgres_url: str) -> dict[str, 
                              for s in sets])
         took = time.perf_counter() - start
         with engine.connect() as conn:
+            from sqlalchemy import inspect
+
+            # The history's profiles: versions (0007 on) or a copy per revision (before).
+            held = {"profile_versions", "revision_profiles"} & set(
+                inspect(conn).get_table_names())
             counts = {t: conn.execute(text(f"SELECT COUNT(*) FROM {t}")).scalar()
-                      for t in ("profiles", "revisions", "revision_profiles")}
+                      for t in ("profiles", "revisions", *sorted(held))}
     finally:
         engine.dispose()
     _settle(backend, url)
@@ -194,6 +210,163 @@ def _same(resolve: Callable, engine: Any, now: list, then: list) -> None:
             raise AssertionError(f"as of now differs from now: {x} != {y}")
 
 
+def _changed(sets: list, fraction: float, round_: int) -> list:
+    """Every set with ``fraction`` of its profiles' AL moved a little (still in [1, K + 1]),
+    chosen afresh each round."""
+    import random
+
+    out = []
+    for s in sets:
+        rng = random.Random(f"grow/{s.name}/{round_}")
+        n = max(1, round(len(s.profiles) * fraction))
+        picked = set(rng.sample(range(len(s.profiles)), n))
+        out.append(dataclasses.replace(s, profiles=tuple(
+            dataclasses.replace(p, acceptance_length=_nudged(float(p.acceptance_length),
+                                                             p.num_spec_tokens, round_))
+            if i in picked else p for i, p in enumerate(s.profiles))))
+    return out
+
+
+def _nudged(al: float, k: int, round_: int) -> float:
+    step = 0.001 * (1 + round_ % 7)
+    return al - step if al + step > k + 1 else al + step
+
+
+def _size(backend: str, url: str) -> int:
+    """The registry's bytes on disk, settled (checkpointed; vacuumed on PostgreSQL)."""
+    _settle(backend, url)
+    if backend == "sqlite":
+        path = Path(url.split(":///", 1)[1])
+        return sum(Path(f"{path}{x}").stat().st_size for x in ("", "-wal")
+                   if Path(f"{path}{x}").exists())
+    from sqlalchemy import create_engine, text
+
+    eng = create_engine(url)
+    with eng.connect() as conn:
+        size = int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar())
+    eng.dispose()
+    return size
+
+
+def _written() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _median_of(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    """Seconds per call, median of ``repeats`` alternating runs (order rotating)."""
+    names = list(calls)
+    runs: dict[str, list[float]] = {n: [] for n in names}
+    for name in names:
+        calls[name]()  # warm
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            start = time.perf_counter()
+            calls[name]()
+            runs[name].append(time.perf_counter() - start)
+    return {n: statistics.median(v) for n, v in runs.items()}
+
+
+def measure_depth(backend: str, url: str, layout: Any, between: datetime, requests: int,
+                  batch: int, rounds: int) -> dict[str, Any]:
+    """One resolution (engine, and the read-only sqlite3 path) and a batch, now and as of
+    ``between``: hits, and misses (a K no set holds) that say what was stored."""
+    from registry_db import store
+    from registry_db.resolve.plan import resolve_many
+
+    lines = list(generate.hit_requests(layout, max(requests, batch)))
+    single = measure_latency(backend, url, lines[:requests], between.isoformat(), rounds)
+    hits = measure.library_requests(lines[:batch])
+    misses = [dataclasses.replace(r, k=generate.MAX_K + 1) for r in hits]
+    then = {name: [dataclasses.replace(r, as_of=between) for r in reqs]
+            for name, reqs in (("hits", hits), ("misses", misses))}
+    engine = store.open_registry(url, readonly=True)
+    try:
+        calls = {}
+        for name, reqs in (("hits", hits), ("misses", misses)):
+            calls[f"{name}/current"] = lambda reqs=reqs: resolve_many(engine, reqs)
+            calls[f"{name}/as_of_first"] = lambda reqs=then[name]: resolve_many(engine, reqs)
+        took = _median_of(calls, 3)
+        refused = sum(1 for a in resolve_many(engine, then["misses"][:50])
+                      if "stored for" in getattr(a, "message", ""))
+    finally:
+        engine.dispose()
+    out = {"single": single, "batch_lines": batch, "batch_s": {k: round(v, 4)
+                                                                for k, v in took.items()},
+           "batch_ratio": {n: round(took[f"{n}/as_of_first"] / took[f"{n}/current"], 3)
+                           for n in ("hits", "misses")},
+           "misses_saying_what_was_stored_of_50": refused}
+    return out
+
+
+def grow(backend: str, url: str, folder: Path, layout: Any, args: argparse.Namespace
+         ) -> dict[str, Any]:
+    """The history benchmark (``--grow``): see the module's docstring."""
+    from registry_db import store
+    from registry_db.sources.profile_set import read
+    from registry_db.store.write import import_sets
+
+    _fresh(backend, url, args.postgres_url)
+    sets, _ = read([folder])
+    sets = list(sets)
+    empty = _size(backend, url)
+    per_round: list[dict[str, Any]] = []
+    depths: dict[str, Any] = {}
+    between = None
+    engine = store.open_registry(url)
+    content = sets
+    try:
+        for r in range(1, args.grow + 1):
+            # Each round changes the share of what the last one imported: changes accumulate.
+            content = content if r == 1 else _changed(content, args.changed, r)
+            before, cpu, wall = _written(), time.process_time(), time.perf_counter()
+            import_sets(engine, content)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            written = _written() - before
+            size = _size(backend, url)
+            last = per_round[-1]["size"] if per_round else empty
+            per_round.append({"round": r, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
+                              "written": written, "size": size, "growth": size - last})
+            print(f"  round {r}: {wall:.2f} s, {cpu:.2f} s CPU, wrote {written / 2**20:.1f} "
+                  f"MiB, grew {(size - last) / 2**20:.2f} MiB", file=sys.stderr)
+            if r == 1:
+                time.sleep(0.01)
+                between = datetime.now(UTC)
+                time.sleep(0.01)
+            if r in (2, args.grow):
+                assert between is not None
+                engine.dispose()
+                depths[str(r)] = measure_depth(backend, url, layout, between, args.requests,
+                                               args.batch, args.rounds)
+                print(f"  depth {r}: " + json.dumps({"single": depths[str(r)]["single"]["ratio"],
+                                                     "batch": depths[str(r)]["batch_ratio"]}),
+                      file=sys.stderr)
+    finally:
+        engine.dispose()
+    first = per_round[0]["size"] - empty
+    second = per_round[1]
+    later = per_round[1:]
+    return {
+        "rounds": per_round, "depths": depths, "first_import_bytes": first,
+        "growth_per_revision_vs_first": round(statistics.median(
+            x["growth"] for x in later) / first, 4),
+        "last_round_vs_second": {
+            "written": round(per_round[-1]["written"] / second["written"], 3),
+            "cpu": round(per_round[-1]["cpu_s"] / second["cpu_s"], 3)},
+        # The last five rounds' medians: one busy neighbour does not make a round's figure.
+        "last_five_median_vs_second": {
+            "written": round(statistics.median(x["written"] for x in per_round[-5:])
+                             / second["written"], 3),
+            "cpu": round(statistics.median(x["cpu_s"] for x in per_round[-5:])
+                         / second["cpu_s"], 3)},
+        "worst_round_vs_second": {
+            "written": round(max(x["written"] for x in later) / second["written"], 3),
+            "cpu": round(max(x["cpu_s"] for x in later) / second["cpu_s"], 3)},
+    }
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backends", default="sqlite,postgresql")
@@ -206,6 +379,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--reuse", action="store_true",
                     help="Time the registry left by an earlier run instead of building it.")
     ap.add_argument("--json-out", type=Path, default=HERE / "results" / "as_of.json")
+    ap.add_argument("--grow", type=int, default=0, metavar="R",
+                    help="Measure a history of R imports instead (see the module's docstring).")
+    ap.add_argument("--changed", type=float, default=0.05,
+                    help="With --grow: the share of each set's profiles changed per round.")
+    ap.add_argument("--batch", type=int, default=1000, help="With --grow: lines per batch.")
     return ap.parse_args(argv)
 
 
@@ -218,6 +396,11 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
         url = _url(backend, args.work_dir, args.profiles, args.postgres_url)
+        if args.grow:
+            results.append({"backend": backend, "profiles": args.profiles, "files": args.files,
+                            "changed": args.changed,
+                            **grow(backend, url, folder, layout, args)})
+            continue
         state = args.work_dir / f"as_of-{backend}-{args.profiles}.json"
         if args.reuse and state.exists():
             built = json.loads(state.read_text())
@@ -239,8 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.json_out.parent.mkdir(parents=True, exist_ok=True)
     args.json_out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps({r["backend"]: {"median_us": r["median_us"], "ratio": r["ratio"]}
-                      for r in results}, indent=2))
+    print(json.dumps({r["backend"]: {k: r[k] for k in (
+        "growth_per_revision_vs_first", "last_round_vs_second", "last_five_median_vs_second",
+        "worst_round_vs_second")}
+        if args.grow else {"median_us": r["median_us"], "ratio": r["ratio"]}
+        for r in results}, indent=2))
     return 0
 
 

@@ -127,6 +127,10 @@ _FOREIGN_KEYS = [
     ("revision_rates", "profile_id", "revision_profiles", "id"),
     ("profile_counts", "profile_id", "profiles", "id"),
     ("revision_counts", "profile_id", "revision_profiles", "id"),
+    ("profile_versions", "provenance_id", "provenances", "id"),
+    ("profile_versions", "method", "methods", "name"),
+    ("version_rates", "profile_id", "profile_versions", "id"),
+    ("version_counts", "profile_id", "profile_versions", "id"),
 ]
 
 
@@ -145,16 +149,28 @@ def broken_foreign_keys(engine) -> list[tuple]:
                 f"WHERE c.{col} IS NOT NULL AND p.{pcol} IS NULL")).scalar()
             if n:
                 found.append((child, col, n))
+        if "profile_versions" in present:
+            # A version's range names revisions of its set: the first, and the one after the
+            # last (which closed it).
+            for col, offset in (("first_revision", 0), ("last_revision", 1)):
+                n = conn.execute(text(
+                    f"SELECT COUNT(*) FROM profile_versions p WHERE p.{col} IS NOT NULL AND "
+                    "NOT EXISTS (SELECT 1 FROM revisions v WHERE v.set_name = p.set_name "
+                    f"AND v.revision = p.{col} + {offset})")).scalar()
+                if n:
+                    found.append(("profile_versions", col, n))
     return found
 
 
 def orphan_provenances(engine) -> int:
     """Provenances that neither a profile nor a revision's profile cites."""
     with engine.connect() as conn:
+        present = set(inspect(conn).get_table_names())
+        history = "profile_versions" if "profile_versions" in present else "revision_profiles"
         return conn.execute(text(
             "SELECT COUNT(*) FROM provenances pr WHERE NOT EXISTS "
             "(SELECT 1 FROM profiles p WHERE p.provenance_id = pr.id) AND NOT EXISTS "
-            "(SELECT 1 FROM revision_profiles p WHERE p.provenance_id = pr.id)")).scalar()
+            f"(SELECT 1 FROM {history} p WHERE p.provenance_id = pr.id)")).scalar()
 
 
 @contextlib.contextmanager

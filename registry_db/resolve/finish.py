@@ -146,9 +146,12 @@ def say_what_exists(bind: ReadBind, plans: list[Any], answers: list[Any]) -> lis
         if pairs:
             stored.update(((pair, per_set), held) for pair, held in
                           stored_variants(bind, pairs, per_set=per_set).items())
-    then = {(lk.model, lk.method, lk.as_of) for lk in lookups if lk.as_of is not None}
-    if then:
-        stored.update(stored_variants_as_of(bind, then))
+    for per_set in (False, True):
+        then = {(lk.model, lk.method, lk.as_of) for lk in lookups
+                if lk.as_of is not None and (lk.scope is not None) is per_set}
+        if then:
+            stored.update(((key, per_set), held) for key, held in
+                          stored_variants_as_of(bind, then, per_set=per_set).items())
     out = list(answers)
     # Described once per (model, method, time, scope): a batch's misses repeat a few of them.
     said: dict[tuple, str] = {}
@@ -156,8 +159,8 @@ def say_what_exists(bind: ReadBind, plans: list[Any], answers: list[Any]) -> lis
         where = (lk.model, lk.method, lk.as_of, lk.scope)
         what = said.get(where)
         if what is None:
-            variants = stored[((lk.model, lk.method), lk.scope is not None) if lk.as_of is None
-                              else (lk.model, lk.method, lk.as_of)]
+            variants = stored[((lk.model, lk.method) if lk.as_of is None
+                               else (lk.model, lk.method, lk.as_of), lk.scope is not None)]
             held = variants.describe(lk.scope)
             what = said[where] = (
                 f"stored for {lk.model}/{lk.method} there: {held}" if held

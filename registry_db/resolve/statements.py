@@ -22,23 +22,25 @@ from typing import Any
 _PREFIX = ("{a}.model = {b}.model AND {a}.speculative_method = {b}.speculative_method"
            " AND {a}.num_spec_tokens = {b}.num_spec_tokens AND {a}.thinking = {b}.thinking")
 
-#: The tables a lookup reads: the current registry, or every revision (a registry as of a time).
-_CURRENT = {"profiles": "profiles", "rates": "profile_rates", "sets": "profile_sets",
-            "set_fk": "set_id", "name": "name", "counts": "profile_counts"}
-_HISTORY = {"profiles": "revision_profiles", "rates": "revision_rates", "sets": "revisions",
-            "set_fk": "revision_id", "name": "set_name", "counts": "revision_counts"}
 #: A candidate's counts and their stderr, read by primary key beside its value (null without).
 _COUNTS = "cn.drafts, cn.draft_tokens, cn.accepted_tokens, cn.accepted_per_position, cn.al_stderr"
 
+#: A profile version ``p`` was current at time ``at``: written by then, not yet replaced.
+_CURRENT_AT = "p.valid_from <= {at} AND (p.valid_until IS NULL OR p.valid_until > {at})"
 
-def _live(v: str, n: str, at: str) -> str:
+
+def _revision_at(name: str, at: str) -> str:
+    """The number of set ``name``'s revision of time ``at``: one probe of
+    ``ix_revisions_set_name_imported_at`` (a set's times rise with its numbers)."""
+    return (f"(SELECT n.revision FROM revisions n WHERE n.set_name = {name}"
+            f" AND n.imported_at <= {at} ORDER BY n.imported_at DESC LIMIT 1)")
+
+
+def _live(v: str, at: str) -> str:
     """Revision ``v`` is its set's registry at time ``at``: the set's latest revision written by
-    then, and not a deletion. The latest is read from ``uq_revisions_set_revision`` (set_name,
-    revision) newest first, stopping at the first written by ``at``: for a time after the
-    set's last import, one row."""
-    return (f"{v}.action <> 'deleted' AND {v}.revision = ("
-            f"SELECT {n}.revision FROM revisions {n} WHERE {n}.set_name = {v}.set_name"
-            f" AND {n}.imported_at <= {at} ORDER BY {n}.revision DESC LIMIT 1)")
+    then (one probe of ``ix_revisions_set_name_imported_at``), and not a deletion."""
+    return (f"{v}.action <> 'deleted' AND {v}.revision = "
+            + _revision_at(f"{v}.set_name", at))
 
 
 #: One run, in one statement that only probes indexes (no sort, no temporary table: a window
@@ -67,19 +69,17 @@ WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens 
       SELECT 1 FROM profiles q{join_q}
       WHERE """ + _PREFIX.format(a="q", b="p") + """ AND q.category = :category{scope_q})){scope}"""
 
-#: One run as of a time: the key's profiles (category or fallback) of each set's revision of
-#: that time are found once (``c``: a few rows, by the key index, each revision's liveness by
-#: ``uq_revisions_set_revision``), then the same rules as above decide among them: one pass over
-#: the history instead of three subqueries each repeating the revision probe, which tripled
-#: PostgreSQL's planning.
+#: One run as of a time: the key's versions (category or fallback) current at that time are
+#: found once (``c``: a few rows, by the key index, each version's range on its own row), then
+#: the same rules as above decide among them; each candidate's revision number is one probe of
+#: the revisions' time index.
 _LOOKUP_ONE_AS_OF = """WITH c AS (
     SELECT p.id, p.category, p.acceptance_length, p.method, p.copied_from, p.provenance_id,
-           s.set_name, s.revision
-    FROM revision_profiles p
-    JOIN revisions s ON s.id = p.revision_id
+           p.set_name, """ + _revision_at("p.set_name", ":as_of") + """ AS revision
+    FROM profile_versions p
     WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens = :k
       AND p.thinking = :thinking AND p.category IN (:category, :fallback){scope}
-      AND """ + _live("s", "n", ":as_of") + """
+      AND """ + _CURRENT_AT.format(at=":as_of") + """
 )
 SELECT 0 AS lookup_id, c.category,
        (SELECT COUNT(*) FROM c AS h WHERE h.category = c.category) AS set_count,
@@ -87,8 +87,8 @@ SELECT 0 AS lookup_id, c.category,
        r.position, r.rate, c.revision, """ + _COUNTS + """
 FROM c
 LEFT JOIN provenances pr ON pr.id = c.provenance_id
-LEFT JOIN revision_rates r ON r.profile_id = c.id
-LEFT JOIN revision_counts cn ON cn.profile_id = c.id
+LEFT JOIN version_rates r ON r.profile_id = c.id
+LEFT JOIN version_counts cn ON cn.profile_id = c.id
 WHERE c.category = :category OR NOT EXISTS (SELECT 1 FROM c AS h WHERE h.category = :category)"""
 
 _MARKER = {"sqlite": "?", "postgresql": "%s"}
@@ -105,7 +105,7 @@ def named_one_statement(dialect: str, scoped: int, as_of: bool = False) -> str:
     if dialect not in _MARKER:
         raise ValueError(f"no statement for the dialect {dialect!r}")
     if as_of:
-        template = _LOOKUP_ONE_AS_OF.format(scope=" AND s.set_name IN (:scope)" if scoped else "")
+        template = _LOOKUP_ONE_AS_OF.format(scope=" AND p.set_name IN (:scope)" if scoped else "")
     else:
         join_q, scope, scope_q = "", "", ""
         if scoped:
@@ -148,17 +148,16 @@ LOOKUP_ONE = {d: one_statement(d, 0)[0] for d in _MARKER}
 #: needs no sort on SQLite: its rank-1 rows are the preferred category that some set in scope
 #: holds, and their count (the window's default frame ends at the current row's last peer) is
 #: the number of those sets. As of a time, each key row carries the time too (``as_of``) and the
-#: candidates are the profiles of each set's revision of that time.
+#: candidates are the profile versions current then, each with its set's revision of that time.
 _RANKED = """RANK() OVER w AS place, COUNT(*) OVER w AS set_count"""
 _CANDIDATES = """FROM {source}
-    JOIN {profiles} p ON """ + _PREFIX.format(a="p", b="t") + """ AND p.category = t.category
-    JOIN {sets} s ON s.id = p.{set_fk}
+    JOIN {profiles} p ON """ + _PREFIX.format(a="p", b="t") + """ AND p.category = t.category{join}
     WHERE {where}"""
 _WINDOW = "WINDOW w AS (PARTITION BY {w}lookup_id ORDER BY {w}preference)"
 #: PostgreSQL's shape: the candidates' whole rows go through the window.
 _LOOKUP_MANY = """WITH candidates AS (
-    SELECT t.lookup_id, t.preference, p.category, p.id AS profile_id, s.{name} AS set_name,
-           p.acceptance_length, p.method, p.copied_from, p.provenance_id, s.revision
+    SELECT t.lookup_id, t.preference, p.category, p.id AS profile_id, {set_name} AS set_name,
+           p.acceptance_length, p.method, p.copied_from, p.provenance_id, {revision}
     """ + _CANDIDATES + """
 ),
 ranked AS (
@@ -180,23 +179,32 @@ WHERE r.place = 1"""
 #: PostgreSQL the second join by id costs more than the window's width, so each dialect has its
 #: own (docs/decisions.md).
 _LOOKUP_MANY_NARROW = """WITH ranked AS (
-    SELECT t.lookup_id, p.id AS profile_id, """ + _RANKED + """
+    SELECT t.lookup_id, p.id AS profile_id, """ + _RANKED + """{ranked}
     """ + _CANDIDATES + """
     """ + _WINDOW.format(w="t.") + """
 )
-SELECT r.lookup_id, p.category, r.set_count, r.profile_id, s.{name},
+SELECT r.lookup_id, p.category, r.set_count, r.profile_id, {set_name},
        p.acceptance_length, p.method, p.copied_from, pr.source, pr.hardware,
-       rt.position, rt.rate, s.revision, """ + _COUNTS + """
+       rt.position, rt.rate, {winner_revision}, """ + _COUNTS + """
 FROM ranked r
-JOIN {profiles} p ON p.id = r.profile_id
-JOIN {sets} s ON s.id = p.{set_fk}
+JOIN {profiles} p ON p.id = r.profile_id{winner_join}
 LEFT JOIN provenances pr ON pr.id = p.provenance_id
 LEFT JOIN {rates} rt ON rt.profile_id = r.profile_id
 LEFT JOIN {counts} cn ON cn.profile_id = r.profile_id
 WHERE r.place = 1"""
-_WHERE_NOW = "t.set_name = '' OR t.set_name = s.name"
-_WHERE_AS_OF = ("(t.set_name = '' OR t.set_name = s.set_name)\n      AND "
-                + _live("s", "n", "t.as_of"))
+#: What the many-runs statements read: the current registry, or the versions as of a time.
+_CURRENT = {"profiles": "profiles", "rates": "profile_rates", "counts": "profile_counts",
+            "join": "\n    JOIN profile_sets s ON s.id = p.set_id", "set_name": "s.name",
+            "revision": "s.revision", "ranked": "", "winner_revision": "s.revision",
+            "winner_join": "\nJOIN profile_sets s ON s.id = p.set_id",
+            "where": "t.set_name = '' OR t.set_name = s.name"}
+_AS_OF = {"profiles": "profile_versions", "rates": "version_rates", "counts": "version_counts",
+          "join": "", "set_name": "p.set_name",
+          "revision": _revision_at("p.set_name", "t.as_of") + " AS revision",
+          "ranked": ", " + _revision_at("p.set_name", "t.as_of") + " AS revision",
+          "winner_revision": "r.revision", "winner_join": "",
+          "where": ("(t.set_name = '' OR t.set_name = p.set_name)\n      AND "
+                    + _CURRENT_AT.format(at="t.as_of"))}
 
 #: Many runs on SQLite: the batch's lookup rows in a TEMP table joined to the profiles' index;
 #: its primary key is the order the window reads them in.
@@ -208,8 +216,7 @@ SQLITE_KEYS_DDL = (
     f"CREATE TEMP TABLE {SQLITE_KEYS_TABLE} ({_KEYS_COLUMNS}, "
     "PRIMARY KEY (lookup_id, preference, set_name)) WITHOUT ROWID")
 SQLITE_KEYS_INSERT = f"INSERT INTO temp.{SQLITE_KEYS_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-SQLITE_LOOKUP_MANY = _LOOKUP_MANY_NARROW.format(source=f"temp.{SQLITE_KEYS_TABLE} t",
-                                                where=_WHERE_NOW, **_CURRENT)
+SQLITE_LOOKUP_MANY = _LOOKUP_MANY_NARROW.format(source=f"temp.{SQLITE_KEYS_TABLE} t", **_CURRENT)
 #: The same as of a time: each row's time is text in the stored format.
 SQLITE_AS_OF_TABLE = "registry_resolve_keys_as_of"
 SQLITE_AS_OF_DDL = (
@@ -218,7 +225,7 @@ SQLITE_AS_OF_DDL = (
 SQLITE_AS_OF_INSERT = (f"INSERT INTO temp.{SQLITE_AS_OF_TABLE} "
                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
 SQLITE_LOOKUP_MANY_AS_OF = _LOOKUP_MANY_NARROW.format(source=f"temp.{SQLITE_AS_OF_TABLE} t",
-                                                      where=_WHERE_AS_OF, **_HISTORY)
+                                                      **_AS_OF)
 
 #: Many runs on PostgreSQL: the lookup rows as one JSON array of arrays, one parameter
 #: (:func:`pg_parameters`), expanded into rows by the server; as of a time each row's last item
@@ -229,11 +236,9 @@ _PG_ROWS = ("(SELECT (v->>0)::INTEGER AS lookup_id, (v->>1)::INTEGER AS preferen
             " v->>2 AS model, v->>3 AS speculative_method, (v->>4)::INTEGER AS num_spec_tokens,"
             " v->>5 AS thinking, v->>6 AS category, v->>7 AS set_name{more}"
             " FROM jsonb_array_elements(%(rows)s::jsonb) AS e(v) LIMIT %(count)s) t")
-PG_LOOKUP_MANY = _LOOKUP_MANY.format(source=_PG_ROWS.format(more=""), where=_WHERE_NOW,
-                                     **_CURRENT)
+PG_LOOKUP_MANY = _LOOKUP_MANY.format(source=_PG_ROWS.format(more=""), **_CURRENT)
 PG_LOOKUP_MANY_AS_OF = _LOOKUP_MANY.format(
-    source=_PG_ROWS.format(more=", (v->>8)::TIMESTAMPTZ AS as_of"), where=_WHERE_AS_OF,
-    **_HISTORY)
+    source=_PG_ROWS.format(more=", (v->>8)::TIMESTAMPTZ AS as_of"), **_AS_OF)
 
 
 def pg_parameters(rows: Sequence[tuple]) -> dict[str, str | int]:
@@ -249,4 +254,4 @@ def _iso(value: Any) -> str:
 
 
 #: The sets of the registry as of a time: each set's revision of that time, unless a deletion.
-LIVE_SETS = "SELECT v.set_name FROM revisions v WHERE " + _live("v", "n", "{at}")
+LIVE_SETS = "SELECT v.set_name FROM revisions v WHERE " + _live("v", "{at}")

@@ -58,18 +58,6 @@ class StoredVariants:
 
     by_set: dict[str, tuple[frozenset[int], frozenset[str], frozenset[str]]]
 
-    @classmethod
-    def from_rows(cls, rows: Iterable[tuple[str, int, str, str]]) -> StoredVariants:
-        """From ``(set, K, thinking, category)`` rows."""
-        by_set: dict[str, tuple[set, set, set]] = {}
-        for name, k, thinking, category in rows:
-            ks, modes, categories = by_set.setdefault(name, (set(), set(), set()))
-            ks.add(k)
-            modes.add(thinking)
-            categories.add(category)
-        return cls({name: (frozenset(ks), frozenset(modes), frozenset(cs))
-                    for name, (ks, modes, cs) in by_set.items()})
-
     def describe(self, sets: Iterable[str] | None = None) -> str:
         """``K 3, 5; thinking off, on; categories chat, coding`` for the rows in ``sets``
         (every set when None); empty when none is stored there."""
@@ -105,38 +93,52 @@ def stored_variants(bind: ReadBind,
     return {pair: StoredVariants(held) for pair, held in found.items()}
 
 
-_SELECT_HISTORY = ("SELECT DISTINCT p.model, p.speculative_method, v.set_name, v.revision, "
-                   "p.num_spec_tokens, p.thinking, p.category FROM revision_profiles p "
-                   "JOIN revisions v ON v.id = p.revision_id")
+#: What was stored per (model, method, time) and set, in one statement over the key index:
+#: each wanted (model, method, time) is a row of ``w`` (numbered ``i``), joined to the stretches
+#: of time each set held each key of that model and method (``profile_keys``: a new value does
+#: not make a new stretch, so about one row per key, as in ``profiles``), aggregated as
+#: :data:`_SELECT` does.
+_SELECT_AS_OF = ("WITH w (i, model, method, at) AS (VALUES {{rows}}) "
+                 "SELECT w.i, {{name}}, {ks}, {modes}, {categories} FROM w "
+                 "JOIN profile_keys p ON p.model = w.model AND p.speculative_method = w.method"
+                 " AND p.valid_from <= w.at AND (p.valid_until IS NULL OR p.valid_until > w.at) "
+                 "GROUP BY w.i{{by_set}}")
+
+#: Wanted (model, method, time) rows per statement: four parameters each, far below either
+#: driver's limit.
+AS_OF_CHUNK = 200
 
 
 def stored_variants_as_of(bind: ReadBind,
-                          wanted: Iterable[tuple[str, str, datetime]],
+                          wanted: Iterable[tuple[str, str, datetime]], *, per_set: bool = True,
                           ) -> dict[tuple[str, str, datetime], StoredVariants]:
-    """For each (model, method, time), what the registry held then: two statements (every
-    revision's variants of those models, and every set's revisions), whatever the number of
-    distinct times."""
-    from registry_db.resolve.lookup import cursor
-    from registry_db.resolve.timeline import Timeline
+    """For each (model, method, time), what the registry held then: computed in the database
+    over the versions' key index, one statement per :data:`AS_OF_CHUNK` of them, in one
+    snapshot. Without ``per_set`` the sets are not told apart, as for
+    :func:`stored_variants`."""
+    from registry_db.resolve.lookup import bound, cursor
 
     wanted = sorted(set(wanted))
-    models = sorted({m for m, _, _ in wanted})
-    named = len(models) <= MAX_NAMED_MODELS
+    found: dict[int, dict[str, tuple[frozenset, frozenset, frozenset]]] = {
+        i: {} for i in range(len(wanted))}
     with cursor(bind, snapshot=True) as c:
         marker = "?" if c.dialect == "sqlite" else "%s"
-        sql = _SELECT_HISTORY if not named else (
-            f"{_SELECT_HISTORY} WHERE p.model IN ({', '.join([marker] * len(models))})")
-        c.cur.execute(sql, tuple(models) if named else ())
-        rows: dict[tuple[str, str], list[tuple]] = {}
-        for model, method, name, revision, *row in c.cur.fetchall():
-            rows.setdefault((model, method), []).append((name, revision, *row))
-        timeline = Timeline.read(c)
-    out = {}
-    for model, method, at in wanted:
-        held = {(name, *row) for name, revision, *row in rows.get((model, method), ())
-                if timeline.revision_at(name, at) == revision}
-        out[model, method, at] = StoredVariants.from_rows(held)
-    return out
+        # Typed once, in the first row, for PostgreSQL (VALUES takes its types from it).
+        first = (f"(CAST({marker} AS INTEGER), {marker}, {marker}, "
+                 f"{'CAST(%s AS TIMESTAMPTZ)' if c.dialect == 'postgresql' else marker})")
+        rest = f"({marker}, {marker}, {marker}, {marker})"
+        for start in range(0, len(wanted), AS_OF_CHUNK):
+            chunk = wanted[start:start + AS_OF_CHUNK]
+            rows = ", ".join([first] + [rest] * (len(chunk) - 1))
+            params = tuple(v for i, (model, method, at) in enumerate(chunk, start)
+                           for v in (i, model, method, bound(at, c.dialect)))
+            c.cur.execute(_statement(_SELECT_AS_OF, c.dialect).format(
+                rows=rows, name="p.set_name" if per_set else "''",
+                by_set=", p.set_name" if per_set else ""), params)
+            for i, name, ks, modes, categories in c.cur.fetchall():
+                found[i][name] = (frozenset(map(int, ks.split(","))),
+                                  frozenset(modes.split(",")), frozenset(categories.split(",")))
+    return {key: StoredVariants(found[i]) for i, key in enumerate(wanted)}
 
 
 def _rows(bind: ReadBind,

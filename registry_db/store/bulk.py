@@ -25,16 +25,21 @@ CHUNK = 1000
 COPY_MIN_ROWS = 50
 
 
-def insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
-    """Insert ``rows`` into ``table``, in the current transaction.
+def insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]], *,
+                plain: bool = False) -> None:
+    """Insert ``rows`` into ``table``, in the current transaction (``plain``: the caller gave
+    every value as the SQLite driver takes it, its times as stored text).
 
     PostgreSQL gets ``COPY ... FROM STDIN`` for many rows (psycopg's executemany sends one
     statement per row, ten times slower). SQLite gets the driver's own ``executemany`` of plain
     tuples for tables whose columns need no conversion (text, numbers), skipping SQLAlchemy's
     per-row parameter processing (figures in docs/decisions.md, "Importing").
     """
+    if not rows:
+        return
     postgresql = conn.dialect.name == "postgresql"
-    if len(rows) < COPY_MIN_ROWS or not (postgresql or plain_columns(table)):
+    bulk = len(rows) >= COPY_MIN_ROWS and (postgresql or plain_columns(table))
+    if not (bulk or (plain and not postgresql)):
         conn.execute(insert(table), rows)
         return
     columns = list(rows[0])

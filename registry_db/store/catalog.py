@@ -308,23 +308,41 @@ TABLES: dict[str, Relation] = {r.name: r for r in (
         C("position", "0-based order in the file."),
         C("text", "The caveat; not empty."),
     )),
-    Relation("revision_profiles", "table", "A full copy of each revision's profiles.", (
-        C("id", "Surrogate key."),
-        C("revision_id", "The revision (`revisions.id`)."),
-        C("position", "0-based order in the file."),
-        *_KEY, _AL,
-        C("method", "How the value was obtained (`methods.name`)."),
-        C("provenance_id", "Where it was measured (`provenances.id`)."),
-        C("rationale", "The reasoning behind a value that was not measured."),
-        C("copied_from", "For `copied`: the source profile's label."),
-    )),
-    Relation("revision_rates", "table", "Per-position rates of a revision's profile.", (
-        C("profile_id", "The profile (`revision_profiles.id`)."),
+    Relation("profile_versions", "table", "Each version of a profile, stored once: the range "
+             "of its set's revisions that held it, and when.", (
+                 C("id", "Surrogate key."),
+                 C("set_name", "The set's name (`revisions.set_name`)."),
+                 C("first_revision", "The first revision of the set that holds this version."),
+                 C("last_revision", "The last revision that holds it; NULL while the set's "
+                   "latest revision does."),
+                 C("valid_from", "When it became current: `first_revision`'s `imported_at`.",
+                   "UTC timestamp"),
+                 C("valid_until", "When it stopped being current (replaced, removed or the set "
+                   "deleted): the next revision's `imported_at`; NULL while current.",
+                   "UTC timestamp"),
+                 C("position", "0-based order in the file."),
+                 *_KEY, _AL,
+                 C("method", "How the value was obtained (`methods.name`)."),
+                 C("provenance_id", "Where it was measured (`provenances.id`)."),
+                 C("rationale", "The reasoning behind a value that was not measured."),
+                 C("copied_from", "For `copied`: the source profile's label."),
+             )),
+    Relation("profile_keys", "table", "When each set held each profile key, whatever its "
+             "values: one row per unbroken stretch (a removal or the set's deletion ends it).", (
+                 C("id", "Surrogate key."),
+                 C("set_name", "The set's name (`revisions.set_name`)."),
+                 *_KEY,
+                 C("valid_from", "When the set began to hold the key.", "UTC timestamp"),
+                 C("valid_until", "When it stopped (the key removed or the set deleted); NULL "
+                   "while it holds it.", "UTC timestamp"),
+             )),
+    Relation("version_rates", "table", "Per-position rates of a profile version.", (
+        C("profile_id", "The profile version (`profile_versions.id`)."),
         C("position", "i, from 1 to K."),
         C("rate", "p_i: P(the first i drafts are all accepted).", "probability"),
     )),
-    Relation("revision_counts", "table", "The counts of a revision's profile.", (
-        C("profile_id", "The profile (`revision_profiles.id`)."),
+    Relation("version_counts", "table", "The counts of a profile version.", (
+        C("profile_id", "The profile version (`profile_versions.id`)."),
         *_TABLE_COUNTS,
     )),
     Relation("alembic_version", "table", "Alembic's bookkeeping: the schema revision.", (

@@ -2,12 +2,16 @@
 
 The current registry (``profile_sets`` … ``profile_rates``) is what resolution reads; beside it
 the ``revisions`` table holds one row per import that added or changed a set and per deletion,
-numbered 1, 2, … per set, and ``revision_caveats``, ``revision_profiles`` and ``revision_rates``
-hold a full copy of each revision's content (profiles cite the shared ``provenances``, which
+numbered 1, 2, … per set; ``profile_versions`` holds each version of a profile once, over the
+range of its set's revisions that held it (``first_revision`` … ``last_revision``, current from
+``valid_from`` to ``valid_until``), with ``version_rates`` and ``version_counts`` beside it, and
+``revision_caveats`` each revision's caveats (profiles cite the shared ``provenances``, which
 are therefore never deleted). Revisions are written inside the importer's (or the deleter's) one
 write transaction, after the writers' lock, so numbers have no gap or duplicate under concurrent
-writers and a killed writer leaves no half revision. The copy is made set-based from the rows
-just written (``INSERT … SELECT``), a few statements per import whatever its size.
+writers and a killed writer leaves no half revision. An import writes only what changed: the
+profiles equal to their set's open versions extend those ranges, the others close them, and
+new or changed profiles become versions (:func:`record_current`); a deletion closes every
+range of its set.
 
 Reading: :func:`history` lists revisions newest first, :func:`load_revision` rebuilds one as a
 :class:`~registry_db.model.ProfileSet`, :func:`diff` and :func:`diff_sets` name what changed
@@ -22,12 +26,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy import bindparam, delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import NotFound, UsageError
 from registry_db.model import Profile, ProfileSet
-from registry_db.store.bulk import chunks
+from registry_db.store.bulk import chunks, counts_row, insert_many
 from registry_db.store.drift import drift
 from registry_db.store.engine import Bind, run_write
 from registry_db.store.read import (
@@ -39,13 +43,14 @@ from registry_db.store.read import (
     unknown_set_message,
 )
 from registry_db.store.schema import (
+    profile_keys,
     profile_sets,
+    profile_versions,
     profiles,
     revision_caveats,
-    revision_counts,
-    revision_profiles,
-    revision_rates,
     revisions,
+    version_counts,
+    version_rates,
 )
 
 ACTIONS: tuple[str, ...] = ("added", "updated", "deleted")
@@ -163,48 +168,159 @@ def next_revisions(conn: Connection, names: Sequence[str]) -> dict[str, int]:
 
 
 def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str | None, str, int]],
-                   message: str | None, now: datetime, counts: bool = True) -> None:
+                   sets: Sequence[ProfileSet], prov_ids: dict[int, int], message: str | None,
+                   now: datetime) -> None:
     """Record a revision of each set in ``entries`` — ``(name, revision, action, file, hash,
-    profiles)`` — copying its content from the current tables, where the importer has just
-    written it with ``profile_sets.revision`` = that revision. ``counts`` False: no profile of
-    theirs has counts (one statement fewer per chunk)."""
+    profiles)`` — whose content is ``sets`` (by name), just written to the current tables with
+    ``profile_sets.revision`` = that revision and provenances ``prov_ids``.
+
+    Only what changed is written: a profile equal to the version its set holds now (same file
+    position, values, rates, counts and provenance) stays that version, whose range then takes
+    in the new revision; every other open version of the set is closed at the revision before,
+    and each new or changed profile becomes a version from this revision on. Caveats are copied
+    per revision (a few rows a set)."""
     if not entries:
         return
     _insert_revisions(conn, [{
         "set_name": name, "revision": rev, "action": action, "imported_at": now,
         "source_file": file, "content_hash": h, "profile_count": n, "message": message,
     } for name, rev, action, file, h, n in entries])
-    for chunk in chunks(sorted(name for name, *_ in entries)):
+    by_name = {s.name: s for s in sets}
+    numbers = {name: rev for name, rev, *_ in entries}
+    for chunk in chunks(sorted(numbers)):
         marks = ", ".join(f":n{i}" for i in range(len(chunk)))
         params = {f"n{i}": name for i, name in enumerate(chunk)}
         # The revision just recorded is the one profile_sets.revision names.
-        current = "JOIN revisions v ON v.set_name = s.name AND v.revision = s.revision"
-        where = f"WHERE s.name IN ({marks})"
         conn.execute(text(
             "INSERT INTO revision_caveats (revision_id, position, text) "
             "SELECT v.id, c.position, c.text FROM set_caveats c "
-            f"JOIN profile_sets s ON s.id = c.set_id {current} {where}"), params)
-        conn.execute(text(
-            "INSERT INTO revision_profiles (revision_id, position, model, speculative_method, "
-            "num_spec_tokens, thinking, category, acceptance_length, method, provenance_id, "
-            "rationale, copied_from) "
-            "SELECT v.id, p.position, p.model, p.speculative_method, p.num_spec_tokens, "
-            "p.thinking, p.category, p.acceptance_length, p.method, p.provenance_id, "
-            "p.rationale, p.copied_from "
-            f"FROM profiles p JOIN profile_sets s ON s.id = p.set_id {current} {where}"), params)
-        # Rates and counts of a profile follow it to its copy (by file position).
-        children = [("revision_rates", "profile_rates", "position, rate")]
-        if counts:
-            children.append(("revision_counts", "profile_counts", "drafts, draft_tokens, "
-                             "accepted_tokens, accepted_per_position, al_stderr"))
-        for copy, table, columns in children:
-            conn.execute(text(
-                f"INSERT INTO {copy} (profile_id, {columns}) SELECT rp.id, "
-                + ", ".join(f"r.{c.strip()}" for c in columns.split(",")) + f" FROM {table} r "
-                "JOIN profiles p ON p.id = r.profile_id "
-                f"JOIN profile_sets s ON s.id = p.set_id {current} "
-                "JOIN revision_profiles rp ON rp.revision_id = v.id AND rp.position = p.position "
-                f"{where}"), params)
+            "JOIN profile_sets s ON s.id = c.set_id "
+            "JOIN revisions v ON v.set_name = s.name AND v.revision = s.revision "
+            f"WHERE s.name IN ({marks})"), params)
+        held = _open_versions(conn, [n for n in chunk if numbers[n] > 1])
+        closed: list[dict[str, Any]] = []
+        fresh: list[tuple[str, int, Profile]] = []
+        gone: list[dict[str, Any]] = []
+        new_keys: list[dict[str, Any]] = []
+        for name in chunk:
+            versions = held.get(name, {})
+            kept = set()
+            for i, p in enumerate(by_name[name].profiles):
+                found = versions.get(_content(i, p, prov_ids))
+                if found is None:
+                    fresh.append((name, i, p))
+                else:
+                    kept.add(found)
+            closed += [{"vid": vid, "last": numbers[name] - 1}
+                       for vid in versions.values() if vid not in kept]
+            # The keys the set holds now against those it held: a stretch ends or begins.
+            before = {content[1:6] for content in versions}
+            after = {p.key for p in by_name[name].profiles}
+            gone += [dict(zip(_KEY_PARAMS, (name, *key))) for key in sorted(before - after)]
+            new_keys += [dict(zip(_KEY_NAMES, (name, *key))) for key in sorted(after - before)]
+        if closed:
+            conn.execute(update(profile_versions).where(profile_versions.c.id == bindparam("vid"))
+                         .values(last_revision=bindparam("last"), valid_until=now), closed)
+        if gone:
+            k = profile_keys.c
+            conn.execute(update(profile_keys).where(
+                *(k[c] == bindparam(f"k_{c}") for c in _KEY_NAMES), k.valid_until.is_(None))
+                .values(valid_until=now), gone)
+        _insert_versions(conn, fresh, numbers, prov_ids, now)
+        # SQLite stores a time as text: written in its stored format, as for the versions.
+        at: Any = stored_time(now) if conn.dialect.name == "sqlite" else now
+        insert_many(conn, profile_keys, [{**row, "valid_from": at} for row in new_keys],
+                    plain=True)
+
+
+def _content(position: int, p: Profile, prov_ids: dict[int, int]) -> tuple:
+    """What makes profile ``p`` at ``position`` the same version as a stored one: every
+    stored column, its rates and its counts (as :func:`_open_versions` reads them back)."""
+    counts = None
+    if p.counts is not None:
+        row = counts_row(0, p)
+        counts = tuple(row[c] for c in _COUNT_COLUMNS)
+    return (position, p.model, p.speculative_method, p.num_spec_tokens, p.thinking, p.category,
+            float(p.acceptance_length), p.method,
+            None if p.provenance is None else prov_ids[id(p.provenance)], p.rationale,
+            p.copied_from,
+            tuple(float(r) for r in p.per_position_rates) if p.per_position_rates else (),
+            counts)
+
+
+_COUNT_COLUMNS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_position",
+                  "al_stderr")
+#: A ``profile_keys`` row's set and key columns, and their bound names in its update.
+_KEY_NAMES = ("set_name", "model", "speculative_method", "num_spec_tokens", "thinking",
+              "category")
+_KEY_PARAMS = tuple(f"k_{c}" for c in _KEY_NAMES)
+
+
+def _open_versions(conn: Connection, names: Sequence[str]) -> dict[str, dict[tuple, int]]:
+    """``name -> {content: version id}`` of the versions the latest revisions of ``names`` hold
+    (``ix_profile_versions_set_name_last_revision``: open ranges have no last revision)."""
+    if not names:
+        return {}
+    v = profile_versions.c
+    open_ = select(v.id).where(v.set_name.in_(names), v.last_revision.is_(None))
+    rates: dict[int, list[float]] = defaultdict(list)
+    for pid, rate in conn.execute(select(version_rates.c.profile_id, version_rates.c.rate)
+                                  .where(version_rates.c.profile_id.in_(open_))
+                                  .order_by(version_rates.c.profile_id,
+                                            version_rates.c.position)):
+        rates[pid].append(rate)
+    counts = {pid: tuple(rest) for pid, *rest in conn.execute(
+        select(version_counts.c.profile_id, *(version_counts.c[c] for c in _COUNT_COLUMNS))
+        .where(version_counts.c.profile_id.in_(open_)))}
+    out: dict[str, dict[tuple, int]] = defaultdict(dict)
+    for vid, name, *row in conn.execute(
+            select(v.id, v.set_name, v.position, v.model, v.speculative_method,
+                   v.num_spec_tokens, v.thinking, v.category, v.acceptance_length, v.method,
+                   v.provenance_id, v.rationale, v.copied_from)
+            .where(v.set_name.in_(names), v.last_revision.is_(None))):
+        out[name][(*row, tuple(rates.get(vid, ())), counts.get(vid))] = vid
+    return out
+
+
+def _insert_versions(conn: Connection, fresh: Sequence[tuple[str, int, Profile]],
+                     numbers: dict[str, int], prov_ids: dict[int, int], now: datetime) -> None:
+    """Each ``(set, position, profile)`` as a version from its set's new revision on, with its
+    rates and counts."""
+    if not fresh:
+        return
+    # SQLite stores a time as text: written in its stored format, the rows need no conversion.
+    at: Any = stored_time(now) if conn.dialect.name == "sqlite" else now
+    insert_many(conn, profile_versions, [{
+        "set_name": name, "first_revision": numbers[name], "valid_from": at, "position": i,
+        "model": p.model, "speculative_method": p.speculative_method,
+        "num_spec_tokens": p.num_spec_tokens, "thinking": p.thinking, "category": p.category,
+        "acceptance_length": float(p.acceptance_length), "method": p.method,
+        "provenance_id": None if p.provenance is None else prov_ids[id(p.provenance)],
+        "rationale": p.rationale, "copied_from": p.copied_from,
+    } for name, i, p in fresh], plain=True)
+    if not any(p.per_position_rates or p.counts is not None for _, _, p in fresh):
+        return
+    v = profile_versions.c
+    ids: dict[tuple[str, int], int] = {}
+    for chunk in chunks(sorted({name for name, _, _ in fresh})):
+        ids.update(((n, pos), vid) for vid, n, pos in conn.execute(
+            select(v.id, v.set_name, v.position)
+            .where(v.set_name.in_(chunk), v.last_revision.is_(None), v.valid_from == now)))
+    insert_many(conn, version_rates, [
+        {"profile_id": ids[name, i], "position": k, "rate": float(r)}
+        for name, i, p in fresh if p.per_position_rates
+        for k, r in enumerate(p.per_position_rates, 1)])
+    counted = [counts_row(ids[name, i], p) for name, i, p in fresh if p.counts is not None]
+    if counted:
+        insert_many(conn, version_counts, counted)
+
+
+def stored_time(moment: datetime) -> str:
+    """An aware UTC time as SQLite stores it (SQLAlchemy's ``DateTime`` text), which sorts as
+    the times do. Not strftime: its %Y writes year 1 as "1" on glibc."""
+    m = moment.astimezone(UTC)
+    return (f"{m.year:04d}-{m.month:02d}-{m.day:02d} {m.hour:02d}:{m.minute:02d}:"
+            f"{m.second:02d}.{m.microsecond:06d}")
 
 
 def _insert_revisions(conn: Connection, rows: list[dict[str, Any]]) -> None:
@@ -239,6 +355,16 @@ def delete_in(conn: Connection, names: Sequence[str], message: str | None,
             "set_name": n, "revision": numbers[n], "action": "deleted", "imported_at": now,
             "source_file": found[n][1], "content_hash": None, "profile_count": 0,
             "message": message} for n in names])
+    # The deletion closes every range of the set: its versions end at the revision before.
+    conn.execute(update(profile_versions)
+                 .where(profile_versions.c.set_name == bindparam("n"),
+                        profile_versions.c.last_revision.is_(None))
+                 .values(last_revision=bindparam("last"), valid_until=now),
+                 [{"n": n, "last": numbers[n] - 1} for n in names])
+    conn.execute(update(profile_keys)
+                 .where(profile_keys.c.set_name == bindparam("n"),
+                        profile_keys.c.valid_until.is_(None))
+                 .values(valid_until=now), [{"n": n} for n in names])
     for chunk in chunks(ids):
         # Caveats, profiles and rates go with the set (ON DELETE CASCADE); provenances stay,
         # cited by the history.
@@ -299,7 +425,7 @@ def load_revision(bind: Bind, name: str, number: int) -> ProfileSet | None:
         rid, action, file = row
         if action == "deleted":
             return None
-        return _build(conn, rid, name, file)
+        return _build(conn, rid, name, number, file)
 
 
 def _no_revision(conn: Connection, name: str, number: int) -> str:
@@ -310,24 +436,29 @@ def _no_revision(conn: Connection, name: str, number: int) -> str:
     return f"set {name!r} has no revision {number}; its revisions are 1 to {last}"
 
 
-def _build(conn: Connection, rid: int, name: str, file: str | None) -> ProfileSet:
+def _build(conn: Connection, rid: int, name: str, number: int, file: str | None
+           ) -> ProfileSet:
+    """Revision ``number`` (id ``rid``) of set ``name``: its caveats, and the versions whose
+    range holds it."""
     caveats = tuple(conn.execute(select(revision_caveats.c.text)
                                  .where(revision_caveats.c.revision_id == rid)
                                  .order_by(revision_caveats.c.position)).scalars())
-    p = revision_profiles.c
+    p = profile_versions.c
+    holds = (p.set_name == name, p.first_revision <= number,
+             (p.last_revision.is_(None)) | (p.last_revision >= number))
     rows = conn.execute(select(p.id, p.model, p.speculative_method, p.num_spec_tokens,
                                p.thinking, p.category, p.acceptance_length, p.method,
                                p.provenance_id, p.rationale, p.copied_from)
-                        .where(p.revision_id == rid).order_by(p.position)).all()
+                        .where(*holds).order_by(p.position)).all()
     rates: dict[int, list[float]] = defaultdict(list)
-    in_revision = select(p.id).where(p.revision_id == rid)
-    for pid, rate in conn.execute(select(revision_rates.c.profile_id, revision_rates.c.rate)
-                                  .where(revision_rates.c.profile_id.in_(in_revision))
-                                  .order_by(revision_rates.c.profile_id,
-                                            revision_rates.c.position)):
+    in_revision = select(p.id).where(*holds)
+    for pid, rate in conn.execute(select(version_rates.c.profile_id, version_rates.c.rate)
+                                  .where(version_rates.c.profile_id.in_(in_revision))
+                                  .order_by(version_rates.c.profile_id,
+                                            version_rates.c.position)):
         rates[pid].append(rate)
-    provs = _provenances(conn, select(p.provenance_id).where(p.revision_id == rid))
-    counts = read_counts(conn, revision_counts, in_revision)
+    provs = _provenances(conn, select(p.provenance_id).where(*holds))
+    counts = read_counts(conn, version_counts, in_revision)
     return ProfileSet(name=name, caveats=caveats, file=file, profiles=tuple(Profile(
         model=model, speculative_method=smethod, num_spec_tokens=k, thinking=thinking,
         category=category, acceptance_length=al, method=method,
@@ -405,7 +536,7 @@ def held(bind: Bind, names: Sequence[str] | None = None, *, as_of: datetime | No
             if missing:
                 raise NotFound(_not_held(conn, missing[0], as_of))
             rows = [found[n] for n in names] if names is not None else list(found.values())
-        return [Held(_build(conn, r.id, r.set_name, r.source_file), r.revision,
+        return [Held(_build(conn, r.id, r.set_name, r.revision, r.source_file), r.revision,
                      _utc(r.imported_at)) for r in rows]
 
 

@@ -299,7 +299,7 @@ def _build(conn: Connection, ids: list[int], names: Sequence[str],
 
 def read_counts(conn: Connection, table: Table, cited: Any) -> dict[int, Counts]:
     """``profile id -> Counts`` for the profiles ``cited`` (a subquery of ids) in ``table``
-    (``profile_counts`` or ``revision_counts``, which have the same columns)."""
+    (``profile_counts`` or ``version_counts``, which have the same columns)."""
     c = table.c
     return {pid: counts_from_row(d, dt, a, per) for pid, d, dt, a, per in conn.execute(
         select(c.profile_id, c.drafts, c.draft_tokens, c.accepted_tokens,

@@ -11,7 +11,8 @@ provenance counts and sampling ranges. What needs more than one row (a measured 
 provenance has hardware; K rates per profile; rates that sum to AL − 1) is the validator's.
 
 ``profile_sets`` … ``profile_counts`` are the current registry (what resolution reads); the
-``revision*`` tables keep every revision of every set beside it (see
+``revisions`` table and ``profile_versions`` (each profile version once, over a range of
+revisions) keep every revision of every set beside it (see
 :mod:`registry_db.store.history`).
 """
 
@@ -278,6 +279,8 @@ class RevisionRow(Base):
         CheckConstraint("profile_count >= 0", name="profile_count"),
         CheckConstraint("(action = 'deleted') = (content_hash IS NULL)",
                         name="deleted_has_no_hash"),
+        # A set's revision at a time, in one probe (times rise with numbers within a set).
+        Index(None, "set_name", "imported_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -313,25 +316,36 @@ class RevisionCaveatRow(Base):
     text: Mapped[str] = mapped_column(Text, nullable=False)
 
 
-class RevisionProfileRow(Base):
-    """A profile as one set revision held it (a full copy per revision)."""
+class ProfileVersionRow(Base):
+    """One version of a profile of a set, stored once and held by a range of the set's
+    revisions (``first_revision`` … ``last_revision``; NULL: up to the latest), written at
+    ``valid_from`` and replaced or deleted at ``valid_until`` (NULL: still held)."""
 
-    __tablename__ = "revision_profiles"
+    __tablename__ = "profile_versions"
     __table_args__ = (
-        # Key columns first, revision last: the as-of lookup searches this index by key.
+        # Key columns first: the as-of lookup searches this index by key, and finds the
+        # versions current at a time in the index itself (it covers the times).
         UniqueConstraint("model", "speculative_method", "num_spec_tokens", "thinking",
-                         "category", "revision_id", name="key"),
-        UniqueConstraint("revision_id", "position", name="revision_position"),
+                         "category", "set_name", "valid_from", "valid_until", name="key"),
         CheckConstraint("thinking IN ('on', 'off')", name="thinking"),
         CheckConstraint("num_spec_tokens >= 1", name="k"),
         CheckConstraint("acceptance_length >= 1 AND acceptance_length <= num_spec_tokens + 1",
                         name="al_range"),
+        CheckConstraint("first_revision >= 1", name="first_revision"),
+        CheckConstraint("last_revision IS NULL OR last_revision >= first_revision",
+                        name="revision_range"),
+        CheckConstraint("(last_revision IS NULL) = (valid_until IS NULL)", name="open_range"),
+        # The versions a revision holds, and the open ones an import compares against.
+        Index(None, "set_name", "last_revision"),
         Index(None, "provenance_id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    revision_id: Mapped[int] = mapped_column(
-        ForeignKey("revisions.id", ondelete="CASCADE"), nullable=False)
+    set_name: Mapped[str] = mapped_column(String(), nullable=False)
+    first_revision: Mapped[int] = mapped_column(Integer, nullable=False)
+    last_revision: Mapped[int | None] = mapped_column(Integer)
+    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    valid_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     position: Mapped[int] = mapped_column(Integer, nullable=False)
     model: Mapped[str] = mapped_column(String(), nullable=False)
     speculative_method: Mapped[str] = mapped_column(String(), nullable=False)
@@ -345,10 +359,34 @@ class RevisionProfileRow(Base):
     copied_from: Mapped[str | None] = mapped_column(Text)
 
 
-class RevisionRateRow(Base):
-    """A per-position rate of a revision's profile."""
+class ProfileKeyRow(Base):
+    """When a set held a profile key, whatever its values: one row per unbroken stretch (a new
+    value keeps the stretch; a removal or the set's deletion ends it)."""
 
-    __tablename__ = "revision_rates"
+    __tablename__ = "profile_keys"
+    __table_args__ = (
+        # The keys a model and method had at a time, in the index alone (the misses' text).
+        UniqueConstraint("model", "speculative_method", "num_spec_tokens", "thinking",
+                         "category", "set_name", "valid_from", "valid_until", name="key"),
+        # The stretches a set holds open, which an import or a deletion closes.
+        Index(None, "set_name", "valid_until"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    set_name: Mapped[str] = mapped_column(String(), nullable=False)
+    model: Mapped[str] = mapped_column(String(), nullable=False)
+    speculative_method: Mapped[str] = mapped_column(String(), nullable=False)
+    num_spec_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+    thinking: Mapped[str] = mapped_column(String(), nullable=False)
+    category: Mapped[str] = mapped_column(String(), nullable=False)
+    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    valid_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class VersionRateRow(Base):
+    """A per-position rate of a profile version."""
+
+    __tablename__ = "version_rates"
     __table_args__ = (
         PrimaryKeyConstraint("profile_id", "position"),
         CheckConstraint("position >= 1", name="position"),
@@ -356,19 +394,19 @@ class RevisionRateRow(Base):
     )
 
     profile_id: Mapped[int] = mapped_column(
-        ForeignKey("revision_profiles.id", ondelete="CASCADE"), nullable=False)
+        ForeignKey("profile_versions.id", ondelete="CASCADE"), nullable=False)
     position: Mapped[int] = mapped_column(Integer, nullable=False)
     rate: Mapped[float] = mapped_column(Double, nullable=False)
 
 
-class RevisionCountsRow(_Counts, Base):
-    """The counts of a revision's profile (every revision keeps its own)."""
+class VersionCountsRow(_Counts, Base):
+    """The counts of a profile version."""
 
-    __tablename__ = "revision_counts"
+    __tablename__ = "version_counts"
     __table_args__ = _counts_constraints()
 
     profile_id: Mapped[int] = mapped_column(
-        ForeignKey("revision_profiles.id", ondelete="CASCADE"), primary_key=True,
+        ForeignKey("profile_versions.id", ondelete="CASCADE"), primary_key=True,
         autoincrement=False)
 
 
@@ -389,9 +427,10 @@ profile_rates = _table(ProfileRateRow)
 profile_counts = _table(ProfileCountsRow)
 revisions = _table(RevisionRow)
 revision_caveats = _table(RevisionCaveatRow)
-revision_profiles = _table(RevisionProfileRow)
-revision_rates = _table(RevisionRateRow)
-revision_counts = _table(RevisionCountsRow)
+profile_versions = _table(ProfileVersionRow)
+profile_keys = _table(ProfileKeyRow)
+version_rates = _table(VersionRateRow)
+version_counts = _table(VersionCountsRow)
 
 
 def _describe_tables() -> None:

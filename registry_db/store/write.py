@@ -361,9 +361,8 @@ def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str, str]],
     # Replaced provenances stay: the earlier revisions cite them.
     history.record_current(conn, [(s.name, numbers[s.name], str(status), s.file, h,
                                    len(s.profiles))
-                                  for s, h, status in changed], message, now,
-                           counts=any(p.counts is not None for s, _, _ in changed
-                                      for p in s.profiles))
+                                  for s, h, status in changed],
+                           [s for s, _, _ in changed], prov_ids, message, now)
 
 
 def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int, int]) -> None:

@@ -31,6 +31,8 @@ def _comments_by_migrations() -> dict[str, tuple[str, str, dict[str, str]]]:
     """What the migrations leave behind: each migration's ``COMMENTS`` over the earlier ones'."""
     found: dict[str, tuple[str, str, dict[str, str]]] = {}
     for module in _migration_modules():
+        for name in getattr(module, "DROPPED", ()):  # their comments went with them
+            found.pop(name, None)
         for name, (kind, words, columns) in getattr(module, "COMMENTS", {}).items():
             old = found.get(name, (kind, words, {}))[2]
             found[name] = (kind, words, {**old, **columns})
@@ -54,15 +56,20 @@ def test_the_comments_are_the_catalogs_words_in_plain_text():
 
 def test_the_comments_migration_loses_nothing(engine):
     """``db downgrade`` asks each migration what its downgrade would destroy: here, nothing."""
-    (module,) = [m for m in _migration_modules() if getattr(m, "COMMENTS", None)]
+    modules = [m for m in _migration_modules() if getattr(m, "COMMENTS", None)]
+    assert modules
     with engine.connect() as conn:
-        assert module.would_lose(conn) == []
+        for module in modules:
+            assert module.would_lose(conn) == []
 
 
 def _stored_comments(conn) -> dict[str, tuple[str | None, dict[str, str | None]]]:
-    """Each catalog relation's comment and its columns' comments, as PostgreSQL holds them."""
+    """Each catalog relation's comment and its columns' comments, as PostgreSQL holds them
+    (the relations it has: an older schema lacks the newer ones)."""
     out = {}
     for name, (_kind, _words, columns) in catalog.comments().items():
+        if conn.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is None:
+            continue
         own = conn.execute(text("SELECT obj_description(CAST(:n AS regclass), 'pg_class')"),
                            {"n": name}).scalar()
         cols = dict(conn.execute(text(
@@ -72,6 +79,10 @@ def _stored_comments(conn) -> dict[str, tuple[str | None, dict[str, str | None]]
         assert set(cols) == set(columns), name
         out[name] = (own, cols)
     return out
+
+
+#: The catalog's relations that 0005 does not have (0007 made them).
+NEWER_THAN_0005 = ("profile_versions", "profile_keys", "version_rates", "version_counts")
 
 
 @pytest.mark.only_backend("postgresql")
@@ -84,7 +95,8 @@ def test_postgresql_holds_every_description_and_the_downgrade_removes_them(engin
     try:
         with engine.connect() as conn:
             assert {n: (own, set(cols.values())) for n, (own, cols) in
-                    _stored_comments(conn).items()} == {n: (None, {None}) for n in expected}
+                    _stored_comments(conn).items()} == {n: (None, {None}) for n in expected
+                                                        if n not in NEWER_THAN_0005}
     finally:
         store.upgrade(engine)
     with engine.connect() as conn:

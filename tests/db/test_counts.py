@@ -134,7 +134,7 @@ def test_every_revision_keeps_its_counts_through_delete_and_reimport(engine, db_
     assert cli(db_url, "delete", "counted").exit_code == 0
     with engine.connect() as conn:
         assert conn.execute(text("SELECT COUNT(*) FROM profile_counts")).scalar() == 0
-        assert conn.execute(text("SELECT COUNT(*) FROM revision_counts")).scalar() == 4
+        assert conn.execute(text("SELECT COUNT(*) FROM version_counts")).scalar() == 4
     first, second = (history.load_revision(engine, "counted", n) for n in (1, 2))
     assert first.profiles[0].counts == Counts(4, 12, 6, (3, 2, 1))
     assert second.profiles[0].counts == Counts(4, 12, 5, (3, 1, 1))
@@ -166,7 +166,7 @@ def test_many_profiles_with_counts_take_the_bulk_path(engine, tmp_path):
     stored = reader.load_set(engine, "bulk")
     assert [p.counts for p in stored.profiles] == [Counts(4 + i, 6 + i, 6) for i in range(120)]
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT COUNT(*) FROM revision_counts")).scalar() == 120
+        assert conn.execute(text("SELECT COUNT(*) FROM version_counts")).scalar() == 120
 
 
 def test_show_and_profiles_carry_counts_and_uncertainty(db_url, tmp_path):

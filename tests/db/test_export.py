@@ -19,18 +19,21 @@ from tests.helpers import SEED_FILE, broken_foreign_keys, dump, write_set
 
 #: What differs between two imports of the same content: when, and from which file.
 VOLATILE = ("profile_sets.imported_at", "profile_sets.source_file", "revisions.imported_at",
-            "revisions.source_file")
+            "revisions.source_file", "profile_versions.valid_from", "profile_keys.valid_from")
 
 
 def empty_registry(engine) -> None:
     """Remove every set and provenance, restarting ids, as in a new database."""
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
-            conn.execute(text(
-                "TRUNCATE profile_sets, provenances, revisions RESTART IDENTITY CASCADE"))
+            conn.execute(text("TRUNCATE profile_sets, provenances, revisions, profile_keys "
+                              "RESTART IDENTITY CASCADE"))
         else:
             conn.execute(text("DELETE FROM profile_sets"))
             conn.execute(text("DELETE FROM revisions"))
+            # The history's versions and keys name their set, not a revision row.
+            conn.execute(text("DELETE FROM profile_versions"))
+            conn.execute(text("DELETE FROM profile_keys"))
             conn.execute(text("DELETE FROM provenances"))
 
 

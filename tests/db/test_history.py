@@ -224,12 +224,17 @@ def test_revisions_keep_every_revisions_content(engine, tmp_path):
     assert history.load_revision(engine, seed.name, 2).content_hash() == second.content_hash()
     with engine.connect() as conn:
         assert conn.execute(text("SELECT revision FROM profile_sets")).scalar() == 2
-        # Rates, caveats and profiles are copied per revision.
+        # Each revision holds its three profiles and its caveats; the caveats are copied per
+        # revision, a profile is stored once per version (the range of revisions holding it).
         counts = conn.execute(text(
-            "SELECT v.revision, (SELECT COUNT(*) FROM revision_profiles p "
-            "WHERE p.revision_id = v.id), (SELECT COUNT(*) FROM revision_caveats c "
+            "SELECT v.revision, (SELECT COUNT(*) FROM profile_versions p "
+            "WHERE p.set_name = v.set_name AND p.first_revision <= v.revision "
+            "AND (p.last_revision IS NULL OR p.last_revision >= v.revision)), "
+            "(SELECT COUNT(*) FROM revision_caveats c "
             "WHERE c.revision_id = v.id) FROM revisions v ORDER BY v.revision")).all()
+        versions = conn.execute(text("SELECT COUNT(*) FROM profile_versions")).scalar()
     assert [tuple(r) for r in counts] == [(1, 3, len(seed.caveats)), (2, 3, len(seed.caveats))]
+    assert versions == 4  # the edited profile's two versions and the two others' one each
     with pytest.raises(NotFound, match="has no revision 3"):
         history.load_revision(engine, seed.name, 3)
 

@@ -21,7 +21,9 @@ def assert_history_whole(engine) -> None:
     with engine.connect() as conn:
         rows = conn.execute(text(
             "SELECT v.set_name, v.revision, v.action, v.profile_count, "
-            "(SELECT COUNT(*) FROM revision_profiles p WHERE p.revision_id = v.id) "
+            "(SELECT COUNT(*) FROM profile_versions p WHERE p.set_name = v.set_name "
+            "AND p.first_revision <= v.revision "
+            "AND (p.last_revision IS NULL OR p.last_revision >= v.revision)) "
             "FROM revisions v ORDER BY v.set_name, v.revision")).all()
         current = dict(conn.execute(text("SELECT name, revision FROM profile_sets")).all())
     by_set: dict[str, list[int]] = {}

@@ -359,8 +359,8 @@ def long_history(engine):
 def _index(conn, table: str, columns: list[str]) -> str:
     """The index on ``columns`` of ``table`` (SQLite names a unique constraint's itself)."""
     if conn.dialect.name != "sqlite":
-        return {"revisions": "uq_revisions_set_revision",
-                "revision_profiles": "uq_revision_profiles_key"}[table]
+        return {"revisions": "ix_revisions_set_name_imported_at",
+                "profile_versions": "uq_profile_versions_key"}[table]
     for row in conn.exec_driver_sql(f"PRAGMA index_list({table})"):
         found = [r[2] for r in conn.exec_driver_sql(f"PRAGMA index_info('{row[1]}')")]
         if found == columns:
@@ -369,9 +369,10 @@ def _index(conn, table: str, columns: list[str]) -> str:
 
 
 KEY_COLUMNS = ["model", "speculative_method", "num_spec_tokens", "thinking", "category",
-               "revision_id"]
+               "set_name", "valid_from", "valid_until"]
+# A scoped run also binds the set's name, the next column of the key.
 SEARCH_KEY = ("USING {how}INDEX {index} (model=? AND speculative_method=? AND num_spec_tokens=? "
-              "AND thinking=? AND category=?)")
+              "AND thinking=? AND category=?")
 
 
 def _plan(conn, sql: str, params) -> str:
@@ -386,20 +387,20 @@ def _plan(conn, sql: str, params) -> str:
 def _assert_searches(conn, plan: str, scanned: tuple[str, ...] = ()) -> None:
     """``plan`` finds profiles and later revisions by index; it scans nothing but ``scanned``
     (on SQLite: the batch's key table and the statement's own intermediate results)."""
-    key = _index(conn, "revision_profiles", KEY_COLUMNS)
-    later = _index(conn, "revisions", ["set_name", "revision"])
+    key = _index(conn, "profile_versions", KEY_COLUMNS)
+    later = _index(conn, "revisions", ["set_name", "imported_at"])
     if conn.dialect.name == "sqlite":
-        # Every profile found by its whole key; each set's revision of the time read from the
-        # set's entries of (set_name, revision), newest first.
+        # Every profile version found by its whole key; each set's revision of the time read
+        # in one probe of (set_name, imported_at).
         # (from the index alone where the statement reads nothing else of the row there)
         assert any(f"SEARCH p {SEARCH_KEY.format(how=how, index=key)}" in plan
                    for how in ("", "COVERING ")), plan
-        assert f"SEARCH n USING INDEX {later} (set_name=?)" in plan, plan
+        assert f"SEARCH n USING INDEX {later} (set_name=? AND imported_at<?)" in plan, plan
         scans = re.findall(r"^SCAN (\S+)", plan, re.M)
         assert all(name in scanned or name.startswith("(subquery") for name in scans), plan
     else:
         assert key in plan and later in plan, plan
-        assert "Seq Scan on revision_profiles" not in plan, plan
+        assert "Seq Scan on profile_versions" not in plan, plan
         assert "Seq Scan on revisions" not in plan, plan
 
 
@@ -443,6 +444,7 @@ def test_the_current_lookup_still_reads_the_current_tables(long_history):
 
     for sql in (*LOOKUP_ONE.values(), PG_LOOKUP_MANY, SQLITE_LOOKUP_MANY):
         assert "revision_profiles" not in sql and "FROM revisions" not in sql
+        assert "profile_versions" not in sql
         assert "s.revision" in sql
 
 
