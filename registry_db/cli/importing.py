@@ -56,9 +56,12 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
         registry -d postgresql://localhost/registry import --json acceptance/
     """
     from registry_db.cli.output import report_findings
+    from registry_db.gcpause import gc_paused
     from registry_db.store import write as importer
 
-    with progress(quiet) as bar:
+    # The command's bulk work builds many small objects and no cycles (registry_db.gcpause);
+    # the pause is the command's, so a library caller's collector is left as it is.
+    with progress(quiet) as bar, gc_paused():
         sets, warnings = importer.load_paths(paths, bar)
         if dry_run:
             report = _dry_run(settings, sets, prune)

@@ -30,7 +30,6 @@ from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import Finding, InvalidInput
-from registry_db.gcpause import gc_paused
 from registry_db.model import (
     ImportStatus,
     ProfileSet,
@@ -105,8 +104,7 @@ def load_paths(paths: Sequence[str | Path], progress: Progress | None = None,
     """
     from registry_db.sources import get_source
 
-    with gc_paused():  # registry_db.gcpause: the load and checks build no cycles
-        sets, findings = get_source("profile-set").read(list(paths), progress=progress)
+    sets, findings = get_source("profile-set").read(list(paths), progress=progress)
     if any(f.is_error for f in findings):
         raise InvalidInput(findings)
     return list(sets), list(findings)
@@ -140,8 +138,7 @@ def import_sets(engine: Engine, sets: Sequence[ProfileSet], *, dry_run: bool = F
     given one and one already stored) is allowed and reported as a warning. A dry run also
     reports each updated set's per-profile changes.
     """
-    with gc_paused():  # registry_db.gcpause: hashes and rows are many small objects, no cycles
-        return _import_sets(engine, list(sets), dry_run, progress, prune, message)
+    return _import_sets(engine, list(sets), dry_run, progress, prune, message)
 
 
 def _import_sets(engine: Engine, sets: list[ProfileSet], dry_run: bool,
