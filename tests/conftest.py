@@ -138,7 +138,8 @@ def db_url(request, backend, tmp_path) -> str:
         else:
             with eng.begin() as conn:
                 conn.execute(text(
-                    "TRUNCATE profile_sets, provenances, revisions RESTART IDENTITY CASCADE"))
+                    "TRUNCATE profile_sets, provenances, revisions, import_files RESTART IDENTITY "
+                    "CASCADE"))
     finally:
         eng.dispose()
     return url

@@ -372,6 +372,29 @@ class RevisionCountsRow(_Counts, Base):
         autoincrement=False)
 
 
+class ImportFileRow(Base):
+    """What one file's bytes were found to hold when last read (a re-import skips the file
+    while the stored set still has that content, :mod:`registry_db.store.unchanged`)."""
+
+    __tablename__ = "import_files"
+    __table_args__ = (
+        CheckConstraint("profiles >= 0", name="profiles"),
+    )
+
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    """The file as the importer was given it."""
+    bytes_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    """SHA-256 of the file's bytes."""
+    rules: Mapped[str] = mapped_column(String(64), nullable=False)
+    """The reading rules' version that read them."""
+    set_name: Mapped[str] = mapped_column(String(), nullable=False)
+    content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    """The set's content hash those bytes gave (``profile_sets.content_hash``)."""
+    profiles: Mapped[int] = mapped_column(Integer, nullable=False)
+    findings: Mapped[str | None] = mapped_column(Text)
+    """The file's warnings as a JSON array; NULL when none."""
+
+
 def _table(row: type[Base]) -> Table:
     # Declarative classes type __table__ as a FromClause; insert/update/delete want the Table.
     table = row.__table__
@@ -392,6 +415,7 @@ revision_caveats = _table(RevisionCaveatRow)
 revision_profiles = _table(RevisionProfileRow)
 revision_rates = _table(RevisionRateRow)
 revision_counts = _table(RevisionCountsRow)
+import_files = _table(ImportFileRow)
 
 
 def _describe_tables() -> None:

@@ -54,15 +54,18 @@ def test_the_comments_are_the_catalogs_words_in_plain_text():
 
 def test_the_comments_migration_loses_nothing(engine):
     """``db downgrade`` asks each migration what its downgrade would destroy: here, nothing."""
-    (module,) = [m for m in _migration_modules() if getattr(m, "COMMENTS", None)]
-    with engine.connect() as conn:
-        assert module.would_lose(conn) == []
+    for module in [m for m in _migration_modules() if getattr(m, "COMMENTS", None)]:
+        with engine.connect() as conn:
+            assert module.would_lose(conn) == []
 
 
 def _stored_comments(conn) -> dict[str, tuple[str | None, dict[str, str | None]]]:
-    """Each catalog relation's comment and its columns' comments, as PostgreSQL holds them."""
+    """Each catalog relation's comment and its columns' comments, as PostgreSQL holds them
+    (a relation the database's revision does not have yet is left out)."""
     out = {}
     for name, (_kind, _words, columns) in catalog.comments().items():
+        if conn.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is None:
+            continue
         own = conn.execute(text("SELECT obj_description(CAST(:n AS regclass), 'pg_class')"),
                            {"n": name}).scalar()
         cols = dict(conn.execute(text(
@@ -83,8 +86,10 @@ def test_postgresql_holds_every_description_and_the_downgrade_removes_them(engin
     store.downgrade(engine, "0005")
     try:
         with engine.connect() as conn:
+            # The relations of later migrations are gone; every one left is undescribed.
             assert {n: (own, set(cols.values())) for n, (own, cols) in
-                    _stored_comments(conn).items()} == {n: (None, {None}) for n in expected}
+                    _stored_comments(conn).items()} == {n: (None, {None}) for n in expected
+                                                        if n != "import_files"}
     finally:
         store.upgrade(engine)
     with engine.connect() as conn:
