@@ -56,9 +56,14 @@ def rules_version() -> str:
     """SHA-256 of :data:`RULES`, PyYAML's version and the source of every rule module."""
     import yaml
 
-    root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256(f"{RULES}\0{yaml.__version__}\0".encode())
-    for pattern in _RULE_SOURCES:
+    return sources_digest(Path(__file__).resolve().parent.parent, _RULE_SOURCES,
+                          f"{RULES}\0{yaml.__version__}")
+
+
+def sources_digest(root: Path, patterns: Sequence[str], salt: str) -> str:
+    """SHA-256 of ``salt`` and every file under ``root`` matching ``patterns``, names included."""
+    digest = hashlib.sha256(f"{salt}\0".encode())
+    for pattern in patterns:
         for path in sorted(root.glob(pattern)):
             digest.update(f"{path.relative_to(root).as_posix()}\0".encode())
             digest.update(path.read_bytes())

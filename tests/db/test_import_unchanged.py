@@ -231,3 +231,25 @@ def test_the_command_prints_the_same_with_and_without_the_skip(db_url, tmp_path,
     assert (skipped.exit_code, skipped.stdout, skipped.stderr) == (
         full.exit_code, full.stdout, full.stderr)
     assert "unchanged" in skipped.stdout and "warning" in skipped.stderr
+
+
+def test_a_file_that_changes_while_it_is_read_is_not_remembered(engine, tmp_path):
+    """Only bytes that held still from the hash to the end of the read are recorded: the next
+    import reads the file again."""
+    path = write_set(tmp_path, "moving", 3)
+
+    def known(hashes):
+        with engine.connect() as conn:
+            return unchanged.lookup(conn, hashes)
+
+    def edit(_phase, done, _total):
+        if done == 0:  # after the hash, before the read
+            write_set(tmp_path, "moving", 3, al=3.0)
+
+    loaded = importer.load_skipping([path], known, edit)
+    assert loaded.files == {}
+    importer.import_loaded(engine, loaded)
+    _, _, read = _read_files(engine, [path])
+    assert read == 1
+    _, _, read = _read_files(engine, [path])
+    assert read == 0
