@@ -330,13 +330,16 @@ def compose_and_write(url: str, folder: Path, rows_file: Path,
 
 
 def ours_import(url: str, folder: Path) -> dict[str, Any]:
-    """The library's ``import_paths`` in this process, timed the way the baseline is."""
+    """The library's ``import_paths`` in this process, timed the way the baseline is, with the
+    collector paused as the command pauses it."""
     from registry_db import store
+    from registry_db.gcpause import gc_paused
     from registry_db.store.write import import_paths
 
     engine = store.open_registry(url)
     try:
-        report, cpu, wall = _timed(import_paths, engine, [folder])
+        with gc_paused():  # as `registry import` runs it: the pause is the command's
+            report, cpu, wall = _timed(import_paths, engine, [folder])
     finally:
         engine.dispose()
     return {"profiles": sum(s.profiles for s in report.sets), "cpu_s": cpu, "wall_s": wall}
