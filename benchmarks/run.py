@@ -163,7 +163,7 @@ def table_rows(r: dict) -> list[list[str]]:
         return [[b, name, f"{r['size']:,}", "error", "-", "-", "-", failed[:60]]]
     if b == "import":
         size = f"{r['size']:,} profiles / {r['files']} files"
-        floor = " (events + executemany, all tables)"
+        floor = " (events + bulk write, all tables)"
         out = [["import, whole process", name, size, _t(r["ours_s"]),
                 _t(r["baseline_s"]) + floor, f"{r['ratio']:.2f}",
                 f"≤ {r['target']:g}", _yes(r["ratio"] <= r["target"])]]
