@@ -74,8 +74,8 @@ class Backend:
 
         eng = create_engine(self.url, isolation_level="AUTOCOMMIT")
         with eng.connect() as conn:
-            conn.execute(text("TRUNCATE profile_sets, provenances, revisions RESTART IDENTITY "
-                              "CASCADE"))
+            conn.execute(text("TRUNCATE profile_sets, provenances, revisions, import_files "
+                              "RESTART IDENTITY CASCADE"))
         eng.dispose()
         return self.url
 

@@ -2,12 +2,15 @@
 
 Each is the floor of what its job must cost, written with the same drivers and no SQLAlchemy:
 
-- import: :func:`compose_files` (``yaml.compose`` with PyYAML's C loader: libyaml's events
-  turned into nodes, the least any YAML reader that keeps the document builds) plus
-  :func:`write_rows` (the driver's ``executemany`` of the same rows into the same tables in one
-  transaction). The rows are laid out beforehand by :func:`build_rows` and handed over as a
-  ``marshal`` file, so neither side of the sum includes building them: parse + write, nothing
-  else. No validation, no unchanged detection.
+- import: :func:`parse_files` (libyaml's events alone, :func:`parse_events`, the least any YAML
+  reader does; or ``yaml.compose`` with PyYAML's C loader, :func:`compose_files`; both with the
+  cyclic collector off and each document dropped once read)
+  plus :func:`write_rows` (the driver's ``executemany`` of the same rows, ``COPY`` on
+  PostgreSQL, into every table an import writes, the revision copy and ``import_files``
+  included, in one transaction). The rows
+  are laid out beforehand by :func:`build_rows` and handed over as a ``marshal`` file, so
+  neither side of the sum includes building them: parse + write, nothing else. No validation,
+  no unchanged detection.
 - batch resolution, as a process that reads JSON lines and writes JSON lines:
   :func:`batch_join` sends the batch's distinct keys to the database at once (SQLite: a TEMP
   table; PostgreSQL: arrays unnested) and answers every line from one join, the set-based floor;
@@ -21,7 +24,7 @@ so the tables, indexes and constraints are exactly the library's. Run as a scrip
 prints its timings as JSON:
 
     python benchmarks/baselines.py rows FOLDER ROWS.marshal         # lay the rows out once
-    python benchmarks/baselines.py import URL FOLDER ROWS.marshal   # compose + executemany
+    python benchmarks/baselines.py import URL FOLDER ROWS.marshal [events|compose]
     python benchmarks/baselines.py ours-import URL FOLDER           # import_paths, timed inside
     python benchmarks/baselines.py batch-join URL IN.jsonl OUT.jsonl
     python benchmarks/baselines.py batch-loop URL IN.jsonl OUT.jsonl
@@ -105,9 +108,7 @@ def build_rows(paths: Sequence[Path]) -> dict[str, list[tuple]]:
     """Parse ``paths`` with the C loader and lay out every table's rows, ids assigned here."""
     yaml, loader = _loader()
     now = datetime.now(UTC).isoformat(sep=" ")
-    rows: dict[str, list[tuple]] = {t: [] for t in (
-        "profile_sets", "set_caveats", "provenances", "provenance_settings", "profiles",
-        "profile_rates")}
+    rows: dict[str, list[tuple]] = {t: [] for t in _COLUMNS}
     prov_ids: dict[tuple, int] = {}
     by_object: dict[int, int] = {}  # an alias is the same dict: skip re-keying it
     keep_alive = []
@@ -116,9 +117,16 @@ def build_rows(paths: Sequence[Path]) -> dict[str, list[tuple]]:
         data = path.read_bytes()
         doc = yaml.load(data, Loader=loader)
         keep_alive.append(doc)
-        rows["profile_sets"].append((set_id, doc["name"], str(path),
-                                     hashlib.sha256(data).hexdigest(), now))
-        rows["set_caveats"].extend((set_id, i, c) for i, c in enumerate(doc.get("caveats") or ()))
+        digest = hashlib.sha256(data).hexdigest()
+        rows["profile_sets"].append((set_id, doc["name"], str(path), digest, now))
+        # The import's revision 1 of the set, and what the file's bytes held (import_files).
+        rows["revisions"].append((set_id, doc["name"], 1, "added", now, str(path), digest,
+                                  len(doc["profiles"])))
+        rows["import_files"].append((str(path), digest, digest, doc["name"], digest,
+                                     len(doc["profiles"])))
+        caveats = [(set_id, i, c) for i, c in enumerate(doc.get("caveats") or ())]
+        rows["set_caveats"].extend(caveats)
+        rows["revision_caveats"].extend(caveats)
         for pos, p in enumerate(doc["profiles"]):
             profile_id += 1
             pv = p.get("provenance")
@@ -135,14 +143,16 @@ def build_rows(paths: Sequence[Path]) -> dict[str, list[tuple]]:
                         rows["provenance_settings"].extend(
                             (prov_id, n, text, typ) for n, typ, text in key[11])
                     by_object[id(pv)] = prov_id
-            rows["profiles"].append((
-                profile_id, set_id, pos, p["model"], p["speculative_method"],
-                p["num_spec_tokens"], p["thinking"], p["category"],
-                float(p["acceptance_length"]), p["method"], prov_id, p.get("rationale"),
-                p.get("copied_from")))
-            rates = p.get("per_position_rates") or ()
-            rows["profile_rates"].extend(
-                (profile_id, i, float(r)) for i, r in enumerate(rates, 1))
+            row = (profile_id, set_id, pos, p["model"], p["speculative_method"],
+                   p["num_spec_tokens"], p["thinking"], p["category"],
+                   float(p["acceptance_length"]), p["method"], prov_id, p.get("rationale"),
+                   p.get("copied_from"))
+            rows["profiles"].append(row)
+            rows["revision_profiles"].append(row)  # revision id = set id: one revision each
+            rates = [(profile_id, i, float(r))
+                     for i, r in enumerate(p.get("per_position_rates") or (), 1)]
+            rows["profile_rates"].extend(rates)
+            rows["revision_rates"].extend(rates)
     return rows
 
 
@@ -155,6 +165,14 @@ _COLUMNS = {
     "profiles": "id, set_id, position, model, speculative_method, num_spec_tokens, thinking, "
                 "category, acceptance_length, method, provenance_id, rationale, copied_from",
     "profile_rates": "profile_id, position, rate",
+    "revisions": "id, set_name, revision, action, imported_at, source_file, content_hash, "
+                 "profile_count",
+    "revision_caveats": "revision_id, position, text",
+    "revision_profiles": "id, revision_id, position, model, speculative_method, "
+                         "num_spec_tokens, thinking, category, acceptance_length, method, "
+                         "provenance_id, rationale, copied_from",
+    "revision_rates": "profile_id, position, rate",
+    "import_files": "path, bytes_hash, rules, set_name, content_hash, profiles",
 }
 
 
@@ -232,24 +250,70 @@ def lookup(cur: Any, sql: str, req: dict, category: str,
 def compose_files(paths: Sequence[Path]) -> int:
     """``yaml.compose`` every file with the C loader, one at a time; the nodes composed.
 
-    Each document is dropped once composed: this is the cost of parsing, not of holding.
+    Each document is dropped once composed, before the next is read, and the cyclic collector
+    is off: this is the cost of parsing, not of holding or of walking a growing heap.
     """
     yaml, loader = _loader()
     nodes = 0
-    for path in paths:
-        doc = yaml.compose(path.read_bytes(), Loader=loader)
-        nodes += len(doc.value)
+    with _collector_off():
+        for path in paths:
+            doc = yaml.compose(path.read_bytes(), Loader=loader)
+            nodes += len(doc.value)
+            del doc
     return nodes
 
 
+def parse_events(paths: Sequence[Path]) -> int:
+    """libyaml's events of every file (``yaml.parse`` with the C loader), nothing built; the
+    events seen. The least any YAML reader can do."""
+    yaml, loader = _loader()
+    events = 0
+    with _collector_off():
+        for path in paths:
+            for _event in yaml.parse(path.read_bytes(), Loader=loader):
+                events += 1
+    return events
+
+
+#: The import baseline's parse: ``events`` (the floor) or ``compose`` (nodes built too).
+PARSERS = {"events": parse_events, "compose": compose_files}
+
+
+def parse_files(paths: Sequence[Path], parser: str = "events") -> dict[str, Any]:
+    """One parse floor over ``paths``, timed (one per process, so its wall time is its own)."""
+    _, cpu, wall = _timed(PARSERS[parser], paths)
+    return {"parser": parser, "parse_cpu_s": cpu, "parse_s": wall}
+
+
+@contextmanager
+def _collector_off() -> Iterator[None]:
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def write_rows(url: str, rows: dict[str, list[tuple]]) -> int:
-    """Insert prepared ``rows`` with ``executemany``, every table in one transaction; profiles."""
+    """Insert prepared ``rows``, every table in one transaction; profiles. The driver's fastest
+    bulk path: ``executemany`` on SQLite, ``COPY`` on PostgreSQL (psycopg's ``executemany``
+    sends a statement per row; the library's import copies too)."""
     mark = placeholder(url)
     with raw_connection(url) as conn:
         cur = conn.cursor()
         cur.execute("BEGIN")
         for table, cols in _COLUMNS.items():
-            if rows[table]:
+            if not rows[table]:
+                continue
+            if dialect_of(url) == "postgresql":
+                with cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+                    for row in rows[table]:
+                        copy.write_row(row)
+            else:
                 marks = ", ".join([mark] * (cols.count(",") + 1))
                 cur.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", rows[table])
         cur.execute("COMMIT")
@@ -262,27 +326,29 @@ def _timed(fn: Any, *args: Any) -> tuple[Any, float, float]:
     return out, time.process_time() - cpu, time.perf_counter() - wall
 
 
-def compose_and_write(url: str, folder: Path, rows_file: Path) -> dict[str, Any]:
-    """The import baseline in this process: compose every file, then write the prepared rows."""
+def compose_and_write(url: str, folder: Path, rows_file: Path,
+                      parser: str = "events") -> dict[str, Any]:
+    """The import baseline in this process: parse every file, then write the prepared rows."""
     paths = sorted(folder.glob("*.yaml"))
-    _, compose_cpu, compose_s = _timed(compose_files, paths)
-    # Loaded after parsing, untimed: a heap already holding every row would make the collector's
-    # passes during compose slower, and the baseline look worse than it is.
+    parse = parse_files(paths, parser)
+    # Loaded after parsing, untimed: building the rows is not part of either floor.
     rows = marshal.loads(rows_file.read_bytes())
     n, write_cpu, write_s = _timed(write_rows, url, rows)
-    return {"profiles": n, "compose_cpu_s": compose_cpu, "compose_s": compose_s,
-            "write_cpu_s": write_cpu, "write_s": write_s,
-            "cpu_s": compose_cpu + write_cpu, "wall_s": compose_s + write_s}
+    return {"profiles": n, **parse, "write_cpu_s": write_cpu, "write_s": write_s,
+            "cpu_s": parse["parse_cpu_s"] + write_cpu, "wall_s": parse["parse_s"] + write_s}
 
 
 def ours_import(url: str, folder: Path) -> dict[str, Any]:
-    """The library's ``import_paths`` in this process, timed the way the baseline is."""
+    """The library's ``import_paths`` in this process, timed the way the baseline is, with the
+    collector paused as the command pauses it."""
     from registry_db import store
+    from registry_db.gcpause import gc_paused
     from registry_db.store.write import import_paths
 
     engine = store.open_registry(url)
     try:
-        report, cpu, wall = _timed(import_paths, engine, [folder])
+        with gc_paused():  # as `registry import` runs it: the pause is the command's
+            report, cpu, wall = _timed(import_paths, engine, [folder])
     finally:
         engine.dispose()
     return {"profiles": sum(s.profiles for s in report.sets), "cpu_s": cpu, "wall_s": wall}
@@ -379,7 +445,8 @@ def main(argv: list[str]) -> int:
 
     URLs are SQLAlchemy-style and normalized (``sqlite:///PATH``, ``postgresql+psycopg://...``).
     """
-    usage = ("usage: baselines.py rows FOLDER OUT | import URL FOLDER ROWS | ours-import URL "
+    usage = ("usage: baselines.py rows FOLDER OUT | import URL FOLDER ROWS [events|compose] | "
+             "ours-import URL "
              "FOLDER | batch-join URL IN OUT | batch-loop URL IN OUT")
     if not argv:
         print(usage, file=sys.stderr)
@@ -389,8 +456,8 @@ def main(argv: list[str]) -> int:
         rows = build_rows(sorted(Path(args[0]).glob("*.yaml")))
         Path(args[1]).write_bytes(marshal.dumps(rows))
         result: dict[str, Any] = {"profiles": len(rows["profiles"])}
-    elif what == "import" and len(args) == 3:
-        result = compose_and_write(args[0], Path(args[1]), Path(args[2]))
+    elif what == "import" and len(args) in (3, 4):
+        result = compose_and_write(args[0], Path(args[1]), Path(args[2]), *args[3:])
     elif what == "ours-import" and len(args) == 2:
         result = ours_import(args[0], Path(args[1]))
     elif what in ("batch-join", "batch-loop") and len(args) == 3:

@@ -46,9 +46,11 @@ SIZES: dict[str, dict[str, Any]] = {
                  latency_requests=200),
 }
 PER_FILE = 500  # scaling registries keep the import benchmark's 500 profiles per set
-#: ours ÷ baseline, in time (issue 14): import ÷ (compose + executemany), batch ÷ the raw
-#: set-based join with JSON in and out, one CLI resolution ÷ ``python -c "import sqlite3"``.
-TARGETS = {"import": 0.8, "batch": 1.3, "cli": 4.0, "growth": 1.5}
+#: ours ÷ baseline, in time: import ÷ (libyaml's events + executemany into every table an import
+#: writes, issue 30), a re-import of the unchanged folder ÷ the fresh import (issue 30), batch ÷
+#: the raw set-based join with JSON in and out, one CLI resolution ÷ ``python -c "import
+#: sqlite3"`` (issue 14).
+TARGETS = {"import": 1.8, "reimport": 0.1, "batch": 1.3, "cli": 4.0, "growth": 1.5}
 
 
 def registry_folder(work: Path, profiles: int, files: int) -> tuple[generate.Layout, Path]:
@@ -161,13 +163,19 @@ def table_rows(r: dict) -> list[list[str]]:
         return [[b, name, f"{r['size']:,}", "error", "-", "-", "-", failed[:60]]]
     if b == "import":
         size = f"{r['size']:,} profiles / {r['files']} files"
+        floor = " (events + bulk write, all tables)"
         out = [["import, whole process", name, size, _t(r["ours_s"]),
-                _t(r["baseline_s"]) + " (compose + executemany)", f"{r['ratio']:.2f}",
+                _t(r["baseline_s"]) + floor, f"{r['ratio']:.2f}",
                 f"≤ {r['target']:g}", _yes(r["ratio"] <= r["target"])]]
+        if r.get("reimport_s") is not None:
+            out.append(["import again, unchanged", name, size, _t(r["reimport_s"]),
+                        _t(r["ours_s"]) + " (the fresh import)", f"{r['reimport_ratio']:.2f}",
+                        f"≤ {TARGETS['reimport']:g}",
+                        _yes(r["reimport_ratio"] <= TARGETS["reimport"])])
         ip = r.get("inproc")
         if ip:
             out.append(["import, in process (CPU)", name, size, _t(ip["ours_cpu_s"]),
-                        _t(ip["baseline_cpu_s"]) + " (compose + executemany)",
+                        _t(ip["baseline_cpu_s"]) + floor,
                         f"{ip['ratio_cpu']:.2f}", f"≤ {r['target']:g}",
                         _yes(ip["ratio_cpu"] <= r["target"])])
         if r.get("baseline_rss_mib"):

@@ -138,7 +138,7 @@ def db_url(request, backend, tmp_path) -> str:
         else:
             with eng.begin() as conn:
                 conn.execute(text(
-                    "TRUNCATE profile_sets, provenances, revisions, profile_keys "
+                    "TRUNCATE profile_sets, provenances, revisions, profile_keys, import_files "
                     "RESTART IDENTITY CASCADE"))
     finally:
         eng.dispose()

@@ -56,17 +56,20 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
         registry -d postgresql://localhost/registry import --json acceptance/
     """
     from registry_db.cli.output import report_findings
+    from registry_db.gcpause import gc_paused
     from registry_db.store import write as importer
 
-    with progress(quiet) as bar:
-        sets, warnings = importer.load_paths(paths, bar)
+    # The command's bulk work builds many small objects and no cycles (registry_db.gcpause);
+    # the pause is the command's, so a library caller's collector is left as it is.
+    with progress(quiet) as bar, gc_paused():
+        loaded = importer.load_skipping(paths, lambda hashes: _known(settings, hashes), bar)
         if dry_run:
-            report = _dry_run(settings, sets, prune)
+            report = _dry_run(settings, loaded, prune)
         else:
             with settings.registry(create=True) as engine:
-                report = importer.import_sets(engine, sets, progress=bar, prune=prune,
-                                              message=message)
-    warnings = [] if quiet else warnings + list(report.warnings)
+                report = importer.import_loaded(engine, loaded, progress=bar, prune=prune,
+                                                message=message)
+    warnings = [] if quiet else list(loaded.warnings) + list(report.warnings)
     if warnings:
         report_findings(warnings, as_json=False)
     if as_json:
@@ -75,7 +78,20 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
     _print_report(report)
 
 
-def _dry_run(settings: Any, sets: Any, prune: bool) -> Any:
+def _known(settings: Any, hashes: Any) -> Any:
+    """The files unchanged since their last import, read through a read-only connection; none
+    when the registry cannot be read now (opening it to write says why, after validation)."""
+    from registry_db.errors import RegistryError
+    from registry_db.store import unchanged
+
+    try:
+        with settings.registry(readonly=True) as engine, engine.connect() as conn:
+            return unchanged.lookup(conn, hashes)
+    except RegistryError:
+        return {}
+
+
+def _dry_run(settings: Any, loaded: Any, prune: bool) -> Any:
     """What the import would do, read through a read-only connection; against no registry (a
     missing file, an empty database) every set would be added, and nothing is created."""
     from registry_db.errors import NoRegistry
@@ -83,9 +99,9 @@ def _dry_run(settings: Any, sets: Any, prune: bool) -> Any:
 
     try:
         with settings.registry(readonly=True) as engine:
-            return importer.import_sets(engine, sets, dry_run=True, prune=prune)
+            return importer.import_loaded(engine, loaded, dry_run=True, prune=prune)
     except NoRegistry:
-        return importer.preview_sets(sets)
+        return importer.preview_loaded(loaded)
 
 
 def _print_report(report: Any) -> None:

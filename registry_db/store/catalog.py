@@ -348,6 +348,20 @@ TABLES: dict[str, Relation] = {r.name: r for r in (
     Relation("alembic_version", "table", "Alembic's bookkeeping: the schema revision.", (
         C("version_num", "The revision the database is at, e.g. `0005`."),
     )),
+    Relation("import_files", "table", "What each imported file's bytes held when last read: "
+             "a re-import skips a file whose bytes and reading rules are the same while its "
+             "set still has that content. A cache: losing it costs one full read.", (
+                 C("path", "The file as the importer was given it."),
+                 C("bytes_hash", "SHA-256 of the file's bytes."),
+                 C("rules", "The version of the reading rules (YAML, checks, normalisation) "
+                   "that read them; new rules read every file again."),
+                 C("set_name", "The set the file declares."),
+                 C("content_hash", "The set's content hash those bytes gave "
+                   "(`profile_sets.content_hash`)."),
+                 C("profiles", "The set's profiles.", "profiles"),
+                 C("findings", "The file's warnings as a JSON array, repeated when it is "
+                   "skipped; NULL when none."),
+             )),
 )}
 
 #: The columns the contract promises analysts, per stable view; later migrations keep them.

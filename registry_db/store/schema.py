@@ -410,6 +410,29 @@ class VersionCountsRow(_Counts, Base):
         autoincrement=False)
 
 
+class ImportFileRow(Base):
+    """What one file's bytes were found to hold when last read (a re-import skips the file
+    while the stored set still has that content, :mod:`registry_db.store.unchanged`)."""
+
+    __tablename__ = "import_files"
+    __table_args__ = (
+        CheckConstraint("profiles >= 0", name="profiles"),
+    )
+
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    """The file as the importer was given it."""
+    bytes_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    """SHA-256 of the file's bytes."""
+    rules: Mapped[str] = mapped_column(String(64), nullable=False)
+    """The reading rules' version that read them."""
+    set_name: Mapped[str] = mapped_column(String(), nullable=False)
+    content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    """The set's content hash those bytes gave (``profile_sets.content_hash``)."""
+    profiles: Mapped[int] = mapped_column(Integer, nullable=False)
+    findings: Mapped[str | None] = mapped_column(Text)
+    """The file's warnings as a JSON array; NULL when none."""
+
+
 def _table(row: type[Base]) -> Table:
     # Declarative classes type __table__ as a FromClause; insert/update/delete want the Table.
     table = row.__table__
@@ -431,6 +454,7 @@ profile_versions = _table(ProfileVersionRow)
 profile_keys = _table(ProfileKeyRow)
 version_rates = _table(VersionRateRow)
 version_counts = _table(VersionCountsRow)
+import_files = _table(ImportFileRow)
 
 
 def _describe_tables() -> None:

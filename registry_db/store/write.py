@@ -19,24 +19,23 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import and_, bindparam, delete, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import Finding, InvalidInput
-from registry_db.gcpause import gc_paused
 from registry_db.model import (
     ImportStatus,
     ProfileSet,
     profile_label,
 )
-from registry_db.store import history, read
+from registry_db.store import history, read, unchanged
 from registry_db.store.bulk import CHUNK, chunks, counts_row, insert_many, provenance_ids
 from registry_db.store.drift import drift_warnings
 from registry_db.store.engine import run_write
@@ -47,6 +46,7 @@ from registry_db.store.schema import (
     profiles,
     set_caveats,
 )
+from registry_db.store.unchanged import Known
 
 #: Shared keys named in an overlap warning; the rest are counted.
 OVERLAP_SHOWN = 3
@@ -105,8 +105,7 @@ def load_paths(paths: Sequence[str | Path], progress: Progress | None = None,
     """
     from registry_db.sources import get_source
 
-    with gc_paused():  # registry_db.gcpause: the load and checks build no cycles
-        sets, findings = get_source("profile-set").read(list(paths), progress=progress)
+    sets, findings = get_source("profile-set").read(list(paths), progress=progress)
     if any(f.is_error for f in findings):
         raise InvalidInput(findings)
     return list(sets), list(findings)
@@ -117,13 +116,18 @@ def import_paths(engine: Engine, paths: Sequence[str | Path], *, dry_run: bool =
                  message: str | None = None) -> ImportReport:
     """Validate every file under ``paths``, then import all of them in one transaction.
 
-    Raises :class:`~registry_db.errors.InvalidInput` before the database is touched when any
+    Raises :class:`~registry_db.errors.InvalidInput` before the database is written when any
     file has an error. Warnings (the validator's and the importer's) come back on the report.
+    A file unchanged since it was last imported is not read (:func:`load_skipping`).
     """
-    sets, warnings = load_paths(paths)
-    report = import_sets(engine, sets, dry_run=dry_run, progress=progress, prune=prune,
-                         message=message)
-    return ImportReport(report.sets, tuple(warnings) + report.warnings, report.dry_run,
+    def known(hashes: Mapping[str, str]) -> Mapping[str, Known]:
+        with engine.connect() as conn:
+            return unchanged.lookup(conn, hashes)
+
+    loaded = load_skipping(paths, known)
+    report = import_loaded(engine, loaded, dry_run=dry_run, progress=progress, prune=prune,
+                           message=message)
+    return ImportReport(report.sets, loaded.warnings + report.warnings, report.dry_run,
                         report.changes)
 
 
@@ -140,26 +144,32 @@ def import_sets(engine: Engine, sets: Sequence[ProfileSet], *, dry_run: bool = F
     given one and one already stored) is allowed and reported as a warning. A dry run also
     reports each updated set's per-profile changes.
     """
-    with gc_paused():  # registry_db.gcpause: hashes and rows are many small objects, no cycles
-        return _import_sets(engine, list(sets), dry_run, progress, prune, message)
+    return _import_sets(engine, list(sets), dry_run, progress, prune, message)
 
 
-def _import_sets(engine: Engine, sets: list[ProfileSet], dry_run: bool,
-                 progress: Progress | None, prune: bool, message: str | None) -> ImportReport:
-    _refuse_duplicate_names(sets)
-    hashes = [s.content_hash() for s in sets]
+def _import_sets(engine: Engine, given: Sequence[ProfileSet | Known], dry_run: bool,
+                 progress: Progress | None, prune: bool, message: str | None,
+                 files: Mapping[str, tuple[str, tuple[Finding, ...]]] | None = None,
+                 ) -> ImportReport:
+    _refuse_duplicate_names(given)
+    sets = [s for s in given if isinstance(s, ProfileSet)]
+    known = [s for s in given if isinstance(s, Known)]
+    hashes = {s.name: s.content_hash() for s in sets}
 
     def work(conn: Connection) -> ImportReport:
-        stored = _stored_sets(conn, [s.name for s in sets])
-        moved = _moved_from(conn, [s for s in sets if s.name in stored])
+        stored = _stored_sets(conn, [s.name for s in given])
+        if gone_stale := unchanged.stale(stored, known):
+            raise _Stale(gone_stale)
+        moved = _moved_from(conn, [s for s in given if s.name in stored])
         results = []
-        for s, h in zip(sets, hashes):
+        for s in given:
             old = stored.get(s.name)
+            h = s.content_hash if isinstance(s, Known) else hashes[s.name]
             status = (ImportStatus.ADDED if old is None else ImportStatus.UNCHANGED
                       if old[1] == h else ImportStatus.UPDATED)
-            results.append(SetResult(s.name, s.file, status, len(s.profiles),
-                                     moved.get(s.name)))
-        pruned = _undeclared(conn, sets) if prune else []
+            count = s.profiles if isinstance(s, Known) else len(s.profiles)
+            results.append(SetResult(s.name, s.file, status, count, moved.get(s.name)))
+        pruned = _undeclared(conn, given) if prune else []
         # Prune first, so that the overlap warnings do not name sets about to go. The time is
         # the database's, taken under the writers' lock (history.revision_time).
         now = history.revision_time(conn)
@@ -171,22 +181,24 @@ def _import_sets(engine: Engine, sets: list[ProfileSet], dry_run: bool,
             summaries = {s.name: s for s in read.list_sets(conn) if s.name in set(pruned)}
             results += [SetResult(n, summaries[n].file, ImportStatus.DELETED,
                                   summaries[n].profiles) for n in pruned]
-        warnings = _overlap_warnings(conn, sets, ignore=pruned) + drift_warnings(
-            conn, [s for s, r in zip(sets, results) if r.status == ImportStatus.UPDATED])
+        statuses = {r.name: r.status for r in results}
+        updated = [s for s in sets if statuses[s.name] == ImportStatus.UPDATED]
+        warnings = (_overlap_warnings(conn, sets, ignore=pruned, known=known)
+                    + drift_warnings(conn, updated))
         changes: list[tuple[str, tuple]] = []
         if dry_run:
-            updated = [s for s, r in zip(sets, results) if r.status == ImportStatus.UPDATED]
             if updated:
                 olds = {o.name: o for o in read.load_sets(conn, [s.name for s in updated])}
                 changes = [(s.name, tuple(history.diff_sets(olds[s.name], s)))
                            for s in updated]
         else:
-            changed = [(s, h, r.status) for s, h, r in zip(sets, hashes, results)
-                       if r.status != ImportStatus.UNCHANGED]
+            changed = [(s, hashes[s.name], statuses[s.name]) for s in sets
+                       if statuses[s.name] != ImportStatus.UNCHANGED]
             _write(conn, changed, stored, progress, message, now)
             _rehome_unchanged(conn, [r for r in results
                                      if r.status == ImportStatus.UNCHANGED
                                      and r.moved_from is not None])
+            _record_files(conn, sets, hashes, files or {})
         return ImportReport(tuple(results), tuple(warnings), dry_run, tuple(changes))
 
     if dry_run:
@@ -209,8 +221,8 @@ def preview_sets(sets: Sequence[ProfileSet]) -> ImportReport:
 
 # --- checks --------------------------------------------------------------------------------------
 
-def _refuse_duplicate_names(sets: Sequence[ProfileSet]) -> None:
-    first: dict[str, ProfileSet] = {}
+def _refuse_duplicate_names(sets: Sequence[ProfileSet | Known]) -> None:
+    first: dict[str, ProfileSet | Known] = {}
     findings = []
     for s in sets:
         if s.name in first:
@@ -224,7 +236,7 @@ def _refuse_duplicate_names(sets: Sequence[ProfileSet]) -> None:
         raise InvalidInput(findings)
 
 
-def _undeclared(conn: Connection, sets: Sequence[ProfileSet]) -> list[str]:
+def _undeclared(conn: Connection, sets: Sequence[ProfileSet | Known]) -> list[str]:
     """The stored sets that none of ``sets`` declares, by name (what ``--prune`` deletes)."""
     declared = {s.name for s in sets}
     return [n for n in conn.execute(select(profile_sets.c.name)
@@ -233,18 +245,21 @@ def _undeclared(conn: Connection, sets: Sequence[ProfileSet]) -> list[str]:
 
 
 def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
-                      ignore: Sequence[str] = ()) -> list[Finding]:
+                      ignore: Sequence[str] = (), known: Sequence[Known] = ()) -> list[Finding]:
     """One warning per pair of sets that share profile keys: how many, and the first few.
 
     A pair is two incoming sets, or an incoming one and a stored one that this import does not
     replace; the resolver refuses a shared key while both sets count as the registry. One line
     per pair, not per key: re-importing fifty sets that share hundreds of keys stays readable.
+    A ``known`` set (a file skipped unread) holds the keys stored for it.
     """
     holders: dict[tuple, list[str]] = defaultdict(list)
     for s in sets:
         for prof in s.profiles:
             holders[prof.key].append(s.name)
-    incoming = {s.name: s for s in sets}
+    parsed = {s.name for s in sets}
+    incoming: dict[str, ProfileSet | Known] = {s.name: s for s in sets}
+    incoming.update((k.name, k) for k in known)
     gone = set(ignore)  # sets this import deletes (--prune)
     models = sorted({k[0] for k in holders}) if conn is not None else []
     p, ps = profiles.c, profile_sets.c
@@ -253,13 +268,17 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
                         p.category)
                  .join_from(profiles, profile_sets, p.set_id == ps.id)
                  .where(p.model.in_(chunk)))
-        if len(incoming) <= CHUNK:
+        if len(parsed) <= CHUNK:
             # Re-importing a large registry should not read every row it is about to replace.
-            query = query.where(ps.name.not_in(sorted(incoming)))
+            query = query.where(ps.name.not_in(sorted(parsed)))
         assert conn is not None
         for name, *cols in conn.execute(query):
             key = tuple(cols)
-            if name not in incoming and name not in gone and key in holders:
+            if name not in parsed and name not in gone and key in holders:
+                holders[key].append(name)
+    if known and conn is not None:
+        for name, key in _stored_shared_keys(conn):
+            if name not in parsed and name not in gone and name not in holders[key]:
                 holders[key].append(name)
     shared: dict[tuple[str, str], list[str]] = defaultdict(list)
     for key, names in holders.items():
@@ -281,7 +300,7 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
     return sorted(warnings, key=lambda f: (f.file, f.message))
 
 
-def _moved_from(conn: Connection, sets: Sequence[ProfileSet]) -> dict[str, str]:
+def _moved_from(conn: Connection, sets: Sequence[ProfileSet | Known]) -> dict[str, str]:
     """``name -> old file`` for the stored sets that now come from another file."""
     files: dict[str, str | None] = {}
     for chunk in chunks(sorted(s.name for s in sets)):
@@ -391,3 +410,105 @@ def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int,
     if with_counts:
         insert_many(conn, profile_counts, [counts_row(ids[i], p) for i, p in enumerate(s.profiles)
                                            if p.counts is not None])
+
+
+# --- unchanged files -----------------------------------------------------------------------------
+
+#: ``known(hashes) -> {path: Known}``: which files of ``{path: bytes hash}`` need no reading.
+Lookup = Callable[[Mapping[str, str]], Mapping[str, Known]]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The files of an import, read or skipped: what :func:`import_loaded` writes."""
+
+    paths: tuple[str | Path, ...]
+    #: In file order: a set read from its file, or a file skipped unread (unchanged).
+    sets: tuple[ProfileSet | Known, ...]
+    warnings: tuple[Finding, ...]
+    #: Each file read whose bytes held still while it was read: (bytes hash, its findings).
+    files: Mapping[str, tuple[str, tuple[Finding, ...]]]
+
+
+def load_skipping(paths: Sequence[str | Path], known: Lookup,
+                  progress: Progress | None = None) -> Loaded:
+    """:func:`load_paths`, except that a file ``known`` says is stored as its bytes give it is
+    not parsed. Anything out of the ordinary (an error, a set name two files declare) reads
+    every file, so that the findings are exactly :func:`load_paths`' ones."""
+    from registry_db.errors import cap_findings, sort_findings
+    from registry_db.sources.profile_set import check_paths, collect_files
+    from registry_db.yaml import load as loader
+
+    collected: list[Finding] = []
+    files = collect_files(paths, collected)
+    before = {} if any(f.is_error for f in collected) else unchanged.file_hashes(
+        files, loader.MAX_FILE_BYTES)
+    skip = dict(known(before)) if before else {}
+    to_read = [f for f in files if str(f) not in skip]
+    if skip:
+        sets, findings = check_paths(to_read, progress) if to_read else ([], [])
+        names = [s.name for s in sets] + [k.name for k in skip.values()]
+        plain = any(f.is_error for f in findings) or len(set(names)) < len(names)
+    if not skip or plain:
+        skip, to_read = {}, files
+        sets, findings = check_paths(paths, progress)
+        collected = []  # check_paths collects them again
+    if any(f.is_error for f in findings):
+        raise InvalidInput(findings)
+    after = unchanged.file_hashes(to_read, loader.MAX_FILE_BYTES)
+    by_file: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        by_file[f.file].append(f)
+    held = {p: (h, tuple(by_file[p])) for p, h in after.items() if before.get(p) == h}
+    parsed: dict[str | None, ProfileSet | Known] = {s.file: s for s in sets}
+    ordered = [skip.get(str(f)) or parsed.get(str(f)) for f in files]
+    replayed = [*collected, *findings, *(x for k in skip.values() for x in k.findings)]
+    return Loaded(tuple(paths), tuple(s for s in ordered if s is not None),
+                  tuple(cap_findings(sort_findings(replayed)) if skip else findings), held)
+
+
+def import_loaded(engine: Engine, loaded: Loaded, *, dry_run: bool = False,
+                  progress: Progress | None = None, prune: bool = False,
+                  message: str | None = None) -> ImportReport:
+    """:func:`import_sets` of what :func:`load_skipping` found, remembering what each file read
+    held; a skipped file whose set another writer changed since is read after all."""
+    try:
+        return _import_sets(engine, loaded.sets, dry_run, progress, prune, message,
+                            loaded.files)
+    except _Stale:
+        again = read_all(loaded, progress)
+        return _import_sets(engine, again.sets, dry_run, progress, prune, message, again.files)
+
+
+def preview_loaded(loaded: Loaded) -> ImportReport:
+    """:func:`preview_sets` of every file of ``loaded`` (a skipped one is read after all)."""
+    return preview_sets([s for s in read_all(loaded).sets if isinstance(s, ProfileSet)])
+
+
+def read_all(loaded: Loaded, progress: Progress | None = None) -> Loaded:
+    """``loaded`` with every file read, none skipped (itself when none was)."""
+    if not any(isinstance(s, Known) for s in loaded.sets):
+        return loaded
+    return load_skipping(loaded.paths, lambda _hashes: {}, progress)
+
+
+class _Stale(Exception):
+    """Skipped files whose set no longer has their content (found under the writers' lock)."""
+
+
+def _record_files(conn: Connection, sets: Sequence[ProfileSet], hashes: Mapping[str, str],
+                  files: Mapping[str, tuple[str, tuple[Finding, ...]]]) -> None:
+    unchanged.record(conn, [(s.file, files[s.file][0], s.name, hashes[s.name], len(s.profiles),
+                             files[s.file][1]) for s in sets
+                            if s.file is not None and s.file in files])
+
+
+def _stored_shared_keys(conn: Connection) -> list[tuple[str, tuple]]:
+    """``(set name, key)`` for every stored key that two or more sets hold (over the key index)."""
+    p, ps = profiles.c, profile_sets.c
+    key = (p.model, p.speculative_method, p.num_spec_tokens, p.thinking, p.category)
+    shared = select(*key).group_by(*key).having(func.count() > 1).subquery()
+    rows = conn.execute(select(ps.name, *key)
+                        .join_from(profiles, profile_sets, p.set_id == ps.id)
+                        .join(shared, and_(*(c == shared.c[c.name] for c in key))))
+    return [(name, tuple(cols)) for name, *cols in rows]
