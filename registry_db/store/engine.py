@@ -37,6 +37,7 @@ from registry_db.errors import (
     RegistryError,
     UsageError,
 )
+from registry_db.store.pg_read import PgReader
 from registry_db.store.sqlite_read import readonly_options
 from registry_db.store.urls import (
     check_url,
@@ -57,8 +58,9 @@ T = TypeVar("T")
 #: What the store's readers take: an engine, or an open connection (the caller's transaction).
 Bind = Engine | Connection
 #: What the resolver reads through: a :data:`Bind`, or the command line's bare read-only
-#: ``sqlite3`` connection (:mod:`registry_db.store.sqlite_read`).
-ReadBind = Bind | sqlite3.Connection
+#: connection, ``sqlite3`` (:mod:`registry_db.store.sqlite_read`) or psycopg
+#: (:mod:`registry_db.store.pg_read`).
+ReadBind = Bind | sqlite3.Connection | PgReader
 
 
 #: The longest wait PostgreSQL's ``lock_timeout`` (an int of milliseconds) holds, in seconds.
