@@ -28,7 +28,15 @@ def reading(url: str) -> Iterator[ReadBind]:
     if dialect_of(url) == "postgresql":
         from registry_db.store.pg_read import open_readonly as open_pg
 
-        conn = open_pg(url)
+        try:
+            conn = open_pg(url)
+        except Exception as exc:
+            # Imported only on an error: translating needs the store's engine module.
+            from registry_db.store.engine import is_driver_error, translate
+
+            if not is_driver_error(exc):
+                raise
+            raise translate(exc, url) from exc
     else:
         from registry_db.store.sqlite_read import open_readonly
 

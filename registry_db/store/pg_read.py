@@ -15,7 +15,7 @@ derive exactly and a database whose schema is at :data:`HEAD_REVISION`, and retu
 anything else (another driver, several hosts, repeated query parameters, no ``alembic_version``,
 an old or newer schema, psycopg missing), so that the caller takes the engine path, which
 refuses or reports exactly as it always has. A server's error (unreachable, a missing database
-or role, a refused grant) is translated as the engine path translates it, with the same URL.
+or role, a refused grant) is the caller's to translate, as the engine path does, with the URL.
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def engine_url_text(url: str) -> str:
 
 def open_readonly(url: str) -> PgReader | None:
     """A read-only connection to the PostgreSQL registry at ``url``, at the head; else ``None``
-    (see the module's docstring). The caller closes it. Errors connecting are translated
-    (:func:`registry_db.store.engine.translate`, imported only then) with ``url``."""
+    (see the module's docstring). The caller closes it, and translates a server's error,
+    raised as psycopg's, with ``url`` (:func:`registry_db.resolve.reading.reading`)."""
     if os.environ.get(NO_FAST_PATH_ENV):
         return None
     kwargs = connect_kwargs(url)
@@ -122,19 +122,14 @@ def open_readonly(url: str) -> PgReader | None:
     except ImportError:  # the engine path says which extra installs it
         return None
     kwargs.update(connect_timeout=CONNECT_TIMEOUT, options=READ_ONLY_OPTIONS, autocommit=True)
-    conn = None
+    conn = psycopg.connect(**kwargs)
     try:
-        conn = psycopg.connect(**kwargs)
-        try:
-            rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
-        except psycopg.errors.UndefinedTable:  # an empty or foreign database: the engine says
-            rows = []
-    except psycopg.Error as exc:
-        if conn is not None:
-            conn.close()
-        from registry_db.store.engine import translate
-
-        raise translate(exc, url) from exc
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    except psycopg.errors.UndefinedTable:  # an empty or foreign database: the engine says
+        rows = []
+    except BaseException:
+        conn.close()
+        raise
     if rows == [(HEAD_REVISION,)]:
         return PgReader(conn, url)
     conn.close()
