@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -272,3 +273,42 @@ def test_a_postgresql_resolution_does_not_load_sqlalchemy(backend, pg_url, tmp_p
         assert "sqlalchemy" not in _modules_after(code), args
         switched_off = "import os; os.environ['REGISTRY_NO_FAST_PATH'] = '1'\n" + code
         assert "sqlalchemy" in _modules_after(switched_off), args
+
+
+def test_ctrl_c_cancels_the_readers_statement_on_the_server(backend, pg_url):
+    """The reader's connection is psycopg's own, as the engine's was: Ctrl-C while a statement
+    runs cancels it on the server before the client ends (a statement of ten minutes here)."""
+    import signal
+
+    tag = f"registry_cancel_{uuid.uuid4().hex[:8]}"
+    url = f"{pg_url}?application_name={tag}"
+    script = ("import sys\nfrom registry_db.resolve.lookup import cursor\n"
+              "from registry_db.store import pg_read\n"
+              f"reader = pg_read.open_readonly({url!r})\nassert reader is not None\n"
+              "try:\n    with cursor(reader) as c:\n"
+              "        c.cur.execute('SELECT pg_sleep(600)')\n"
+              "except KeyboardInterrupt:\n    sys.exit(130)\n")
+    watcher = store.make_engine(pg_url)
+
+    def running() -> list[str]:
+        with watcher.connect() as conn:
+            return list(conn.execute(text(
+                "SELECT query FROM pg_stat_activity WHERE application_name = :t "
+                "AND state = 'active'"), {"t": tag}).scalars())
+
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1200):  # the server's own state says when the statement runs
+            if running() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert running() == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        watcher.dispose()
