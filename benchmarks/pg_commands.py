@@ -16,7 +16,8 @@ checkout's code (its folder first on ``PYTHONPATH``), for a before and after on 
         --label before --out before.json
     python benchmarks/pg_commands.py ... --label after --out after.json
 
-``--clients 8`` also times ``clients`` concurrent ``resolve --batch`` processes on PostgreSQL
+The floor (``floor``) is the driver's import, a connection and one SELECT, in a bare
+interpreter, on each backend. ``--clients 8`` also times ``clients`` concurrent ``resolve --batch`` processes on PostgreSQL
 against one (throughput: lines answered per second, all clients together).
 """
 
@@ -81,10 +82,33 @@ def commands(work: Path, layout: generate.Layout) -> dict[str, list[str]]:
     }
 
 
+#: The floor of a one-run command: the interpreter, the driver's import, a connection and one
+#: SELECT of the schema's revision, no registry code (``{url}``: the URL's connection).
+FLOOR = {
+    "postgresql": "import psycopg\nfrom registry_db.store.pg_read import connect_kwargs\n"
+                  "c = psycopg.connect(**connect_kwargs({url!r}), autocommit=True)\n"
+                  "c.execute('SELECT version_num FROM alembic_version').fetchall()",
+    "sqlite": "import sqlite3\nc = sqlite3.connect({path!r})\n"
+              "c.execute('SELECT version_num FROM alembic_version').fetchall()",
+}
+
+
+def floor_commands(urls: dict[str, str]) -> dict[str, list[str]]:
+    """The :data:`FLOOR` processes, by backend."""
+    from registry_db.store.urls import normalize_url, sqlite_path
+
+    pg = normalize_url(urls["postgresql"])
+    return {"postgresql": [sys.executable, "-c", FLOOR["postgresql"].format(url=pg)],
+            "sqlite": [sys.executable, "-c", FLOOR["sqlite"].format(
+                path=sqlite_path(normalize_url(urls["sqlite"])))]}
+
+
 def pair(name: str, args: list[str], urls: dict[str, str], repeats: int,
-         env: dict[str, str]) -> dict[str, Any]:
-    """``registry -d URL ARGS`` on PostgreSQL and SQLite in turn; medians and paired ratios."""
-    cmd = {b: [sys.executable, "-m", "registry_db", "-d", u, *args] for b, u in urls.items()}
+         env: dict[str, str], cmd: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """``registry -d URL ARGS`` (or ``cmd``'s processes) on PostgreSQL and SQLite in turn;
+    medians and paired ratios."""
+    if cmd is None:
+        cmd = {b: [sys.executable, "-m", "registry_db", "-d", u, *args] for b, u in urls.items()}
     for b in cmd:
         run(cmd[b], env)
     runs: dict[str, list[tuple[float, float, int]]] = {b: [] for b in cmd}
@@ -160,6 +184,12 @@ def main(argv: list[str] | None = None) -> int:
                       f"{row['sqlite_wall_s']:.3f} s  ratio wall {row['ratio_wall']:.2f}  "
                       f"cpu {row['ratio_cpu']:.2f}", file=sys.stderr)
                 result["commands"].append(row)
+        if wanted is None or "floor" in wanted:
+            row = pair("floor", [], urls, args.repeats, env, floor_commands(urls))
+            print(f"{'floor':30} pg {row['postgresql_wall_s']:.3f} s  sqlite "
+                  f"{row['sqlite_wall_s']:.3f} s  ratio wall {row['ratio_wall']:.2f}  "
+                  f"cpu {row['ratio_cpu']:.2f}", file=sys.stderr)
+            result["commands"].append(row)
         if args.clients:
             batch = work / "batch-clients.jsonl"
             batch.write_text("".join(json.dumps(r) + "\n"
