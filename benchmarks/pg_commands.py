@@ -17,8 +17,9 @@ checkout's code (its folder first on ``PYTHONPATH``), for a before and after on 
     python benchmarks/pg_commands.py ... --label after --out after.json
 
 The floor (``floor``) is the driver's import, a connection and one SELECT, in a bare
-interpreter, on each backend. ``--clients 8`` also times ``clients`` concurrent ``resolve --batch`` processes on PostgreSQL
-against one (throughput: lines answered per second, all clients together).
+interpreter, on each backend. ``--clients 8`` also times ``clients`` concurrent
+``resolve --batch`` processes on PostgreSQL against one (throughput: lines answered per
+second, all clients together).
 """
 
 from __future__ import annotations

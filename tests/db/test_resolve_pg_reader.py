@@ -219,13 +219,16 @@ def no_grant_role(pg_url):
 def test_failing_to_reach_the_registry_reads_the_same_both_ways(backend, pg_url, no_grant_role,
                                                                 taken):
     """Refused, no such database, no such role, a password in the URL, a role without its
-    grant: one line each, the same words as the engine's, the password never shown."""
+    grant, libpq refusing the URL's options: one line each, the same words as the engine's,
+    the password never shown."""
     missing_db = _swapped(pg_url, database=f"registry_missing_{uuid.uuid4().hex[:8]}")
     urls = {
         "refused": _swapped(pg_url, port=1, password="s3cret-pw"),
         "no database": missing_db,
         "no role": _swapped(pg_url, username=f"nobody_{uuid.uuid4().hex[:8]}"),
         "no grant": _swapped(pg_url, username=no_grant_role),
+        "no such option": f"{pg_url}?badparam=1",
+        "a bad sslmode": f"{pg_url}?sslmode=bogus",
     }
     for what, url in urls.items():
         taken.clear()
