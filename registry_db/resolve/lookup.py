@@ -36,6 +36,7 @@ from registry_db.resolve.statements import (
     one_statement,
     pg_parameters,
 )
+from registry_db.store.pg_read import PgReader
 from registry_db.store.stored_counts import counts_from_row
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
@@ -180,6 +181,10 @@ def cursor(bind: ReadBind, *, snapshot: bool = False) -> Iterator[Cursor]:
         with _sqlite_cursor(bind, snapshot) as c:
             yield c
         return
+    if isinstance(bind, PgReader):
+        with _pg_reader_cursor(bind, snapshot) as c:
+            yield c
+        return
     # Imported here: the command line's sqlite3 path never needs SQLAlchemy's side.
     from registry_db.store.engine import translated
 
@@ -193,25 +198,61 @@ def cursor(bind: ReadBind, *, snapshot: bool = False) -> Iterator[Cursor]:
         try:
             dbapi = pooled.dbapi_connection
             assert dbapi is not None  # checked out: a live DB-API connection
-            autocommit = own is not None and not snapshot and dialect == "postgresql"
-            if autocommit:
-                dbapi.autocommit = True
+            if own is not None and dialect == "postgresql":
+                with _pg_session(dbapi, snapshot) as cur:
+                    yield Cursor(cur, dialect)
+                return
             cur = dbapi.cursor()
             try:
-                if snapshot and own is not None and dialect == "sqlite":
+                if snapshot and own is not None:
                     cur.execute("BEGIN")
-                elif snapshot and own is not None:
-                    # READ COMMITTED gives each statement its own snapshot: a batch's set names
-                    # and profiles could come from before and after a concurrent import.
-                    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 yield Cursor(cur, dialect)
             finally:
                 cur.close()
-                if autocommit:
-                    dbapi.autocommit = False
         finally:
             if own is not None:
                 own.close()
+
+
+@contextlib.contextmanager
+def _pg_session(dbapi: Any, snapshot: bool) -> Iterator[Any]:
+    """A cursor on a psycopg connection of our own, the engine's pooled one or the command
+    line's (:class:`~registry_db.store.pg_read.PgReader`): without ``snapshot`` each statement
+    reads on its own (autocommit: no BEGIN and ROLLBACK round trips around a one-query
+    resolution); with it, one REPEATABLE READ, READ ONLY transaction, rolled back afterwards.
+    The connection's autocommit is given back as it was."""
+    was = dbapi.autocommit
+    dbapi.autocommit = not snapshot
+    cur = dbapi.cursor()
+    done = False
+    try:
+        if snapshot:
+            # READ COMMITTED gives each statement its own snapshot: a batch's set names and
+            # profiles could come from before and after a concurrent import.
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield cur
+        done = True
+    finally:
+        cur.close()
+        # After an error the first one is the one to report, not the rollback's.
+        with contextlib.nullcontext() if done else contextlib.suppress(Exception):
+            if snapshot and not dbapi.closed:
+                dbapi.rollback()
+            dbapi.autocommit = was
+
+
+@contextlib.contextmanager
+def _pg_reader_cursor(reader: PgReader, snapshot: bool) -> Iterator[Cursor]:
+    try:
+        with _pg_session(reader.conn, snapshot) as cur:
+            yield Cursor(cur, "postgresql")
+    except Exception as exc:
+        # Imported only on an error: translating needs the store's engine module.
+        from registry_db.store.engine import is_driver_error, translate
+
+        if not is_driver_error(exc):
+            raise
+        raise translate(exc, reader.where) from exc
 
 
 @contextlib.contextmanager

@@ -175,7 +175,7 @@ def _no_category(layer: str) -> Refusal:
 
 def _unknown_set(where: str, name: str, known: Collection[str], tail: str) -> Refusal:
     # Imported here: the store's models cost a fast command's start-up, and this path is rare.
-    from registry_db.store.read import unknown_set_message
+    from registry_db.store.messages import unknown_set_message
 
     return Refusal(R.UNKNOWN_SET, f"{where}: {unknown_set_message(name, sorted(known))}{tail}")
 

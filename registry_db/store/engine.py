@@ -37,6 +37,7 @@ from registry_db.errors import (
     RegistryError,
     UsageError,
 )
+from registry_db.store.pg_read import CONNECT_TIMEOUT, READ_ONLY_OPTIONS, PgReader
 from registry_db.store.sqlite_read import readonly_options
 from registry_db.store.urls import (
     check_url,
@@ -57,8 +58,9 @@ T = TypeVar("T")
 #: What the store's readers take: an engine, or an open connection (the caller's transaction).
 Bind = Engine | Connection
 #: What the resolver reads through: a :data:`Bind`, or the command line's bare read-only
-#: ``sqlite3`` connection (:mod:`registry_db.store.sqlite_read`).
-ReadBind = Bind | sqlite3.Connection
+#: connection, ``sqlite3`` (:mod:`registry_db.store.sqlite_read`) or psycopg
+#: (:mod:`registry_db.store.pg_read`).
+ReadBind = Bind | sqlite3.Connection | PgReader
 
 
 #: The longest wait PostgreSQL's ``lock_timeout`` (an int of milliseconds) holds, in seconds.
@@ -102,9 +104,9 @@ def make_engine(url: str, *, readonly: bool = False, timeout: float | None = Non
     try:
         if dialect == "sqlite":
             return _sqlite_engine(url, readonly=readonly, timeout=timeout)
-        connect_args: dict[str, Any] = {"connect_timeout": 10}
+        connect_args: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT}
         if readonly:
-            connect_args["options"] = "-c default_transaction_read_only=on"
+            connect_args["options"] = READ_ONLY_OPTIONS
         engine = create_engine(url, connect_args=connect_args, pool_pre_ping=False)
     except ImportError as exc:  # the driver is an extra: say which one
         raise DatabaseUnavailable(

@@ -10,7 +10,6 @@ so it can also read inside a caller's transaction.
 from __future__ import annotations
 
 import contextlib
-import difflib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from registry_db.model import (
     setting_value,
 )
 from registry_db.store.engine import Bind
+from registry_db.store.messages import unknown_set_message
 from registry_db.store.schema import (
     profile_counts,
     profile_rates,
@@ -246,17 +246,6 @@ def load_sets(bind: Bind, names: Sequence[str] | None = None) -> list[ProfileSet
             raise NotFound(unknown_set_message(missing[0], set_names(conn)))
         ids = [found[n][0] for n in names]
         return _build(conn, ids, names, [found[n][1] for n in names])
-
-
-def unknown_set_message(name: str, known: Sequence[str]) -> str:
-    """"No set NAME", with the nearest known names and the full list (or how to add sets)."""
-    if not known:
-        return (f"no profile set named {name!r}: the database holds no sets yet; "
-                "add some with `registry import PATH`")
-    near = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-    hint = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
-    shown = ", ".join(known[:20]) + (f", … ({len(known)} in all)" if len(known) > 20 else "")
-    return f"no profile set named {name!r}; {hint}known sets: {shown}"
 
 
 def _build(conn: Connection, ids: list[int], names: Sequence[str],
