@@ -43,7 +43,7 @@ def decode_line(raw: bytes, number: int) -> str | Refusal:
 
 def _read(read: Any, n: int, name: str, line: int) -> bytes:
     try:
-        return read(n)  # type: ignore[no-any-return]
+        return read(n)
     except OSError as exc:
         raise InvalidInput([Finding(name, line, 1, "", "unreadable_file",
                                     f"cannot read the batch: {exc.strerror or exc}")]) from None

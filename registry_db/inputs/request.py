@@ -117,7 +117,7 @@ def parse_lines(lines: Iterable[str | Refusal], start: int = 1
         if type(line) is Refusal:
             out.append(line)
             continue
-        found = read.get(line)  # type: ignore[call-overload]
+        found = read.get(line)  # type: ignore[arg-type]
         if found is None:
             if not line.strip():  # type: ignore[union-attr]
                 continue
