@@ -22,8 +22,8 @@ from registry_db.model import THINKING_MODES, Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.engines import ENGINES
 
-#: Answers are written in blocks of this many lines.
-_BLOCK = 10_000
+#: Answers' texts kept for the answers shared by later lines (then it starts afresh).
+_MEMO = 100_000
 
 
 def _rates(ctx: click.Context, param: click.Parameter, value: str | None) -> list[float] | None:
@@ -302,8 +302,10 @@ def _run_batch(settings: Any, path: str, emit: str | None = None) -> int:
     said: dict[str, None] = {}  # the engine's warnings, each once, in order
     # The command's bulk work builds many small objects and no cycles (registry_db.gcpause).
     with batch_input(path) as (stream, shown), gc_paused(), reading(settings.url) as bind:
+        memo: dict[int, Any] = {}  # each shared answer's text, written once
         for answers in answer_chunks(bind, chunks(stream, name=path)):
-            memo: dict[int, Any] = {}  # each shared answer's text, written once per chunk
+            if len(memo) > _MEMO:  # bounded: the next shares are written afresh
+                memo.clear()
             out = []
             for line in answers:
                 bad.count(line)

@@ -138,7 +138,9 @@ def line_id(line: str) -> Any:
         obj = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    return obj.get("id") if isinstance(obj, dict) else None
+    found = obj.get("id") if isinstance(obj, dict) else None
+    # An id that UTF-8 cannot carry (a lone surrogate escape) cannot be echoed: it is left out.
+    return found if "\\u" not in line or _plain_text(found) else None
 
 
 def _invalid(number: int, message: str) -> Refusal:

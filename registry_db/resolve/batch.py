@@ -10,12 +10,14 @@ checked as it is read), resolves every run of every line at once, a deployment's
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from registry_db.inputs.batch_stream import CHUNK
-from registry_db.inputs.request import line_id, parse_lines
+from registry_db.inputs.request import DeploymentRun, line_id, parse_line
+from registry_db.inputs.run import Run
 from registry_db.model import Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Resolution
@@ -57,32 +59,71 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]]
     answers it already (:func:`~registry_db.inputs.batch_stream.decode_line`)."""
     from registry_db.resolve.reading import snapshot
 
+    seen: OrderedDict[str, LineAnswer] = OrderedDict()  # one snapshot: one answer per line
+    stored: dict[Any, Any] = {}  # what is stored, for the refusals' text: read once
     with snapshot(bind) as held:
         start = 1
         for chunk in chunks:
-            yield list(answer_chunk(held, chunk, start))
+            if len(stored) > SEEN:
+                stored.clear()
+            yield list(answer_chunk(held, chunk, start, seen, stored))
             start += len(chunk)
 
 
-def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1
-                 ) -> Iterator[LineAnswer]:
+#: Lines whose answers a batch keeps for the lines that repeat them (the least recently
+#: repeated are dropped first): bounds what a long batch holds.
+SEEN = 100_000
+
+
+def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
+                 seen: OrderedDict[str, LineAnswer] | None = None,
+                 stored: dict[Any, Any] | None = None) -> Iterator[LineAnswer]:
     """The answer to each line of ``lines`` (the first is line ``start``) that is not blank,
     in order. A line that is no request is answered ``invalid_request`` naming its line (and
     still echoes its id when it is a JSON object holding one); identical runs share one
-    answer object."""
-    parsed = parse_lines(lines, start)
-    answers = iter(resolve_runs(bind, [p for p in parsed if type(p) is not Refusal]))  # type: ignore[misc]
-    numbered = ((n, line) for n, line in enumerate(lines, start)
-                if type(line) is Refusal or line.strip())  # type: ignore[union-attr]
-    for item, (number, line) in zip(parsed, numbered, strict=True):
-        if isinstance(item, Refusal):  # refused as it was read, its line named already
-            yield LineAnswer(item, None if type(line) is Refusal else line_id(line))  # type: ignore[arg-type]
+    answer object. ``seen`` holds earlier lines' answers in the same snapshot, by the line's
+    text: a line found there is not read or resolved again (the answers it gets are kept in
+    it, at most :data:`SEEN`, least recently used dropped first); ``stored``, what is stored,
+    read for the refusals' text (:func:`~registry_db.resolve.finish.say_what_exists`)."""
+    seen = OrderedDict() if seen is None else seen
+    # Per line: its answer already, or (its number, its text, its run) to resolve.
+    slots: list[LineAnswer | tuple[int, str, Run | DeploymentRun]] = []
+    read: dict[str, Run | DeploymentRun] = {}  # a line repeated in the chunk is read once
+    for number, line in enumerate(lines, start):
+        if type(line) is Refusal:  # refused as it was read (not UTF-8), its line named
+            slots.append(LineAnswer(line))
             continue
+        assert type(line) is str
+        hit = seen.get(line)
+        if hit is not None:
+            seen.move_to_end(line)  # the least recently repeated go first
+            slots.append(hit)
+            continue
+        if not line.strip():
+            continue
+        parsed = read.get(line) or parse_line(line, number)
+        if isinstance(parsed, Refusal):  # its line named already (invalid_request)
+            slots.append(LineAnswer(parsed, line_id(line)))
+            continue
+        read[line] = parsed
+        slots.append((number, line, parsed))
+    answers = iter(resolve_runs(bind, [s[2] for s in slots if type(s) is tuple], stored))
+    for slot in slots:
+        if type(slot) is LineAnswer:
+            yield slot
+            continue
+        number, line, item = slot  # type: ignore[misc]
         answer = next(answers)
         if type(answer) is Refusal and answer.reason == R.INVALID_REQUEST:
             # A pool's method or K that breaks its rule: the line is named, as everywhere.
-            answer = Refusal(answer.reason, f"line {number}: {answer.message}")
-        yield LineAnswer(answer, item.id)
+            yield LineAnswer(Refusal(answer.reason, f"line {number}: {answer.message}"),
+                             item.id)
+            continue
+        found = LineAnswer(answer, item.id)
+        if len(seen) >= SEEN:
+            seen.popitem(last=False)
+        seen[line] = found
+        yield found
 
 
 def _batched(lines: Iterable[str | Refusal], size: int) -> Iterator[list[str | Refusal]]:
