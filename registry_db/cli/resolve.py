@@ -16,7 +16,14 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import complete_set_names, emit_json, handle_errors, json_option
+from registry_db.cli.output import (
+    complete_methods,
+    complete_models,
+    complete_set_names,
+    emit_json,
+    handle_errors,
+    json_option,
+)
 from registry_db.inputs.layers import FLAGS, INPUTS, Flag
 from registry_db.model import THINKING_MODES, Refusal
 from registry_db.model import RefusalReason as R
@@ -86,6 +93,10 @@ _KINDS: dict[str, dict[str, Any]] = {
 }
 
 
+#: The run's flags that name a stored key value: completed from the registry.
+_STORED_NAMES = {"--model": complete_models, "--method": complete_methods}
+
+
 def _run_options(fn: Any, flags: tuple[Flag, ...] = FLAGS) -> Any:
     """The options that describe one run, one per flag of the layers' table (or of ``flags``,
     some of its rows), in its order."""
@@ -93,6 +104,8 @@ def _run_options(fn: Any, flags: tuple[Flag, ...] = FLAGS) -> Any:
         how: dict[str, Any] = dict(_KINDS[flag.kind])
         if flag.names_a_set:
             how["shell_complete"] = complete_set_names
+        elif flag.decl in _STORED_NAMES:
+            how["shell_complete"] = _STORED_NAMES[flag.decl]
         fn = click.option(flag.decl, flag.name, help=flag.help, metavar=flag.metavar,
                           multiple=flag.multiple, **how)(fn)
     return fn
@@ -379,7 +392,7 @@ def batch_input(path: str) -> Iterator[tuple[Any, Any]]:
                 return
 
             def moved() -> None:
-                bar("read", min(stream.tell(), size), size)
+                bar("resolve", min(stream.tell(), size), size)
 
             yield stream, moved
     finally:

@@ -72,7 +72,12 @@ def resolve(bind: ReadBind, request: Request | Run) -> Resolution:
             won = lookup_one(c, planned.lookup)
             answer = Answers({} if won is None else {planned.lookup: won}).finish(planned)
     if type(answer) is Refusal:
-        raise ResolutionRefused(say_what_exists(bind, [planned], [answer])[0])
+        refusal = say_what_exists(bind, [planned], [answer])[0]
+        if type(planned) is Plan:  # a typo in the model or method: the nearest stored ones
+            from registry_db.resolve.suggest import with_suggestion
+
+            refusal = with_suggestion(bind, run.model, run.method, refusal)
+        raise ResolutionRefused(refusal)
     assert type(answer) is Resolution
     return answer
 

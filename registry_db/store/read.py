@@ -10,7 +10,6 @@ so it can also read inside a caller's transaction.
 from __future__ import annotations
 
 import contextlib
-import difflib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from sqlalchemy import Table, and_, func, select
 from sqlalchemy.engine import Connection
 
 from registry_db.errors import NotFound
+from registry_db.inputs.schema import nearest
 from registry_db.model import (
     PROFILE_KEY_FIELDS,
     Counts,
@@ -253,7 +253,7 @@ def unknown_set_message(name: str, known: Sequence[str]) -> str:
     if not known:
         return (f"no profile set named {name!r}: the database holds no sets yet; "
                 "add some with `registry import PATH`")
-    near = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    near = nearest(name, known)
     hint = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
     shown = ", ".join(known[:20]) + (f", … ({len(known)} in all)" if len(known) > 20 else "")
     return f"no profile set named {name!r}; {hint}known sets: {shown}"

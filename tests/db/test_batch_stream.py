@@ -280,3 +280,20 @@ def test_ctrl_c_mid_batch_is_exit_130_and_one_line(backend, db_url, engine):
     finally:
         code, out, err = batch.finish()
     assert (code, out, err) == (130, "", "interrupted\n")
+
+
+@pytest.mark.slow
+def test_a_batch_file_shows_a_bar_on_a_terminal_and_none_in_a_pipe(backend, db_url, engine,
+                                                                   tmp_path):
+    from tests.helpers import run_in_terminal
+
+    importer.import_paths(engine, [SEED])
+    path = tmp_path / "runs.jsonl"
+    path.write_text(LINE * 25_000)  # more than one chunk
+    code, out, err = run_in_terminal("-d", db_url, "resolve", "--batch", str(path),
+                                     stdout_tty=False, stderr_tty=True)
+    assert code == 0 and out.count("\n") == 25_000
+    assert "resolving" in err and "100%" in err, err
+    code, out, err = run_in_terminal("-d", db_url, "resolve", "--batch", str(path),
+                                     stdout_tty=False, stderr_tty=False)
+    assert (code, err) == (0, "") and out.count("\n") == 25_000
