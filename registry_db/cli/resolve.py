@@ -29,9 +29,6 @@ from registry_db.model import THINKING_MODES, Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.engines import ENGINES
 
-#: Answers' texts kept for the answers shared by later lines (then it starts afresh).
-_MEMO = 100_000
-
 
 def _rates(ctx: click.Context, param: click.Parameter, value: str | None) -> list[float] | None:
     if value is None:
@@ -308,27 +305,32 @@ def _run_batch(settings: Any, path: str, emit: str | None = None) -> int:
     from registry_db.cli.batch_json import answer_line, emit_object, with_emit
     from registry_db.gcpause import gc_paused
     from registry_db.inputs.batch_stream import chunks
-    from registry_db.resolve.batch import answer_chunks
+    from registry_db.resolve.batch import Seen, answer_chunks
     from registry_db.resolve.reading import reading
 
     bad = BadLines()
     said: dict[str, None] = {}  # the engine's warnings, each once, in order
+
+    def text(line: Any) -> str:
+        # The line's id comes first in its answer, for joining by id; "emit" last.
+        out = answer_line(line.answer, line.id)
+        if emit is not None:
+            knobs, warnings = emit_object(line.answer, emit)
+            out = with_emit(out, knobs)
+            said.update(dict.fromkeys(warnings))
+        return out
+
+    # A line answered before is written again from its text, which the batch keeps (Seen).
+    seen = Seen(keep=text)
     # The command's bulk work builds many small objects and no cycles (registry_db.gcpause).
     with batch_input(path) as (stream, shown), gc_paused(), reading(settings.url) as bind:
-        memo: dict[int, Any] = {}  # each shared answer's text, written once
-        for answers in answer_chunks(bind, chunks(stream, name=path)):
-            if len(memo) > _MEMO:  # bounded: the next shares are written afresh
-                memo.clear()
+        for answers in answer_chunks(bind, chunks(stream, name=path), seen):
             out = []
-            for line in answers:
-                bad.count(line)
-                # The line's id comes first in its answer, for joining by id.
-                text = answer_line(line.answer, line.id, memo)
-                if emit is not None:
-                    knobs, warnings = emit_object(line.answer, emit)
-                    text = with_emit(text, knobs)
-                    said.update(dict.fromkeys(warnings))
-                out.append(text)
+            for item in answers:
+                if type(item) is not str:  # not kept: a refusal of a line, or no request
+                    bad.count(item)
+                    item = text(item)
+                out.append(item)
             sys.stdout.write("\n".join(out) + "\n" if out else "")
             sys.stdout.flush()  # a pipe's writer may wait for these before it writes more
             shown()

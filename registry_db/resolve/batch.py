@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from registry_db.inputs.batch_stream import CHUNK
 from registry_db.inputs.request import DeploymentRun, line_id, parse_line
@@ -26,7 +26,7 @@ from registry_db.resolve.deployment import DeploymentAnswer, resolve_runs
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
 
-__all__ = ["LineAnswer", "answer_chunk", "answer_chunks", "answer_lines"]
+__all__ = ["LineAnswer", "Seen", "answer_chunk", "answer_chunks", "answer_lines"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,16 +50,19 @@ def answer_lines(bind: ReadBind, lines: Iterable[str | Refusal]) -> Iterator[Lin
         yield from answers
 
 
-def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]]
-                  ) -> Iterator[list[LineAnswer]]:
+def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
+                  seen: Seen | None = None) -> Iterator[list[Any]]:
     """The answers to each chunk of lines (consecutive, numbered from 1 across chunks), one
     list per chunk, each as soon as its chunk has come: every chunk is read in one snapshot
     (:func:`~registry_db.resolve.reading.snapshot`), so the answers are the ones the whole
     input would get at once, whatever is committed meanwhile. A line may be the refusal that
-    answers it already (:func:`~registry_db.inputs.batch_stream.decode_line`)."""
+    answers it already (:func:`~registry_db.inputs.batch_stream.decode_line`).
+
+    Each answer is a :class:`LineAnswer`, or what ``seen`` keeps of one (:class:`Seen`): a
+    line repeated later is answered from it, not read or resolved again."""
     from registry_db.resolve.reading import snapshot
 
-    seen: OrderedDict[str, LineAnswer] = OrderedDict()  # one snapshot: one answer per line
+    seen = Seen() if seen is None else seen
     stored: dict[Any, Any] = {}  # what is stored, for the refusals' text: read once
     with snapshot(bind) as held:
         start = 1
@@ -72,22 +75,47 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]]
 
 #: Lines whose answers a batch keeps for the lines that repeat them (the least recently
 #: repeated are dropped first): bounds what a long batch holds.
-SEEN = 100_000
+SEEN = 200_000
+
+
+class Seen:
+    """The answers of lines answered earlier in the same snapshot, by the line's text, or what
+    ``keep`` makes of each (the command line keeps its JSON text, which is smaller and need
+    not be written again); at most ``size``, the least recently repeated dropped first. Only
+    lines that were requests are kept (a refusal of a line that is none names its line)."""
+
+    def __init__(self, keep: Callable[[LineAnswer], Any] | None = None,
+                 size: int = SEEN) -> None:
+        self.keep = keep
+        self.size = size
+        self.lines: OrderedDict[str, Any] = OrderedDict()
+
+    def get(self, line: str) -> Any:
+        found = self.lines.get(line)
+        if found is not None:
+            self.lines.move_to_end(line)
+        return found
+
+    def put(self, line: str, answer: LineAnswer) -> Any:
+        kept = answer if self.keep is None else self.keep(answer)
+        if len(self.lines) >= self.size:
+            self.lines.popitem(last=False)
+        self.lines[line] = kept
+        return kept
 
 
 def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
-                 seen: OrderedDict[str, LineAnswer] | None = None,
-                 stored: dict[Any, Any] | None = None) -> Iterator[LineAnswer]:
+                 seen: Seen | None = None, stored: dict[Any, Any] | None = None
+                 ) -> Iterator[Any]:
     """The answer to each line of ``lines`` (the first is line ``start``) that is not blank,
-    in order. A line that is no request is answered ``invalid_request`` naming its line (and
-    still echoes its id when it is a JSON object holding one); identical runs share one
-    answer object. ``seen`` holds earlier lines' answers in the same snapshot, by the line's
-    text: a line found there is not read or resolved again (the answers it gets are kept in
-    it, at most :data:`SEEN`, least recently used dropped first); ``stored``, what is stored,
-    read for the refusals' text (:func:`~registry_db.resolve.finish.say_what_exists`)."""
-    seen = OrderedDict() if seen is None else seen
+    in order: a :class:`LineAnswer`, or what ``seen`` keeps of it. A line that is no request
+    is answered ``invalid_request`` naming its line (and still echoes its id when it is a
+    JSON object holding one); identical runs share one answer object. A line found in
+    ``seen`` is not read or resolved again; ``stored``, what is stored, read for the
+    refusals' text (:func:`~registry_db.resolve.finish.say_what_exists`)."""
+    seen = Seen() if seen is None else seen
     # Per line: its answer already, or (its number, its text, its run) to resolve.
-    slots: list[LineAnswer | tuple[int, str, Run | DeploymentRun]] = []
+    slots: list[Any] = []
     read: dict[str, Run | DeploymentRun] = {}  # a line repeated in the chunk is read once
     for number, line in enumerate(lines, start):
         if type(line) is Refusal:  # refused as it was read (not UTF-8), its line named
@@ -96,8 +124,7 @@ def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
         assert type(line) is str
         hit = seen.get(line)
         if hit is not None:
-            seen.move_to_end(line)  # the least recently repeated go first
-            slots.append(hit)
+            slots.append(_Done(hit))
             continue
         if not line.strip():
             continue
@@ -109,21 +136,26 @@ def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
         slots.append((number, line, parsed))
     answers = iter(resolve_runs(bind, [s[2] for s in slots if type(s) is tuple], stored))
     for slot in slots:
-        if type(slot) is LineAnswer:
+        if type(slot) is _Done:
+            yield slot.kept
+            continue
+        if type(slot) is not tuple:
             yield slot
             continue
-        number, line, item = slot  # type: ignore[misc]
+        number, line, item = slot
         answer = next(answers)
         if type(answer) is Refusal and answer.reason == R.INVALID_REQUEST:
             # A pool's method or K that breaks its rule: the line is named, as everywhere.
             yield LineAnswer(Refusal(answer.reason, f"line {number}: {answer.message}"),
                              item.id)
             continue
-        found = LineAnswer(answer, item.id)
-        if len(seen) >= SEEN:
-            seen.popitem(last=False)
-        seen[line] = found
-        yield found
+        yield seen.put(line, LineAnswer(answer, item.id))
+
+
+class _Done(NamedTuple):
+    """A slot answered from :class:`Seen`."""
+
+    kept: Any
 
 
 def _batched(lines: Iterable[str | Refusal], size: int) -> Iterator[list[str | Refusal]]:

@@ -15,7 +15,11 @@ from registry_db.resolve.lookup import cursor
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
 
-__all__ = ["suggestion", "with_suggestion"]
+__all__ = ["NOTHING_STORED", "suggestion", "with_suggestion"]
+
+#: What a no-profile refusal says when its scope holds nothing for the model and method
+#: (:func:`registry_db.resolve.finish.say_what_exists`; a test holds the two together).
+NOTHING_STORED = "nothing is stored for "
 
 
 def suggestion(bind: ReadBind, model: str, method: str) -> str | None:
@@ -45,7 +49,10 @@ def suggestion(bind: ReadBind, model: str, method: str) -> str | None:
 def with_suggestion(bind: ReadBind, model: str, method: str, refusal: Refusal) -> Refusal:
     """``refusal`` with :func:`suggestion` added when it is a no-profile one and there is a
     suggestion to make."""
-    if refusal.reason not in (R.NO_MATCH, R.FALLBACK_NO_MATCH):
+    # Only when the refusal found nothing stored for the pair in scope (finish's text says
+    # so): a run whose model and method are stored costs no query more.
+    if refusal.reason not in (R.NO_MATCH, R.FALLBACK_NO_MATCH) or \
+            NOTHING_STORED not in refusal.message:
         return refusal
     hint = suggestion(bind, model, method)
     return refusal if hint is None else Refusal(refusal.reason, f"{refusal.message}; {hint}")

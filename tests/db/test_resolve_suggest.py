@@ -85,3 +85,9 @@ def test_completion_is_silent_on_a_missing_registry(tmp_path):
     path = tmp_path / "missing.db"
     assert _complete("", f"registry -d {path} resolve --model de") == []
     assert not path.exists()
+
+
+def test_the_refusal_text_the_suggestion_keys_on_is_the_resolvers(url):
+    from registry_db.resolve.suggest import NOTHING_STORED
+
+    assert NOTHING_STORED in _refused(url, "nope", "dspark")["message"]
