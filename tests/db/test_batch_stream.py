@@ -21,7 +21,7 @@ from sqlalchemy import text
 from registry_db import store
 from registry_db.cli.batch_json import ENCODER, answer_line
 from registry_db.inputs.batch_stream import chunks
-from registry_db.resolve.batch import answer_chunks
+from registry_db.resolve.batch import Seen, answer_chunks
 from registry_db.resolve.reading import reading
 from registry_db.store import write as importer
 from tests.conftest import ROOT, SEED
@@ -134,10 +134,24 @@ def _mixed_lines() -> list[str]:
     return lines
 
 
-def _texts(url: str, pieces) -> list[str]:
+def _texts(url: str, pieces, seen=None) -> list[str]:
     with reading(url) as bind:
-        return [answer_line(a.answer, a.id) for answers in answer_chunks(bind, pieces)
-                for a in answers]
+        return [a if type(a) is str else answer_line(a.answer, a.id)
+                for answers in answer_chunks(bind, pieces, seen) for a in answers]
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 1000])
+def test_answers_kept_for_repeated_lines_equal_the_answers_read_again(backend, db_url, engine,
+                                                                      size):
+    """The batch's Seen (a line answered before is not read again), however small, even
+    kept as text as the command keeps it, changes no byte."""
+    importer.import_paths(engine, [SEED])
+    lines = _mixed_lines() * 2
+    whole = _texts(db_url, [lines], Seen(size=1))
+    pieces = [lines[i:i + 7] for i in range(0, len(lines), 7)]
+    assert _texts(db_url, pieces, Seen(size=size)) == whole
+    as_text = Seen(keep=lambda a: answer_line(a.answer, a.id), size=size)
+    assert _texts(db_url, pieces, as_text) == whole
 
 
 @pytest.mark.parametrize("size", [1, 3, 1000])
