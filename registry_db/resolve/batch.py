@@ -1,10 +1,13 @@
 """Many runs from JSON lines: one answer per line that is not blank, in order, refusals included
 (``registry resolve --batch``).
 
-:func:`answer_lines` reads the lines (:func:`registry_db.inputs.request.parse_lines`: each one
-checked as it is read), resolves every run of every line at once, a deployment's pools included
-(:func:`registry_db.resolve.deployment.resolve_runs`), and yields each line's
-:class:`LineAnswer`; writing them is the caller's.
+:func:`answer_chunks` takes the lines in chunks as they come (the command's come from
+:func:`registry_db.inputs.batch_stream.chunks`), reads every chunk in one snapshot, and yields
+each chunk's answers as soon as it is answered: each line is read and checked
+(:func:`registry_db.inputs.request.parse_line`), and every run of the chunk is resolved at once,
+a deployment's pools included (:func:`registry_db.resolve.deployment.resolve_runs`). A line
+repeated later is answered from :class:`Seen`. :func:`answer_lines` is the same for lines in
+hand. Writing the answers is the caller's.
 """
 
 from __future__ import annotations
