@@ -149,3 +149,29 @@ def _body(answer: Resolution | Refusal) -> str | None:
     except TypeError:  # a field of a type the template does not write: the encoder's way
         pass
     return None
+
+
+def emit_object(answer: Any, engine: str) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+    """What ``--batch --emit ENGINE`` adds to an answer: for a resolution, the engine's knobs
+    as text by name (what ``--emit`` prints for the run); for a deployment's answer, those of
+    each speculating pool, by pool name; None for a refusal (or a check). And the settings'
+    warnings (a value some path of the engine cannot take), for stderr."""
+    from registry_db.resolve.deployment import DeploymentAnswer
+    from registry_db.resolve.engines import engine_settings
+
+    if type(answer) is Resolution:
+        settings = engine_settings(answer, engine)
+        return settings.knobs(), settings.warnings
+    if type(answer) is DeploymentAnswer:
+        pools = [(name, engine_settings(r, engine)) for name, r in answer.pools]
+        return ({name: s.knobs() for name, s in pools},
+                tuple(f"pool {name}: {w}" for name, s in pools for w in s.warnings))
+    return None, ()
+
+
+def with_emit(line: str, emit: dict[str, Any] | None) -> str:
+    """An answer's JSON line (:func:`answer_line`) with ``"emit": EMIT`` as its last key: the
+    same text as the encoder's of the answer's object with that key added (None: unchanged)."""
+    if emit is None:
+        return line
+    return f'{line[:-1]}, "emit": {ENCODER.encode(emit)}}}'

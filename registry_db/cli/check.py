@@ -157,29 +157,36 @@ def _check_one(settings: Any, after: str, before: str | None, source: str | None
 
 
 def _check_batch(settings: Any, path: str, threshold: Any, as_json: bool) -> int:
-    """Every line's check on stdout, in order; 0 when every line is consistent, else 1."""
+    """Every line's check on stdout, in order, each chunk's as soon as it is checked; 0 when
+    every line is consistent, else 1 (lines that were no request named on stderr)."""
     from registry_db.cli.batch_json import answer_line
-    from registry_db.cli.resolve import _read_text
-    from registry_db.inputs.request import batch_lines
+    from registry_db.cli.resolve import BadLines, batch_input
+    from registry_db.inputs.batch_stream import chunks
     from registry_db.model import Refusal
-    from registry_db.resolve.check import check_lines
+    from registry_db.resolve.check import check_chunks
     from registry_db.resolve.reading import reading
 
-    lines = batch_lines(_read_text(path))
-    failed = 0
-    out: list[str] = []
-    with reading(settings.url) as bind:
-        for number, line in enumerate(check_lines(bind, lines, threshold), 1):
-            failed += not line.consistent
-            if as_json:
-                out.append(answer_line(line.answer, line.id))
-                continue
-            name = f"{number}" if line.id is None else f"{number} ({line.id})"
-            answer = line.answer
-            out.append(f"{name}: refused ({answer.reason}): {answer.message}"
-                       if type(answer) is Refusal else f"{name}: {glance(answer)}")
-    if out:
-        click.echo("\n".join(out))
+    failed = number = 0
+    bad = BadLines()
+    with batch_input(path) as (stream, shown), reading(settings.url) as bind:
+        for checked in check_chunks(bind, chunks(stream, name=path), threshold):
+            out: list[str] = []
+            for line in checked:
+                number += 1
+                failed += not line.consistent
+                bad.count(line)
+                if as_json:
+                    out.append(answer_line(line.answer, line.id))
+                    continue
+                name = f"{number}" if line.id is None else f"{number} ({line.id})"
+                answer = line.answer
+                out.append(f"{name}: refused ({answer.reason}): {answer.message}"
+                           if type(answer) is Refusal else f"{name}: {glance(answer)}")
+            if out:
+                click.echo("\n".join(out))
+            sys.stdout.flush()
+            shown()
+    bad.report()
     return 1 if failed else 0
 
 

@@ -9,18 +9,25 @@ exits 1 only when some line was not a well-formed request.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
-from registry_db.cli.output import complete_set_names, emit_json, handle_errors, json_option
+from registry_db.cli.output import (
+    complete_methods,
+    complete_models,
+    complete_set_names,
+    emit_json,
+    handle_errors,
+    json_option,
+)
 from registry_db.inputs.layers import FLAGS, INPUTS, Flag
-from registry_db.model import THINKING_MODES
+from registry_db.model import THINKING_MODES, Refusal
+from registry_db.model import RefusalReason as R
 from registry_db.resolve.engines import ENGINES
-
-#: Answers are written in blocks of this many lines.
-_BLOCK = 10_000
 
 
 def _rates(ctx: click.Context, param: click.Parameter, value: str | None) -> list[float] | None:
@@ -83,6 +90,10 @@ _KINDS: dict[str, dict[str, Any]] = {
 }
 
 
+#: The run's flags that name a stored key value: completed from the registry.
+_STORED_NAMES = {"--model": complete_models, "--method": complete_methods}
+
+
 def _run_options(fn: Any, flags: tuple[Flag, ...] = FLAGS) -> Any:
     """The options that describe one run, one per flag of the layers' table (or of ``flags``,
     some of its rows), in its order."""
@@ -90,6 +101,8 @@ def _run_options(fn: Any, flags: tuple[Flag, ...] = FLAGS) -> Any:
         how: dict[str, Any] = dict(_KINDS[flag.kind])
         if flag.names_a_set:
             how["shell_complete"] = complete_set_names
+        elif flag.decl in _STORED_NAMES:
+            how["shell_complete"] = _STORED_NAMES[flag.decl]
         fn = click.option(flag.decl, flag.name, help=flag.help, metavar=flag.metavar,
                           multiple=flag.multiple, **how)(fn)
     return fn
@@ -130,14 +143,15 @@ def resolve(ctx: click.Context, batch: str | None, as_json: bool, emit: str | No
     if shell and emit is None:
         raise click.UsageError("--shell goes with --emit ENGINE")
     if batch is not None:
-        if emit is not None:
-            raise click.UsageError("--emit answers one run; drop --batch or --emit")
+        if shell:
+            raise click.UsageError("--shell writes one run's settings for a shell; with "
+                                   "--batch each answer carries them as JSON: drop --shell")
         if deployment is not None:
             raise click.UsageError("--deployment answers one run; drop --batch or --deployment")
         given = [flag.decl for flag in FLAGS if run[flag.name] not in (None, ())]
         if given:
             raise click.UsageError(f"--batch reads every run from its file; drop {given[0]}")
-        sys.exit(_run_batch(ctx.obj, batch))
+        sys.exit(_run_batch(ctx.obj, batch, emit))
     if deployment is not None:
         _check_deployment_flags(run)
     for row in INPUTS:
@@ -285,47 +299,119 @@ def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:
     return Request(**fields), warnings
 
 
-def _run_batch(settings: Any, path: str) -> int:
-    """Every line's answer on stdout, in order; 1 when some line was no request, else 0."""
-    from registry_db.cli.batch_json import answer_line
+def _run_batch(settings: Any, path: str, emit: str | None = None) -> int:
+    """Every line's answer on stdout, in order, each chunk's as soon as it is answered; 1 when
+    some line was no request (those lines named on stderr), else 0."""
+    from registry_db.cli.batch_json import answer_line, emit_object, with_emit
     from registry_db.gcpause import gc_paused
-    from registry_db.inputs.request import batch_lines
-    from registry_db.resolve.batch import answer_lines
+    from registry_db.inputs.batch_stream import chunks
+    from registry_db.resolve.batch import Seen, answer_chunks
     from registry_db.resolve.reading import reading
 
-    lines = batch_lines(_read_text(path))
-    bad = 0
-    block: list[str] = []
-    memo: dict[int, Any] = {}  # each shared answer's text, written once
+    bad = BadLines()
+    said: dict[str, None] = {}  # the engine's warnings, each once, in order
+
+    def text(line: Any) -> str:
+        # The line's id comes first in its answer, for joining by id; "emit" last.
+        out = answer_line(line.answer, line.id)
+        if emit is not None:
+            knobs, warnings = emit_object(line.answer, emit)
+            out = with_emit(out, knobs)
+            said.update(dict.fromkeys(warnings))
+        return out
+
+    # A line answered before is written again from its text, which the batch keeps (Seen).
+    seen = Seen(keep=text)
     # The command's bulk work builds many small objects and no cycles (registry_db.gcpause).
-    with gc_paused(len(lines)), reading(settings.url) as bind:
-        for line in answer_lines(bind, lines):
-            bad += not line.well_formed
-            # The line's id comes first in its answer, for joining by id.
-            block.append(answer_line(line.answer, line.id, memo))
-            if len(block) >= _BLOCK:
-                sys.stdout.write("\n".join(block) + "\n")
-                block.clear()
-        if block:
-            sys.stdout.write("\n".join(block) + "\n")
-        sys.stdout.flush()
-    return 1 if bad else 0
+    with batch_input(path) as (stream, shown), gc_paused(), reading(settings.url) as bind:
+        for answers in answer_chunks(bind, chunks(stream, name=path), seen):
+            out = []
+            for item in answers:
+                if type(item) is not str:  # not kept: a refusal of a line, or no request
+                    bad.count(item)
+                    item = text(item)
+                out.append(item)
+            sys.stdout.write("\n".join(out) + "\n" if out else "")
+            sys.stdout.flush()  # a pipe's writer may wait for these before it writes more
+            shown()
+    for warning in said:
+        click.echo(f"warning: {warning}", err=True)
+    bad.report()
+    return 1 if bad.lines else 0
 
 
-def _read_text(path: str) -> str:
+class BadLines:
+    """The lines of a batch that were no request, for the one line on stderr that names them."""
+
+    #: Line numbers named on stderr; the rest are counted.
+    SHOWN = 5
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self.first: list[str] = []
+
+    def count(self, line: Any) -> None:
+        """Count ``line`` (a batch's or a check's answer) if it was no request."""
+        answer = line.answer
+        if type(answer) is Refusal and answer.reason == R.INVALID_REQUEST:
+            self.lines += 1
+            if len(self.first) < self.SHOWN:
+                message = line.answer.message  # "line N: ..."
+                self.first.append(message.split(":", 1)[0].removeprefix("line "))
+
+    def report(self) -> None:
+        if self.lines:
+            more = f" and {self.lines - len(self.first)} more" if self.lines > len(self.first) \
+                else ""
+            click.echo(f"{self.lines} line(s) were no request (answered invalid_request): "
+                       f"line {', '.join(self.first)}{more}", err=True)
+
+
+@contextlib.contextmanager
+def batch_input(path: str) -> Iterator[tuple[Any, Any]]:
+    """The batch's binary stream ('-': stdin) and a callback that moves a progress bar over
+    it: on a terminal's stderr, for a file of known size (never on a pipe or a log)."""
+    from registry_db.cli.output import progress
     from registry_db.errors import Finding, InvalidInput
 
     try:
-        # Bytes, decoded here: text mode's universal newlines would turn a lone \r into a line.
         if path == "-":
-            stream = getattr(sys.stdin, "buffer", None)
-            return sys.stdin.read() if stream is None else stream.read().decode("utf-8")
-        with open(path, "rb") as fh:
-            return fh.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+            stdin = sys.stdin
+            if stdin is None:  # started with stdin closed (0<&-)
+                raise OSError(9, "standard input is closed")
+            stream = getattr(stdin, "buffer", stdin)
+            owned = None
+        else:
+            stream = owned = open(path, "rb")
+    except OSError as exc:
         raise InvalidInput([Finding(path, 1, 1, "", "unreadable_file",
-                                    f"cannot read the batch: {reason}")]) from None
+                                    f"cannot read the batch: {exc.strerror}")]) from None
+    try:
+        size = _size(stream)
+        with progress() as bar:
+            if bar is None or size is None:
+                yield stream, lambda: None
+                return
+
+            def moved() -> None:
+                bar("resolve", min(stream.tell(), size), size)
+
+            yield stream, moved
+    finally:
+        if owned is not None:
+            owned.close()
+
+
+def _size(stream: Any) -> int | None:
+    """The size of a regular file's stream (None: a pipe, a terminal, or not told)."""
+    import os
+    import stat
+
+    try:
+        st = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 def format_resolution(answer: Any) -> str:

@@ -23,6 +23,9 @@ from registry_db.inputs.schema import Problem
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}(?::\d{2}(?::\d{2}(?:[.,]\d+)?)?)?"
                   r"(?:Z|[+-]\d{2}(?::?\d{2})?)?)?", re.ASCII)
 
+#: The zone of a text that :data:`_ISO` matched: after its time.
+_ZONE = re.compile(r"[T ][\d:.,]+(?P<z>[+-](?P<h>\d{2})(?::?(?P<m>\d{2}))?)$", re.ASCII)
+
 #: Longer text is not a time; it is cut short in the message.
 _LONGEST = 64
 
@@ -53,6 +56,10 @@ def as_of_utc(value: str | datetime) -> datetime:
         moment = value
     elif len(value) > _LONGEST or not _ISO.fullmatch(value):
         raise ValueError(f"{_shown(value)} is not an ISO 8601 time {_EXAMPLE}")
+    elif (zone := _ZONE.search(value)) and (int(zone["h"]) > 23 or int(zone["m"] or 0) > 59):
+        # fromisoformat reads +00:99 as +01:39, and says +24:00 in timedelta's repr.
+        raise ValueError(f"{_shown(value)} is not a valid time: its zone {zone['z']} is out "
+                         "of range (hours 00-23, minutes 00-59)")
     else:
         try:
             moment = datetime.fromisoformat(value)

@@ -102,24 +102,30 @@ def _plain_text(obj: Any) -> bool:
     return True
 
 
-def parse_lines(lines: Iterable[str]) -> list[Run | DeploymentRun | Refusal]:
-    """Every line of a ``--batch`` input that is not blank, in order; blank lines (spaces
-    only, or nothing) get no answer, and refusals keep the input's line numbers."""
+def parse_lines(lines: Iterable[str | Refusal], start: int = 1
+                ) -> list[Run | DeploymentRun | Refusal]:
+    """Every line of a ``--batch`` input that is not blank, in order (the first is line
+    ``start``); blank lines (spaces only, or nothing) get no answer, and refusals keep the
+    input's line numbers. A line may be the refusal that answers it already (a line that is
+    not UTF-8, :func:`registry_db.inputs.batch_stream.decode_line`)."""
     # A line repeated word for word is the same run: a trace that asks for one configuration
     # again and again is read once per distinct line. Only runs are shared: a refusal names
     # its line.
     read: dict[str, Run | DeploymentRun] = {}
     out: list[Run | DeploymentRun | Refusal] = []
-    for n, line in enumerate(lines, 1):
-        found = read.get(line)
+    for n, line in enumerate(lines, start):
+        if type(line) is Refusal:
+            out.append(line)
+            continue
+        found = read.get(line)  # type: ignore[arg-type]
         if found is None:
-            if not line.strip():
+            if not line.strip():  # type: ignore[union-attr]
                 continue
-            parsed = parse_line(line, n)
+            parsed = parse_line(line, n)  # type: ignore[arg-type]
             if isinstance(parsed, Refusal):
                 out.append(parsed)
                 continue
-            found = read[line] = parsed
+            found = read[line] = parsed  # type: ignore[index]
         out.append(found)
     return out
 
@@ -132,7 +138,9 @@ def line_id(line: str) -> Any:
         obj = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    return obj.get("id") if isinstance(obj, dict) else None
+    found = obj.get("id") if isinstance(obj, dict) else None
+    # An id that UTF-8 cannot carry (a lone surrogate escape) cannot be echoed: it is left out.
+    return found if "\\u" not in line or _plain_text(found) else None
 
 
 def _invalid(number: int, message: str) -> Refusal:

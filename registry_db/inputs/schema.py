@@ -90,6 +90,12 @@ def join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
+def nearest(name: str, known: Sequence[str]) -> list[str]:
+    """The (up to three) stored names closest to ``name``, closest first: the one matcher
+    behind every "did you mean" about a stored name (a set, a model, a method)."""
+    return difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+
+
 def near_key(key: str, known: Sequence[str], cutoff: float = 0.6) -> str:
     """``unknown key 'x'; did you mean 'y'?`` (or the known keys): one message for every input."""
     near = difflib.get_close_matches(key, known, n=1, cutoff=cutoff)

@@ -1,19 +1,26 @@
 """Many runs from JSON lines: one answer per line that is not blank, in order, refusals included
 (``registry resolve --batch``).
 
-:func:`answer_lines` reads the lines (:func:`registry_db.inputs.request.parse_lines`: each one
-checked as it is read), resolves every run of every line at once, a deployment's pools included
-(:func:`registry_db.resolve.deployment.resolve_runs`), and yields each line's
-:class:`LineAnswer`; writing them is the caller's.
+:func:`answer_chunks` takes the lines in chunks as they come (the command's come from
+:func:`registry_db.inputs.batch_stream.chunks`), reads every chunk in one snapshot, and yields
+each chunk's answers as soon as it is answered: each line is read and checked
+(:func:`registry_db.inputs.request.parse_line`), and every run of the chunk is resolved at once,
+a deployment's pools included (:func:`registry_db.resolve.deployment.resolve_runs`). A line
+repeated later is answered from :class:`Seen`. :func:`answer_lines` is the same for lines in
+hand. Writing the answers is the caller's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from registry_db.inputs.request import line_id, parse_lines
+from registry_db.inputs.batch_stream import CHUNK
+from registry_db.inputs.request import DeploymentRun, line_id, parse_line
+from registry_db.inputs.run import Run
 from registry_db.model import Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Resolution
@@ -22,7 +29,7 @@ from registry_db.resolve.deployment import DeploymentAnswer, resolve_runs
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
 
-__all__ = ["LineAnswer", "answer_lines"]
+__all__ = ["LineAnswer", "Seen", "answer_chunk", "answer_chunks", "answer_lines"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,19 +46,122 @@ class LineAnswer:
         return not (type(answer) is Refusal and answer.reason == R.INVALID_REQUEST)
 
 
-def answer_lines(bind: ReadBind, lines: Sequence[str]) -> Iterator[LineAnswer]:
-    """The answer to each line of ``lines`` that is not blank, in order. A line that is no
-    request is answered ``invalid_request`` naming its line (and still echoes its id when it is
-    a JSON object holding one); identical runs share one answer object."""
-    parsed = parse_lines(lines)
-    answers = iter(resolve_runs(bind, [p for p in parsed if type(p) is not Refusal]))  # type: ignore[misc]
-    numbered = ((n, line) for n, line in enumerate(lines, 1) if line.strip())
-    for item, (number, line) in zip(parsed, numbered, strict=True):
-        if isinstance(item, Refusal):  # refused as it was read, its line named already
-            yield LineAnswer(item, line_id(line))
+def answer_lines(bind: ReadBind, lines: Iterable[str | Refusal]) -> Iterator[LineAnswer]:
+    """The answer to each line of ``lines`` that is not blank, in order (:func:`answer_chunks`,
+    :data:`~registry_db.inputs.batch_stream.CHUNK` lines at a time)."""
+    for answers in answer_chunks(bind, _batched(lines, CHUNK)):
+        yield from answers
+
+
+def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
+                  seen: Seen | None = None) -> Iterator[list[Any]]:
+    """The answers to each chunk of lines (consecutive, numbered from 1 across chunks), one
+    list per chunk, each as soon as its chunk has come: every chunk is read in one snapshot
+    (:func:`~registry_db.resolve.reading.snapshot`), so the answers are the ones the whole
+    input would get at once, whatever is committed meanwhile. A line may be the refusal that
+    answers it already (:func:`~registry_db.inputs.batch_stream.decode_line`).
+
+    Each answer is a :class:`LineAnswer`, or what ``seen`` keeps of one (:class:`Seen`): a
+    line repeated later is answered from it, not read or resolved again."""
+    from registry_db.resolve.reading import snapshot
+
+    seen = Seen() if seen is None else seen
+    stored: dict[Any, Any] = {}  # what is stored, for the refusals' text: read once
+    with snapshot(bind) as held:
+        start = 1
+        for chunk in chunks:
+            if len(stored) > SEEN:
+                stored.clear()
+            yield list(answer_chunk(held, chunk, start, seen, stored))
+            start += len(chunk)
+
+
+#: Lines whose answers a batch keeps for the lines that repeat them (the least recently
+#: repeated are dropped first): bounds what a long batch holds.
+SEEN = 200_000
+
+
+class Seen:
+    """The answers of lines answered earlier in the same snapshot, by the line's text, or what
+    ``keep`` makes of each (the command line keeps its JSON text, which is smaller and need
+    not be written again); at most ``size``, the least recently repeated dropped first. Only
+    lines that were requests are kept (a refusal of a line that is none names its line)."""
+
+    def __init__(self, keep: Callable[[LineAnswer], Any] | None = None,
+                 size: int = SEEN) -> None:
+        self.keep = keep
+        self.size = size
+        self.lines: OrderedDict[str, Any] = OrderedDict()
+
+    def get(self, line: str) -> Any:
+        found = self.lines.get(line)
+        if found is not None:
+            self.lines.move_to_end(line)
+        return found
+
+    def put(self, line: str, answer: LineAnswer) -> Any:
+        kept = answer if self.keep is None else self.keep(answer)
+        if len(self.lines) >= self.size:
+            self.lines.popitem(last=False)
+        self.lines[line] = kept
+        return kept
+
+
+def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
+                 seen: Seen | None = None, stored: dict[Any, Any] | None = None
+                 ) -> Iterator[Any]:
+    """The answer to each line of ``lines`` (the first is line ``start``) that is not blank,
+    in order: a :class:`LineAnswer`, or what ``seen`` keeps of it. A line that is no request
+    is answered ``invalid_request`` naming its line (and still echoes its id when it is a
+    JSON object holding one); identical runs share one answer object. A line found in
+    ``seen`` is not read or resolved again; ``stored``, what is stored, read for the
+    refusals' text (:func:`~registry_db.resolve.finish.say_what_exists`)."""
+    seen = Seen() if seen is None else seen
+    # Per line: its answer already, or (its number, its text, its run) to resolve.
+    slots: list[Any] = []
+    read: dict[str, Run | DeploymentRun] = {}  # a line repeated in the chunk is read once
+    for number, line in enumerate(lines, start):
+        if type(line) is Refusal:  # refused as it was read (not UTF-8), its line named
+            slots.append(LineAnswer(line))
             continue
+        assert type(line) is str
+        hit = seen.get(line)
+        if hit is not None:
+            slots.append(_Done(hit))
+            continue
+        if not line.strip():
+            continue
+        parsed = read.get(line) or parse_line(line, number)
+        if isinstance(parsed, Refusal):  # its line named already (invalid_request)
+            slots.append(LineAnswer(parsed, line_id(line)))
+            continue
+        read[line] = parsed
+        slots.append((number, line, parsed))
+    answers = iter(resolve_runs(bind, [s[2] for s in slots if type(s) is tuple], stored))
+    for slot in slots:
+        if type(slot) is _Done:
+            yield slot.kept
+            continue
+        if type(slot) is not tuple:
+            yield slot
+            continue
+        number, line, item = slot
         answer = next(answers)
         if type(answer) is Refusal and answer.reason == R.INVALID_REQUEST:
             # A pool's method or K that breaks its rule: the line is named, as everywhere.
-            answer = Refusal(answer.reason, f"line {number}: {answer.message}")
-        yield LineAnswer(answer, item.id)
+            yield LineAnswer(Refusal(answer.reason, f"line {number}: {answer.message}"),
+                             item.id)
+            continue
+        yield seen.put(line, LineAnswer(answer, item.id))
+
+
+class _Done(NamedTuple):
+    """A slot answered from :class:`Seen`."""
+
+    kept: Any
+
+
+def _batched(lines: Iterable[str | Refusal], size: int) -> Iterator[list[str | Refusal]]:
+    it = iter(lines)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk

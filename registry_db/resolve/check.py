@@ -11,13 +11,15 @@ as ``resolve`` does and compares; :func:`check_lines` does it for JSON lines, ea
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from registry_db.errors import RegistryError
+from registry_db.inputs.batch_stream import CHUNK
 from registry_db.inputs.counts import COUNTS
 from registry_db.inputs.deployment import Deployment, Pool
 from registry_db.inputs.run import Request, Run
@@ -25,7 +27,7 @@ from registry_db.inputs.schema import Checker
 from registry_db.model import Counts, Refusal, Uncertainty, z_score
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Resolution
-from registry_db.resolve.batch import answer_lines
+from registry_db.resolve.batch import answer_chunk
 from registry_db.resolve.deployment import DeploymentAnswer, resolve_deployment
 from registry_db.resolve.plan import resolve
 
@@ -33,7 +35,7 @@ if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlch
     from registry_db.store.engine import ReadBind
 
 __all__ = ["CONSISTENT", "DEFAULT_MAX_Z", "DRIFT", "CheckLine", "CheckResult", "Measurement",
-           "Threshold", "check_deployment", "check_lines", "check_run", "compare",
+           "Threshold", "check_chunks", "check_deployment", "check_lines", "check_run", "compare",
            "measured_pool"]
 
 CONSISTENT, DRIFT = "consistent", "drift"
@@ -176,16 +178,41 @@ class CheckLine:
         return type(self.answer) is CheckResult and not self.answer.drifted
 
 
-def check_lines(bind: ReadBind, lines: Sequence[str], threshold: Threshold = Threshold()
-                ) -> Iterator[CheckLine]:
-    """The check of each line of ``lines`` that is not blank, in order. A line is a ``resolve
-    --batch`` request plus ``"counts"`` (the contract's counts mapping, checked at the run's
-    K); its answer is the comparison, or the refusal: the resolver's, or ``invalid_request``
-    naming the line (a line that is no request, or whose counts are missing or invalid)."""
-    split = [_without_counts(line) for line in lines]
-    numbered = ((n, counts) for n, (line, (_, counts)) in enumerate(zip(lines, split), 1)
-                if line.strip())
-    answers = answer_lines(bind, [request for request, _ in split])
+def check_lines(bind: ReadBind, lines: Iterable[str | Refusal],
+                threshold: Threshold = Threshold()) -> Iterator[CheckLine]:
+    """The check of each line of ``lines`` that is not blank, in order (:func:`check_chunks`,
+    :data:`~registry_db.inputs.batch_stream.CHUNK` lines at a time)."""
+    it = iter(lines)
+    for checked in check_chunks(bind, iter(lambda: list(itertools.islice(it, CHUNK)), []),
+                                threshold):
+        yield from checked
+
+
+def check_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
+                 threshold: Threshold = Threshold()) -> Iterator[list[CheckLine]]:
+    """The checks of each chunk of lines, one list per chunk as soon as it has come, every
+    chunk in one snapshot (as :func:`~registry_db.resolve.batch.answer_chunks`)."""
+    from registry_db.resolve.reading import snapshot
+
+    with snapshot(bind) as held:
+        start = 1
+        for chunk in chunks:
+            yield list(_check_chunk(held, chunk, start, threshold))
+            start += len(chunk)
+
+
+def _check_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int,
+                 threshold: Threshold) -> Iterator[CheckLine]:
+    """The check of each line of ``lines`` (the first is line ``start``) that is not blank,
+    in order. A line is a ``resolve --batch`` request plus ``"counts"`` (the contract's counts
+    mapping, checked at the run's K); its answer is the comparison, or the refusal: the
+    resolver's, or ``invalid_request`` naming the line (a line that is no request, or whose
+    counts are missing or invalid)."""
+    split = [(line, _ABSENT) if type(line) is Refusal else _without_counts(line)  # type: ignore[arg-type]
+             for line in lines]
+    numbered = ((n, counts) for n, (line, (_, counts)) in enumerate(zip(lines, split), start)
+                if type(line) is Refusal or line.strip())  # type: ignore[union-attr]
+    answers = answer_chunk(bind, [request for request, _ in split], start)
     for line, (number, raw) in zip(answers, numbered, strict=True):
         answer: Any = line.answer
         if line.well_formed and raw is _ABSENT:

@@ -108,11 +108,13 @@ def resolve_deployment(bind: ReadBind, request: Request | Run, deployment: Deplo
     return answer
 
 
-def resolve_runs(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun]
+def resolve_runs(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun],
+                 stored: dict[Any, Any] | None = None
                  ) -> list[Resolution | Refusal | DeploymentAnswer]:
     """:func:`~registry_db.resolve.plan.resolve_many` for runs of which some carry a
     deployment (a ``--batch`` line's ``"deployment"``): one answer per run, in order, each
-    what the run alone would get, and every pool of every run in the same set-based lookup."""
+    what the run alone would get, and every pool of every run in the same set-based lookup
+    (``stored``: as :func:`~registry_db.resolve.plan.resolve_many`'s)."""
     # Per run: its deployment (None: a plain run) and what it asks resolve_many (one run per
     # speculating pool, or the run itself; a refusal stands for its own answer), or its answer.
     work: list[tuple[Deployment | None, list[Run | Refusal]] | DeploymentAnswer | Refusal] = []
@@ -124,7 +126,7 @@ def resolve_runs(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun]
         else:
             work.append((None, [check(item)]))  # type: ignore[arg-type]
     asked = [p for w in work if isinstance(w, tuple) for p in w[1] if type(p) is Run]
-    answers = iter(resolve_many(bind, asked))
+    answers = iter(resolve_many(bind, asked, stored))
     out: list[Resolution | Refusal | DeploymentAnswer] = []
     for w in work:
         if not isinstance(w, tuple):

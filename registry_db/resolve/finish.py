@@ -122,12 +122,15 @@ class Answers:
 _NO_PROFILE = (R.NO_MATCH, R.FALLBACK_NO_MATCH)
 
 
-def say_what_exists(bind: ReadBind, plans: list[Any], answers: list[Any]) -> list[Any]:
+def say_what_exists(bind: ReadBind, plans: list[Any], answers: list[Any],
+                    known: dict[Any, Any] | None = None) -> list[Any]:
     """``answers`` with each no-profile refusal saying which K values, thinking modes and
     categories the run's scope does hold for its model and method.
 
     One extra query (:func:`registry_db.resolve.stored.stored_variants`), made only when some
-    answer is such a refusal, so that answering costs nothing more.
+    answer is such a refusal, so that answering costs nothing more. ``known`` keeps what was
+    read for the calls that read the same snapshot (a streamed batch's chunks): what it holds
+    is not read again, and what is read is added to it.
     """
     todo = [i for i, (p, a) in enumerate(zip(plans, answers)) if type(p) is Plan
             and type(a) is Refusal and a.reason in _NO_PROFILE]
@@ -138,17 +141,19 @@ def say_what_exists(bind: ReadBind, plans: list[Any], answers: list[Any]) -> lis
     lookups = [plans[i].lookup for i in todo]
     now = [lk for lk in lookups if lk.as_of is None]
     # Each reads through lookup.cursor, which translates driver errors.
-    stored: dict[Any, Any] = {}
+    stored: dict[Any, Any] = {} if known is None else known
     # A run in every set needs only what all sets hold together (far fewer rows); a run
     # scoped to some sets needs them told apart.
     for per_set in (False, True):
-        pairs = {(lk.model, lk.method) for lk in now if (lk.scope is not None) is per_set}
+        pairs = {(lk.model, lk.method) for lk in now if (lk.scope is not None) is per_set
+                 and ((lk.model, lk.method), per_set) not in stored}
         if pairs:
             stored.update(((pair, per_set), held) for pair, held in
                           stored_variants(bind, pairs, per_set=per_set).items())
     for per_set in (False, True):
         then = {(lk.model, lk.method, lk.as_of) for lk in lookups
-                if lk.as_of is not None and (lk.scope is not None) is per_set}
+                if lk.as_of is not None and (lk.scope is not None) is per_set
+                and ((lk.model, lk.method, lk.as_of), per_set) not in stored}
         if then:
             stored.update(((key, per_set), held) for key, held in
                           stored_variants_as_of(bind, then, per_set=per_set).items())

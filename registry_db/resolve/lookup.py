@@ -258,8 +258,10 @@ def _pg_reader_cursor(reader: PgReader, snapshot: bool) -> Iterator[Cursor]:
 @contextlib.contextmanager
 def _sqlite_cursor(conn: sqlite3.Connection, snapshot: bool) -> Iterator[Cursor]:
     plain = conn.cursor()
+    # In the caller's transaction already (a streamed batch's one snapshot): join it.
+    begin = snapshot and not conn.in_transaction
     try:
-        if snapshot:
+        if begin:
             plain.execute("BEGIN")
         yield Cursor(plain, "sqlite")
     except sqlite3.Error as exc:
@@ -268,7 +270,7 @@ def _sqlite_cursor(conn: sqlite3.Connection, snapshot: bool) -> Iterator[Cursor]
 
         raise translate(exc) from exc
     finally:
-        if snapshot and conn.in_transaction:
+        if begin and conn.in_transaction:
             conn.rollback()
         plain.close()
 

@@ -20,7 +20,7 @@ with a reason code from the contract.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from registry_db.errors import ResolutionRefused
 from registry_db.inputs import layers
@@ -72,15 +72,22 @@ def resolve(bind: ReadBind, request: Request | Run) -> Resolution:
             won = lookup_one(c, planned.lookup)
             answer = Answers({} if won is None else {planned.lookup: won}).finish(planned)
     if type(answer) is Refusal:
-        raise ResolutionRefused(say_what_exists(bind, [planned], [answer])[0])
+        refusal = say_what_exists(bind, [planned], [answer])[0]
+        if type(planned) is Plan:  # a typo in the model or method: the nearest stored ones
+            from registry_db.resolve.suggest import with_suggestion
+
+            refusal = with_suggestion(bind, run.model, run.method, refusal)
+        raise ResolutionRefused(refusal)
     assert type(answer) is Resolution
     return answer
 
 
-def resolve_many(bind: ReadBind, requests: Iterable[Request | Run]
-                 ) -> list[Resolution | Refusal]:
+def resolve_many(bind: ReadBind, requests: Iterable[Request | Run],
+                 stored: dict[Any, Any] | None = None) -> list[Resolution | Refusal]:
     """Resolve many runs at once: one answer per request, in order; a refused run's answer is
-    its :class:`~registry_db.model.Refusal` (a value, not raised).
+    its :class:`~registry_db.model.Refusal` (a value, not raised). ``stored``: what earlier
+    calls in the same snapshot read of what is stored, for the refusals' text
+    (:func:`~registry_db.resolve.finish.say_what_exists`).
 
     Set-based: one query for the set names and one join for every distinct profile key of the
     batch, in one transaction, however many requests there are. Each answer equals what
@@ -100,7 +107,7 @@ def resolve_many(bind: ReadBind, requests: Iterable[Request | Run]
         index = lookup_many(c, [p.lookup for p in plans if type(p) is Plan])
     answers = Answers(index)
     finished = say_what_exists(bind, plans, [answers.finish(p) if type(p) is Plan else p
-                                             for p in plans])
+                                             for p in plans], stored)
     return [finished[i] if i >= 0 else r for i, r in zip(where, checked)]  # type: ignore[misc]
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
 
-__all__ = ["reading"]
+__all__ = ["reading", "snapshot"]
 
 
 @contextlib.contextmanager
@@ -51,3 +51,58 @@ def reading(url: str) -> Iterator[ReadBind]:
         yield conn
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def snapshot(bind: ReadBind) -> Iterator[ReadBind]:
+    """``bind`` holding one read transaction until the block ends, for many statements that
+    must read one state of the registry (a streamed batch's chunks): every resolution given
+    the bind it yields joins that transaction (:func:`registry_db.resolve.lookup.cursor`).
+
+    SQLite: ``BEGIN`` on the read-only connection, or on one of the engine's (WAL: writers go
+    on; the batch does not see them). PostgreSQL: ``REPEATABLE READ, READ ONLY``. The state is
+    the one of the moment this is entered (a first read takes it). A caller's connection is
+    used as it is, in its own transaction. A connection that failed (a terminated backend) is
+    dropped, never given back to the pool."""
+    import sqlite3
+
+    if isinstance(bind, sqlite3.Connection):
+        if bind.in_transaction:
+            yield bind
+            return
+        from registry_db.resolve.lookup import cursor
+
+        with cursor(bind) as c:  # which translates driver errors
+            c.cur.execute("BEGIN")
+            c.cur.execute(_PIN).fetchall()
+        try:
+            yield bind
+        finally:
+            if bind.in_transaction:
+                bind.rollback()
+        return
+    engine = bind.engine
+    if bind is not engine:
+        yield bind
+        return
+    from registry_db.store.engine import translated
+
+    with translated(engine.url):
+        conn = engine.connect()
+    try:
+        with translated(engine.url):
+            if engine.dialect.name == "postgresql":
+                # READ COMMITTED gives each statement its own snapshot (lookup.cursor says why).
+                conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            conn.exec_driver_sql(_PIN).fetchall()
+        yield conn
+    finally:
+        try:
+            conn.rollback()
+        except Exception:  # noqa: BLE001 - a dead connection: SQLAlchemy has invalidated it
+            conn.invalidate()
+        conn.close()
+
+
+#: A first read, which takes the transaction's snapshot (SQLite and PostgreSQL take it lazily).
+_PIN = "SELECT 1 FROM alembic_version"

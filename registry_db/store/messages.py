@@ -3,8 +3,9 @@ an unknown set), in a module that imports no SQLAlchemy."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
+
+from registry_db.inputs.schema import nearest
 
 __all__ = ["unknown_set_message"]
 
@@ -14,7 +15,7 @@ def unknown_set_message(name: str, known: Sequence[str]) -> str:
     if not known:
         return (f"no profile set named {name!r}: the database holds no sets yet; "
                 "add some with `registry import PATH`")
-    near = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    near = nearest(name, known)
     hint = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
     shown = ", ".join(known[:20]) + (f", … ({len(known)} in all)" if len(known) > 20 else "")
     return f"no profile set named {name!r}; {hint}known sets: {shown}"

@@ -108,7 +108,8 @@ def test_a_refusal_with_emit_stays_exit_1_with_its_reason(url):
 
 @pytest.mark.parametrize("args, needle", [
     ([*OFF, "--shell"], "--shell goes with --emit ENGINE"),
-    (["--batch", "-", "--emit", "vllm"], "--emit answers one run"),
+    # --batch --emit is an answer per line now (issue 25); only --shell stays one run's.
+    (["--batch", "-", "--emit", "vllm", "--shell"], "drop --shell"),
     ([*OFF, "--emit", "hf"],
      "'hf' is not one of 'vllm', 'sglang', 'trtllm', 'atom', 'tilert', 'blis'"),
 ])
