@@ -1,5 +1,6 @@
-"""What many tests share: one way to run the command line, one way to write a set, and the
-database checks (a full dump of every table, broken foreign keys, orphaned provenances).
+"""What many tests share: where things are, one way to run the command line, one way to write a
+set, and the database checks (a full dump of every table, broken foreign keys, orphaned
+provenances). Test modules import from here (or use conftest fixtures), never from each other.
 """
 
 from __future__ import annotations
@@ -18,9 +19,27 @@ from sqlalchemy.engine import Engine
 from registry_db import store
 from registry_db.cli.group import main
 from registry_db.store.schema import metadata
-from tests.conftest import ROOT, SEED
+from registry_db.store.urls import normalize_url
 
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT / "seed" / "acceptance"
+DATA = Path(__file__).resolve().parent / "data"
 SEED_FILE = SEED / "inferencex-golden-al.yaml"
+
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def pg_admin_url() -> str:
+    """The PostgreSQL server the tests use (``REGISTRY_TEST_POSTGRES_URL``, else the local one),
+    at its admin database: a user there may ``CREATE DATABASE``."""
+    return normalize_url(os.environ.get("REGISTRY_TEST_POSTGRES_URL") or DEFAULT_PG)
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` naming the database ``name`` instead."""
+    base, _, query = url.partition("?")
+    head = base.rsplit("/", 1)[0] if base.count("/") >= 3 else base
+    return f"{head}/{name}" + (f"?{query}" if query else "")
 
 
 @contextlib.contextmanager
