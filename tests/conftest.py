@@ -66,7 +66,7 @@ def backend(request) -> str:
     return request.param
 
 
-# --- SQLite: one migrated file, copied -------------------------------------------------------------
+# --- SQLite: one migrated file, copied -----------------------------------------------------------
 
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory) -> Path:
@@ -78,7 +78,7 @@ def sqlite_template(tmp_path_factory) -> Path:
     return path
 
 
-# --- PostgreSQL: one migrated database, cloned -------------------------------------------------------
+# --- PostgreSQL: one migrated database, cloned ---------------------------------------------------
 
 class PgServer:
     """The test server's admin connection and the names this session creates on it."""
@@ -165,7 +165,7 @@ def _pg_empty_url(pg_server) -> Iterator[str]:
     pg_server.drop(url)
 
 
-# --- the fixtures tests use ---------------------------------------------------------------------------
+# --- the fixtures tests use ----------------------------------------------------------------------
 
 @pytest.fixture
 def empty_url(request, backend, tmp_path) -> str:

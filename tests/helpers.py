@@ -6,10 +6,15 @@ provenances). Test modules import from here (or use conftest fixtures), never fr
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -19,7 +24,7 @@ from sqlalchemy.engine import Engine
 from registry_db import store
 from registry_db.cli.group import main
 from registry_db.store.schema import metadata
-from registry_db.store.urls import normalize_url
+from registry_db.store.urls import normalize_url, sqlite_path
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "seed" / "acceptance"
@@ -259,3 +264,205 @@ def run_in_terminal(*args: str, env: dict[str, str] | None = None, columns: int 
         return raw.replace("\r\n", "\n")
 
     return code, text("stdout"), text("stderr")
+
+
+# --- real `registry` processes: concurrent, and killed mid-write ---------------------------------
+
+#: A wait long enough for any writer in these tests: they wait for each other, never time out.
+_PROCESS_ENV = {"REGISTRY_LOCK_TIMEOUT": "60"}
+
+#: One process running several ``registry`` command lines in turn (Python starts once), each
+#: followed by a line "@@exit <code>" so that the outputs can be told apart.
+_MANY = """
+import json, sys
+from registry_db.cli.group import main
+for args in json.loads(sys.argv[2]):
+    try:
+        main(["-d", sys.argv[1], *args], prog_name="registry", standalone_mode=False)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    print("@@exit", code, flush=True)
+"""
+
+
+def registry(url: str, *args: str) -> subprocess.Popen:
+    """Start ``registry -d URL ARGS`` as its own process (stdout and stderr pipes)."""
+    return subprocess.Popen([sys.executable, "-m", "registry_db", "-d", url, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                            env={**os.environ, **_PROCESS_ENV})
+
+
+def registry_runs(url: str, runs: list[list[str]]) -> list[tuple[int, str]]:
+    """Run several ``registry`` command lines in ONE new process, one after another.
+
+    Returns ``(exit code, stdout)`` per command line; any stderr with a traceback fails.
+    """
+    proc = subprocess.run([sys.executable, "-c", _MANY, url, json.dumps(runs)],
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **_PROCESS_ENV}, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    out, buffer = [], []
+    for line in proc.stdout.splitlines(keepends=True):
+        if line.startswith("@@exit "):
+            out.append((int(line.split()[1]), "".join(buffer)))
+            buffer = []
+        else:
+            buffer.append(line)
+    return out
+
+
+def concurrent_runs(url: str, per_worker: list[list[list[str]]]) -> list[tuple[int, str]]:
+    """Each worker's command lines in a process of its own, all workers at once (threads
+    waiting on the processes); every ``(exit code, stdout)``, and no worker may raise."""
+    results: list[tuple[int, str]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def worker(runs: list[list[str]]) -> None:
+        try:
+            done = registry_runs(url, runs)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread below
+            errors.append(exc)
+            return
+        with lock:
+            results.extend(done)
+
+    threads = [threading.Thread(target=worker, args=(runs,)) for runs in per_worker]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    return results
+
+
+#: How long a test waits for a process to reach the state it needs (a hang guard only).
+GUARD = 180.0
+
+
+def wait_for(what: str, check: Callable[[], object], *, guard: float = GUARD) -> object:
+    """Poll ``check`` (the database's or a process's own state) until it is true; fail after
+    ``guard`` seconds, which only a hang reaches."""
+    deadline = time.monotonic() + guard
+    while not (found := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never saw {what}")
+        time.sleep(0.001)
+    return found
+
+
+class _SqliteWriter:
+    """A registry file watched from outside: whether a writer holds its lock (a probe
+    ``BEGIN IMMEDIATE`` fails at once) and whether its commit has begun (the WAL grew: the
+    writer keeps its pages in its own cache until it commits)."""
+
+    def __init__(self, path: str):
+        self.path, self.wal = path, Path(f"{path}-wal")
+        self.wal_at_start = self._wal_size()
+
+    def _wal_size(self) -> int:
+        return self.wal.stat().st_size if self.wal.exists() else 0
+
+    def _locked(self) -> bool:
+        probe = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return False
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return True
+            raise
+        finally:
+            probe.close()
+
+    def writing(self) -> bool:
+        return self._locked()
+
+    def still_writing(self) -> bool:
+        return self._locked() and self._wal_size() == self.wal_at_start
+
+    def close(self) -> None:
+        pass
+
+
+class _PgWriter:
+    """A registry database watched from outside on one connection: the backend that holds the
+    writers' lock, whether its transaction has written (it has an xid), and its state."""
+
+    _HOLDER = text(
+        "SELECT a.pid, a.backend_xid::text AS xid, a.state FROM pg_stat_activity a "
+        "JOIN pg_locks l ON l.pid = a.pid WHERE l.locktype = 'advisory' AND l.granted "
+        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND l.classid = :hi AND l.objid = :lo AND l.objsubid = 1")
+
+    def __init__(self, url: str):
+        self.engine = store.make_engine(url).execution_options(isolation_level="AUTOCOMMIT")
+        self.conn = self.engine.connect()
+        self.seen: tuple | None = None
+
+    def _holder(self) -> tuple | None:
+        row = self.conn.execute(self._HOLDER, {"hi": store.WRITE_LOCK_KEY >> 32,
+                                               "lo": store.WRITE_LOCK_KEY & 0xFFFFFFFF}).first()
+        return tuple(row) if row else None
+
+    def writing(self) -> bool:
+        holder = self._holder()
+        if holder and holder[1] is not None:
+            self.seen = holder
+            return True
+        return False
+
+    def still_writing(self) -> bool:
+        # Stopped, the client sends nothing more: once its backend waits for it ('idle in
+        # transaction') twice in a row in the same transaction, no commit is on its way.
+        assert self.seen is not None
+        for _ in range(2):
+            holder = self._settled()
+            if holder is None or holder[:2] != self.seen[:2]:
+                return False
+        return True
+
+    def _settled(self) -> tuple | None:
+        """The lock's holder once it runs no statement (None: nobody holds the lock)."""
+        deadline = time.monotonic() + GUARD
+        while (holder := self._holder()) is not None and holder[2] == "active":
+            if time.monotonic() > deadline:
+                raise AssertionError("the stopped writer's statement never ended")
+            time.sleep(0.001)
+        return holder
+
+    def close(self) -> None:
+        self.conn.close()
+        self.engine.dispose()
+
+
+def kill_mid_write(url: str, proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc`` inside its write transaction, before its commit, as the database itself
+    shows it (no wall-clock pause decides the moment).
+
+    Waits until the writer is inside its transaction (SQLite: it holds the write lock, a probe
+    ``BEGIN IMMEDIATE`` fails at once; PostgreSQL: its backend holds the writers' advisory lock
+    and has a transaction id, so it has written), stops it (SIGSTOP: a stopped process cannot
+    commit), checks that the transaction is still open and its commit not begun (SQLite: the
+    lock still held and the WAL unchanged; PostgreSQL: the backend idle in the same
+    transaction, waiting for the stopped client), then kills it. Fails when the process ended
+    first or its transaction was over: then nothing was killed mid-write.
+    """
+    path = sqlite_path(url)
+    watch: _SqliteWriter | _PgWriter = _SqliteWriter(path) if path else _PgWriter(url)
+    try:
+        wait_for("the import writing", lambda: proc.poll() is not None or watch.writing())
+        stopped = proc.poll() is None
+        if stopped:
+            proc.send_signal(signal.SIGSTOP)
+        open_transaction = stopped and watch.still_writing()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        watch.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert open_transaction, "the import finished before it could be killed mid-write"
