@@ -8,12 +8,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
+import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,6 +27,8 @@ from sqlalchemy.engine import Engine
 
 from registry_db import store
 from registry_db.cli.group import main
+from registry_db.model import Profile, ProfileSet, Provenance, Sampling
+from registry_db.resolve.rates import min_variance_rates
 from registry_db.store.schema import metadata
 from registry_db.store.urls import normalize_url, sqlite_path
 
@@ -466,3 +472,285 @@ def kill_mid_write(url: str, proc: subprocess.Popen) -> None:
         proc.stdout.close()
         proc.stderr.close()
     assert open_transaction, "the import finished before it could be killed mid-write"
+
+
+# --- data several test modules share --------------------------------------------------------------
+
+def prof(model: str, category: str, al: float, *, thinking: str = "off", k: int = 3,
+         method: str = "eagle", rates: tuple[float, ...] | None = None,
+         hardware: str | None = "b300", how: str = "measured") -> Profile:
+    """A profile with a measured provenance on ``hardware`` (or a literature one without)."""
+    source = f"https://example.org/{model}/{category}"
+    if how == "measured":
+        pv = Provenance(source, hardware=hardware, engine_image="vllm:1", sampling=Sampling(1.0))
+        return Profile(model, method, k, thinking, category, al, "measured",
+                       per_position_rates=rates, provenance=pv)
+    return Profile(model, method, k, thinking, category, al, how, per_position_rates=rates,
+                   provenance=Provenance(source, hardware=hardware), rationale="a paper says so")
+
+
+def make_set(name: str, *profiles: Profile) -> ProfileSet:
+    """A set as the validator would return it."""
+    return ProfileSet(name, ("test data",), tuple(profiles), file=f"{name}.yaml")
+
+
+#: "solo" keys are held by one set each (beta's solo/coding aside), "duo" keys by several.
+SETS = [
+    make_set("alpha",
+             prof("solo", "coding", 2.5),
+             prof("solo", "coding", 2.4, thinking="on"),
+             prof("solo", "chat", 2.2, rates=(0.9, 0.3, 0.0)),
+             prof("duo", "coding", 2.6),
+             prof("duo", "chat", 2.1),
+             prof("lit", "coding", 2.0, k=2, hardware=None, how="literature")),
+    make_set("beta",
+             prof("solo", "coding", 2.9, hardware="h100"),
+             prof("solo", "math", 2.05),
+             prof("duo", "coding", 2.7),
+             prof("duo", "chat", 2.15)),
+    make_set("gamma",
+             prof("duo", "coding", 2.8)),
+]
+
+
+MODELS = [f"model-{i}" for i in range(30)]
+METHODS = ("eagle", "mtp")
+CATEGORIES = ("coding", "chat", "math", "law", "poetry")
+SET_NAMES = ("north", "south", "east", "west", "centre")
+CHIPS = ("b300", "h100", "mi355x")
+
+
+def random_key(rng: random.Random) -> tuple:
+    """A profile key drawn from the generated sets' vocabulary."""
+    return (rng.choice(MODELS), rng.choice(METHODS), rng.randint(1, 5), rng.choice(("on", "off")),
+            rng.choice(CATEGORIES))
+
+
+def _profile(rng: random.Random, key: tuple, chip: str) -> Profile:
+    model, method, k, thinking, category = key
+    rates = None
+    if rng.random() < 0.3:
+        rates = tuple(sorted((round(rng.random(), 3) for _ in range(k)), reverse=True))
+        al = 1 + sum(rates)
+    else:
+        al = round(rng.uniform(1, k + 1), 3)
+    roll = rng.random()
+    if roll < 0.7:
+        pv = Provenance(f"https://example.org/{chip}/{model}", hardware=chip,
+                        engine_image="vllm:1", sampling=Sampling(1.0))
+        return Profile(model, method, k, thinking, category, al, "measured",
+                       per_position_rates=rates, provenance=pv)
+    if roll < 0.85:
+        return Profile(model, method, k, thinking, category, al, "copied",
+                       per_position_rates=rates, provenance=Provenance("https://example.org/c"),
+                       rationale="close enough", copied_from=f"x/{method}/k{k}/thinking-on/coding")
+    return Profile(model, method, k, thinking, category, al, "assumed", per_position_rates=rates,
+                   rationale="a guess")
+
+
+def generated_sets(per_set: int = 900, seed: int = 7) -> list[ProfileSet]:
+    """Five sets over a pool of 3,000 keys: many keys held by two or more sets."""
+    rng = random.Random(seed)
+    out = []
+    for i, name in enumerate(SET_NAMES):
+        keys: dict[tuple, None] = {}
+        while len(keys) < per_set:
+            keys[random_key(rng)] = None
+        out.append(ProfileSet(name, ("generated",), tuple(
+            _profile(rng, key, CHIPS[i % len(CHIPS)]) for key in keys), file=f"{name}.yaml"))
+    return out
+
+
+_GRID_PROVENANCE = """
+    provenance:
+      source: https://example.org/{name}.yaml
+      hardware: b300
+      engine_image: engine:1
+      sampling: {{temperature: 1.0}}"""
+
+
+def grid_profile(name: str, model: str, smethod: str, k: int, thinking: str, category: str,
+            al: float, method: str = "measured") -> str:
+    """One profile of a set, as YAML, with what its method requires."""
+    text = f"""
+  - model: {model}
+    speculative_method: {smethod}
+    num_spec_tokens: {k}
+    thinking: "{thinking}"
+    category: {category}
+    acceptance_length: {al}
+    method: {method}"""
+    if method != "measured":
+        text += "\n    rationale: generated for a test."
+    if method == "copied":
+        text += f"\n    copied_from: m0/{smethod}/k{k}/thinking-{thinking}/{category}"
+    if method != "assumed":
+        text += _GRID_PROVENANCE.format(name=name)
+    return text
+
+
+def write_grid_set(folder: Path, name: str, profiles: list[tuple]) -> Path:
+    """A set file ``folder/<name>.yaml`` holding ``profiles`` (:func:`grid_profile` arguments)."""
+    body = "".join(grid_profile(name, *p) for p in profiles)
+    path = folder / f"{name}.yaml"
+    path.write_text(f"kind: AcceptanceProfileSet\nname: {name}\nprofiles:{body}\n",
+                    encoding="utf-8")
+    return path
+
+
+ALPHA = [("m1", "eagle", 1, "off", "coding", 1.8), ("m1", "eagle", 2, "off", "coding", 2.4),
+         ("m1", "eagle", 4, "off", "coding", 3.1), ("m1", "eagle", 6, "off", "coding", 3.5,
+                                                    "copied"),
+         ("m1", "eagle", 2, "on", "coding", 2.0, "assumed")]
+BETA = [("m1", "eagle", 2, "off", "coding", 2.5, "literature"),
+        ("m2", "mtp", 1, "on", "chat", 1.9), ("m2", "mtp", 2, "on", "chat", 2.6),
+        ("m2", "mtp", 3, "on", "chat", 3.0)]
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """A PNG's width and height, from its IHDR chunk."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+SOURCE = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"
+          "golden_al_distribution/dsv41flash_dspark.yaml")
+DSV = ["--model", "deepseek-v4.1-flash", "--method", "dspark", "--k", "5"]
+GLM = ["--model", "glm-5.3", "--method", "mtp", "--k", "3", "--thinking", "on"]
+
+
+def run_on(url: str, *args: str, env: dict[str, str] | None = None):
+    """``registry -d URL ARGS`` in process; stdout and stderr apart."""
+    return run_cli("-d", url, *args, env=env)
+
+
+def run_resolve(url: str, *args: str, input: str | None = None):
+    """``registry -d URL resolve ARGS`` in process; stdout and stderr apart."""
+    return run_cli("-d", url, "resolve", *args, input=input)
+
+
+def seed_answer(**changes) -> dict:
+    """The contract's object for the seed's deepseek/dspark/k5/off/coding."""
+    answer = {
+        "acceptance_length": 4.07, "acceptance_rate": (4.07 - 1) / 5, "num_spec_tokens": 5,
+        "per_position_rates": min_variance_rates(4.07, 5), "rates_derived": True,
+        "layer": "registry", "profile_set": "inferencex-golden-al",
+        "profile": "deepseek-v4.1-flash/dspark/k5/thinking-off/coding", "revision": 1,
+        "source": SOURCE, "uncertainty": None, "counts": None,
+        "fallback": None, "hardware_mismatch": None, "warnings": [],
+    }
+    answer.update(changes)
+    return answer
+
+
+# --- the web tests' registries and servers -------------------------------------------------------
+
+#: The web tests' generated registries' vocabulary (what the resolve comparisons sweep over).
+WEB_MODELS = ("model-a", "model-b")
+WEB_METHODS = ("mtp", "dspark")
+WEB_KS = (1, 2, 3)
+WEB_THINKING = ("on", "off")
+WEB_CATEGORIES = ("coding", "chat", "math")
+WEB_SETS = ("alpha", "beta", "gamma")
+
+
+def web_sets(seed: int) -> dict[str, str]:
+    """Three sets' YAML: each holds a random third of the keys, so that some keys are held by
+    two or three sets (conflicts) and some categories are missing (fallbacks)."""
+    rng = random.Random(seed)
+    out = {}
+    for name in WEB_SETS:
+        lines = ["kind: AcceptanceProfileSet", f"name: {name}", "profiles:"]
+        for model in WEB_MODELS:
+            for method in WEB_METHODS:
+                for k in WEB_KS:
+                    for thinking in WEB_THINKING:
+                        for category in WEB_CATEGORIES:
+                            if rng.random() < 0.3:
+                                lines += _web_profile(rng, model, method, k, thinking, category)
+        out[name] = "\n".join(lines) + "\n"
+    return out
+
+
+def _web_profile(rng: random.Random, model: str, method: str, k: int, thinking: str,
+             category: str) -> list[str]:
+    al = round(rng.uniform(1, k + 1), 2)
+    how = rng.choice(("measured", "measured", "copied", "literature", "assumed"))
+    lines = [f"  - model: {model}", f"    speculative_method: {method}",
+             f"    num_spec_tokens: {k}", f'    thinking: "{thinking}"',
+             f"    category: {category}", f"    acceptance_length: {al}", f"    method: {how}"]
+    if rng.random() < 0.3:
+        rates = ", ".join(repr(r) for r in min_variance_rates(al, k))
+        lines.append(f"    per_position_rates: [{rates}]")
+    if how == "measured" and rng.random() < 0.5:  # raw counts that give this AL
+        drafts = 1000
+        lines.append(f"    counts: {{drafts: {drafts}, draft_tokens: {k * drafts}, "
+                     f"accepted_tokens: {round((al - 1) * drafts)}}}")
+    if how != "measured":
+        lines.append("    rationale: generated for the web tests")
+    if how == "copied":
+        lines.append(f"    copied_from: {model}-base/{method}/k{k}/thinking-{thinking}/{category}")
+    if how != "assumed":
+        lines += ["    provenance:", f"      source: https://example.org/{model}/{method}.yaml"]
+        if how == "measured":
+            lines += [f"      hardware: {rng.choice(('b300', 'h200'))}",
+                      "      engine_image: vllm/vllm-openai:v0.31.0",
+                      "      sampling: {temperature: 1.0}"]
+    return lines
+
+
+def make_registry(folder: Path, seed: int) -> Path:
+    """An SQLite registry file holding :func:`web_sets` (``seed``), imported as a user
+    does (``registry import``)."""
+    sets = folder / f"sets-{seed}"
+    sets.mkdir(parents=True)
+    for name, content in web_sets(seed).items():
+        (sets / f"{name}.yaml").write_text(content, encoding="utf-8")
+    path = folder / f"registry-{seed}.db"
+    result = run_cli("-d", str(path), "import", str(sets))
+    assert result.exit_code == 0, result.output + result.stderr
+    return path
+
+
+def free_port() -> int:
+    """A port nothing on 127.0.0.1 listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``registry serve`` in its own process; ``url`` is where it answers."""
+
+    def __init__(self, path: Path, port: int):
+        self.path, self.port = path, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = path.parent / f"serve-{port}.log"
+        self._log = self.log.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "registry_db", "-d", str(path), "serve", "--port", str(port)],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def wait(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"registry serve exited {self.process.returncode}: "
+                                     f"{self.log.read_text()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/versions.json", timeout=5):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError(f"registry serve did not answer in {timeout} s: "
+                             f"{self.log.read_text()}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()

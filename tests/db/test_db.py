@@ -17,7 +17,7 @@ from registry_db import store
 from registry_db.cli.group import main
 from registry_db.errors import DatabaseLocked, DatabaseUnavailable, SchemaOutOfDate
 from registry_db.store.urls import DEFAULT_URL, normalize_url, redact, resolve_url
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 # --- URLs -----------------------------------------------------------------------------------------
 

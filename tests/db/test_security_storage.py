@@ -20,8 +20,7 @@ from registry_db import store
 from registry_db.cli.group import main
 from registry_db.store import write as importer
 from registry_db.store.urls import sqlite_path
-from tests.conftest import SEED
-from tests.helpers import as_user
+from tests.helpers import SEED, as_user
 
 SEED_FILE = SEED / "inferencex-golden-al.yaml"
 
