@@ -1,16 +1,20 @@
 """Database fixtures: every database test runs on a real SQLite file and a real PostgreSQL.
 
 ``backend`` is parametrized over ``sqlite`` and ``postgresql``. ``db_url`` is a database of
-that backend at the schema head with no sets, the test's own: the schema is migrated once per
-session into a template (an SQLite file, a PostgreSQL database) and each test gets a copy (the
-file copied, ``CREATE DATABASE ... TEMPLATE``). ``engine`` is an engine on it. ``empty_url`` is
-an empty database (no tables at all), for the tests of migrations, ``db upgrade`` and first use.
-``pg_session_url`` is the test's PostgreSQL database (the one ``db_url`` or ``empty_url`` gave).
+that backend at the schema head with no sets: the schema is migrated once per session into a
+template. On SQLite each test gets its own copy of the template file. On PostgreSQL the session
+clones the template database once (``CREATE DATABASE ... TEMPLATE``) and puts that clone back to
+the template's state before each test (rows deleted, sequences reset, its shape checked; a test
+that changed the schema, a grant or a function gets a fresh clone): dropping a database per test
+costs a forced checkpoint. ``engine`` is an engine on ``db_url``. ``empty_url`` is an empty
+database (no tables at all), the same way, for the tests of migrations, ``db upgrade`` and
+first use. ``pg_session_url`` is the test's PostgreSQL database (the one ``db_url`` or
+``empty_url`` gave).
 
 PostgreSQL is the server named by ``REGISTRY_TEST_POSTGRES_URL`` (default: the local one at
 127.0.0.1:5432 as user postgres); every database a session creates there has a name unique to
 the session (so that sessions and pytest-xdist workers run side by side) and is dropped at the
-end of its test or session. Without a reachable server the PostgreSQL tests are skipped with
+end of the session. Without a reachable server the PostgreSQL tests are skipped with
 the reason, unless ``REGISTRY_TEST_REQUIRE_POSTGRES=1`` (CI sets it), which makes them fail.
 """
 
