@@ -20,22 +20,29 @@ the reason, unless ``REGISTRY_TEST_REQUIRE_POSTGRES=1`` (CI sets it), which make
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Engine
 
 from registry_db import store
 from registry_db.store.urls import redact
 
 # Re-exported: tests written before tests/helpers.py held them import them from here.
-from tests.helpers import DATA, DEFAULT_PG, ROOT, SEED, pg_admin_url, with_database
+from tests.helpers import (
+    DATA,
+    DEFAULT_PG,
+    EMPTY_PUBLIC,
+    ROOT,
+    SEED,
+    PgServer,
+    PgWorkspace,
+    pg_admin_url,
+    with_database,
+)
 
 __all__ = ["DATA", "DEFAULT_PG", "ROOT", "SEED"]
 
@@ -83,29 +90,6 @@ def sqlite_template(tmp_path_factory) -> Path:
 
 
 # --- PostgreSQL: one migrated database, cloned ---------------------------------------------------
-
-class PgServer:
-    """The test server's admin connection and the names this session creates on it."""
-
-    def __init__(self, admin: Engine, admin_url: str):
-        self.admin, self.admin_url = admin, admin_url
-        self.prefix = f"registry_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-        self._numbers = itertools.count(1)
-
-    def create(self, template: str) -> str:
-        """A new database copied from ``template`` (which nobody may be connected to): its URL."""
-        name = f"{self.prefix}_{next(self._numbers)}"
-        with self.admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
-        return with_database(self.admin_url, name)
-
-    def drop(self, url: str) -> None:
-        """Drop the database at ``url``, ending what is still connected (a killed importer's
-        backend may not have noticed yet)."""
-        name = url.partition("?")[0].rsplit("/", 1)[1]
-        with self.admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
@@ -162,103 +146,6 @@ def _pg_head_url(pg_server, pg_template) -> Iterator[str]:
     pg_server.drop(url)
 
 
-#: What a test can change in its database beyond the rows: relations and their columns and
-#: grants, constraints, functions, schemas, the database's own grants and settings, large objects.
-_SHAPE = text("""
-SELECT md5(string_agg(x, '|' ORDER BY x)) FROM (
-  SELECT c.relkind::text || ' ' || c.relname || ' ' || coalesce(c.relacl::text, '') || ' ' || (
-      SELECT coalesce(string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
-                                 || ' ' || a.attnotnull, ',' ORDER BY a.attnum), '')
-      FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS x
-    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'
-  UNION ALL SELECT 'k ' || conname || ' ' || pg_get_constraintdef(c.oid) FROM pg_constraint c
-    JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'public'
-  UNION ALL SELECT 'f ' || p.oid::regprocedure::text || ' ' || md5(p.prosrc) FROM pg_proc p
-    JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
-  UNION ALL SELECT 'v ' || viewname || ' ' || md5(definition) FROM pg_views
-    WHERE schemaname = 'public'
-  UNION ALL SELECT 'n ' || nspname || ' ' || nspowner::regrole::text || ' '
-    || coalesce(nspacl::text, '') FROM pg_namespace
-    WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'
-  UNION ALL SELECT 'd ' || coalesce(datacl::text, '') FROM pg_database
-    WHERE datname = current_database()
-  UNION ALL SELECT 's ' || array_to_string(setconfig, ',') FROM pg_db_role_setting
-    WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
-  UNION ALL SELECT 'e ' || extname FROM pg_extension
-  UNION ALL SELECT 'o ' || count(*) FROM pg_largeobject_metadata
-) shape""")
-
-
-class PgWorkspace:
-    """The session's working PostgreSQL database: a clone of the template, put back to the
-    template's state before each test. Dropping a database forces a checkpoint on the server
-    (docs/decisions.md has the figures), so rows are deleted instead, sequences reset and the
-    reference rows the migrations wrote checked; a test that changed anything else (the schema,
-    grants, functions) gets a fresh clone."""
-
-    def __init__(self, server: PgServer, template: str, *, prepare: str = ""):
-        self.server, self.template, self.prepare = server, template, prepare
-        self._clone()
-
-    def _clone(self) -> None:
-        from sqlalchemy.pool import NullPool
-
-        self.url = self.server.create(self.template)
-        # No pooled connection left open: some tests look at who is connected.
-        self.engine = create_engine(self.url, poolclass=NullPool)
-        with self.engine.connect() as conn:
-            tables = [r for (r,) in conn.execute(text(
-                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') ORDER BY 1"))]
-            edges = conn.execute(text(
-                "SELECT c.conrelid::regclass::text, c.confrelid::regclass::text FROM "
-                "pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace "
-                "WHERE n.nspname = 'public' AND c.contype = 'f'")).all()
-            filled = [t for t in tables
-                      if conn.execute(text(f'SELECT EXISTS (SELECT 1 FROM "{t}")')).scalar()]
-            sequences = conn.execute(text(
-                "SELECT sequencename, start_value, last_value FROM pg_sequences "
-                "WHERE schemaname = 'public'")).all()
-            self._reference = text(" UNION ALL ".join(
-                f"SELECT '{t}', md5(coalesce(string_agg(r::text, ',' ORDER BY r::text), '')) "
-                f'FROM "{t}" r' for t in filled)) if filled else None
-            self.shape = self._state(conn)
-        # Children first, so that no foreign key refuses a delete.
-        children = {t: {c for c, p in edges if p == t and c != t} for t in tables}
-        order: list[str] = []
-        while len(order) < len(tables):
-            ready = [t for t in tables if t not in order and children[t] <= set(order)]
-            order += ready or [t for t in tables if t not in order]  # a cycle: leave it to SQL
-        self._reset = ";".join(
-            [f'DELETE FROM "{t}"' for t in order if t not in filled]
-            + [f"SELECT setval('\"{name}\"', {last if last is not None else start}, "
-               f"{'true' if last is not None else 'false'})" for name, start, last in sequences])
-
-    def _state(self, conn) -> tuple:
-        reference = () if self._reference is None else tuple(conn.execute(self._reference).all())
-        return conn.execute(_SHAPE).scalar(), reference
-
-    def fresh(self) -> str:
-        """The database, at the template's state."""
-        try:
-            with self.engine.begin() as conn:
-                if self.prepare:
-                    conn.exec_driver_sql(self.prepare)
-                same = self._state(conn) == self.shape
-                if same and self._reset:
-                    conn.exec_driver_sql(self._reset)
-        except Exception:  # noqa: BLE001 - a test dropped a table the checks read: rebuild
-            same = False
-        if not same:
-            self.close()
-            self._clone()
-        return self.url
-
-    def close(self) -> None:
-        self.engine.dispose()
-        self.server.drop(self.url)
-
-
 @pytest.fixture(scope="session")
 def _pg_workspace(pg_server, pg_template) -> Iterator[PgWorkspace]:
     workspace = PgWorkspace(pg_server, pg_template)
@@ -266,15 +153,9 @@ def _pg_workspace(pg_server, pg_template) -> Iterator[PgWorkspace]:
     workspace.close()
 
 
-#: An empty database's public schema as PostgreSQL 15 makes it (what template0 holds).
-_EMPTY_PUBLIC = ("DROP SCHEMA public CASCADE; CREATE SCHEMA public; "
-                 "ALTER SCHEMA public OWNER TO pg_database_owner; "
-                 "GRANT USAGE ON SCHEMA public TO PUBLIC")
-
-
 @pytest.fixture(scope="session")
 def _pg_empty_workspace(pg_server) -> Iterator[PgWorkspace]:
-    workspace = PgWorkspace(pg_server, "template0", prepare=_EMPTY_PUBLIC)
+    workspace = PgWorkspace(pg_server, "template0", prepare=EMPTY_PUBLIC)
     yield workspace
     workspace.close()
 

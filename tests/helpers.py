@@ -6,6 +6,7 @@ provenances). Test modules import from here (or use conftest fixtures), never fr
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -18,11 +19,12 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from click.testing import CliRunner, Result
-from sqlalchemy import inspect, select, text
+from sqlalchemy import create_engine, inspect, select, text
 from sqlalchemy.engine import Engine
 
 from registry_db import store
@@ -270,6 +272,134 @@ def run_in_terminal(*args: str, env: dict[str, str] | None = None, columns: int 
         return raw.replace("\r\n", "\n")
 
     return code, text("stdout"), text("stderr")
+
+
+# --- PostgreSQL databases for the fixtures (tests/conftest.py) ---------------------------------
+
+class PgServer:
+    """The test server's admin connection and the names this session creates on it."""
+
+    def __init__(self, admin: Engine, admin_url: str):
+        self.admin, self.admin_url = admin, admin_url
+        self.prefix = f"registry_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        self._numbers = itertools.count(1)
+
+    def create(self, template: str) -> str:
+        """A new database copied from ``template`` (which nobody may be connected to): its URL."""
+        name = f"{self.prefix}_{next(self._numbers)}"
+        with self.admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+        return with_database(self.admin_url, name)
+
+    def drop(self, url: str) -> None:
+        """Drop the database at ``url``, ending what is still connected (a killed importer's
+        backend may not have noticed yet)."""
+        name = url.partition("?")[0].rsplit("/", 1)[1]
+        with self.admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+#: What a test can change in its database beyond the rows: relations and their columns and
+#: grants, constraints, functions, schemas, the database's own grants and settings, large objects.
+PG_SHAPE = text("""
+SELECT md5(string_agg(x, '|' ORDER BY x)) FROM (
+  SELECT c.relkind::text || ' ' || c.relname || ' ' || coalesce(c.relacl::text, '') || ' ' || (
+      SELECT coalesce(string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                                 || ' ' || a.attnotnull, ',' ORDER BY a.attnum), '')
+      FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS x
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'
+  UNION ALL SELECT 'k ' || conname || ' ' || pg_get_constraintdef(c.oid) FROM pg_constraint c
+    JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'public'
+  UNION ALL SELECT 'f ' || p.oid::regprocedure::text || ' ' || md5(p.prosrc) FROM pg_proc p
+    JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
+  UNION ALL SELECT 'v ' || viewname || ' ' || md5(definition) FROM pg_views
+    WHERE schemaname = 'public'
+  UNION ALL SELECT 'n ' || nspname || ' ' || nspowner::regrole::text || ' '
+    || coalesce(nspacl::text, '') FROM pg_namespace
+    WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'
+  UNION ALL SELECT 'd ' || coalesce(datacl::text, '') FROM pg_database
+    WHERE datname = current_database()
+  UNION ALL SELECT 's ' || array_to_string(setconfig, ',') FROM pg_db_role_setting
+    WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+  UNION ALL SELECT 'e ' || extname FROM pg_extension
+  UNION ALL SELECT 'o ' || count(*) FROM pg_largeobject_metadata
+) shape""")
+
+
+class PgWorkspace:
+    """The session's working PostgreSQL database: a clone of the template, put back to the
+    template's state before each test. Dropping a database forces a checkpoint on the server
+    (docs/decisions.md has the figures), so rows are deleted instead, sequences reset and the
+    reference rows the migrations wrote checked; a test that changed anything else (the schema,
+    grants, functions) gets a fresh clone."""
+
+    def __init__(self, server: PgServer, template: str, *, prepare: str = ""):
+        self.server, self.template, self.prepare = server, template, prepare
+        self._clone()
+
+    def _clone(self) -> None:
+        from sqlalchemy.pool import NullPool
+
+        self.url = self.server.create(self.template)
+        # No pooled connection left open: some tests look at who is connected.
+        self.engine = create_engine(self.url, poolclass=NullPool)
+        with self.engine.connect() as conn:
+            tables = [r for (r,) in conn.execute(text(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') ORDER BY 1"))]
+            edges = conn.execute(text(
+                "SELECT c.conrelid::regclass::text, c.confrelid::regclass::text FROM "
+                "pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace "
+                "WHERE n.nspname = 'public' AND c.contype = 'f'")).all()
+            filled = [t for t in tables
+                      if conn.execute(text(f'SELECT EXISTS (SELECT 1 FROM "{t}")')).scalar()]
+            sequences = conn.execute(text(
+                "SELECT sequencename, start_value, last_value FROM pg_sequences "
+                "WHERE schemaname = 'public'")).all()
+            self._reference = text(" UNION ALL ".join(
+                f"SELECT '{t}', md5(coalesce(string_agg(r::text, ',' ORDER BY r::text), '')) "
+                f'FROM "{t}" r' for t in filled)) if filled else None
+            self.shape = self._state(conn)
+        # Children first, so that no foreign key refuses a delete.
+        children = {t: {c for c, p in edges if p == t and c != t} for t in tables}
+        order: list[str] = []
+        while len(order) < len(tables):
+            ready = [t for t in tables if t not in order and children[t] <= set(order)]
+            order += ready or [t for t in tables if t not in order]  # a cycle: leave it to SQL
+        self._reset = ";".join(
+            [f'DELETE FROM "{t}"' for t in order if t not in filled]
+            + [f"SELECT setval('\"{name}\"', {last if last is not None else start}, "
+               f"{'true' if last is not None else 'false'})" for name, start, last in sequences])
+
+    def _state(self, conn) -> tuple:
+        reference = () if self._reference is None else tuple(conn.execute(self._reference).all())
+        return conn.execute(PG_SHAPE).scalar(), reference
+
+    def fresh(self) -> str:
+        """The database, at the template's state."""
+        try:
+            with self.engine.begin() as conn:
+                if self.prepare:
+                    conn.exec_driver_sql(self.prepare)
+                same = self._state(conn) == self.shape
+                if same and self._reset:
+                    conn.exec_driver_sql(self._reset)
+        except Exception:  # noqa: BLE001 - a test dropped a table the checks read: rebuild
+            same = False
+        if not same:
+            self.close()
+            self._clone()
+        return self.url
+
+    def close(self) -> None:
+        self.engine.dispose()
+        self.server.drop(self.url)
+
+
+#: An empty database's public schema as PostgreSQL 15 makes it (what template0 holds).
+EMPTY_PUBLIC = ("DROP SCHEMA public CASCADE; CREATE SCHEMA public; "
+                 "ALTER SCHEMA public OWNER TO pg_database_owner; "
+                 "GRANT USAGE ON SCHEMA public TO PUBLIC")
 
 
 # --- real `registry` processes: concurrent, and killed mid-write ---------------------------------
