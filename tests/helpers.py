@@ -301,9 +301,11 @@ class PgServer:
 
 #: What a test can change in its database beyond the rows: relations and their columns and
 #: grants, constraints, functions, schemas, the database's own grants and settings, large objects.
+#: A grant given and revoked leaves the default spelled out: no grants reads as the default.
 PG_SHAPE = text("""
 SELECT md5(string_agg(x, '|' ORDER BY x)) FROM (
-  SELECT c.relkind::text || ' ' || c.relname || ' ' || coalesce(c.relacl::text, '') || ' ' || (
+  SELECT c.relkind::text || ' ' || c.relname || ' ' || coalesce(c.relacl, acldefault(
+      (CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END)::"char", c.relowner))::text || ' ' || (
       SELECT coalesce(string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
                                  || ' ' || a.attnotnull, ',' ORDER BY a.attnum), '')
       FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS x
@@ -315,9 +317,9 @@ SELECT md5(string_agg(x, '|' ORDER BY x)) FROM (
   UNION ALL SELECT 'v ' || viewname || ' ' || md5(definition) FROM pg_views
     WHERE schemaname = 'public'
   UNION ALL SELECT 'n ' || nspname || ' ' || nspowner::regrole::text || ' '
-    || coalesce(nspacl::text, '') FROM pg_namespace
+    || coalesce(nspacl, acldefault('n', nspowner))::text FROM pg_namespace
     WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'
-  UNION ALL SELECT 'd ' || coalesce(datacl::text, '') FROM pg_database
+  UNION ALL SELECT 'd ' || coalesce(datacl, acldefault('d', datdba))::text FROM pg_database
     WHERE datname = current_database()
   UNION ALL SELECT 's ' || array_to_string(setconfig, ',') FROM pg_db_role_setting
     WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -379,6 +381,9 @@ class PgWorkspace:
         """The database, at the template's state."""
         try:
             with self.engine.begin() as conn:
+                # What PUBLIC holds on a new database (`registry db reader` takes TEMP away).
+                name = self.url.partition("?")[0].rsplit("/", 1)[1]
+                conn.exec_driver_sql(f'GRANT CONNECT, TEMPORARY ON DATABASE "{name}" TO PUBLIC')
                 if self.prepare:
                     conn.exec_driver_sql(self.prepare)
                 same = self._state(conn) == self.shape
