@@ -1,72 +1,57 @@
 """Database fixtures: every database test runs on a real SQLite file and a real PostgreSQL.
 
-``backend`` is parametrized over ``sqlite`` and ``postgresql``; ``empty_url`` is an empty
-database of that backend, ``db_url`` one at the schema head with no sets, ``engine`` an engine
-on it. PostgreSQL is the server named by ``REGISTRY_TEST_POSTGRES_URL`` (default: the local one
-at 127.0.0.1:5432 as user postgres); each test session creates its own database there and drops
-it at the end. Without a reachable server the PostgreSQL tests are skipped with the reason,
-unless ``REGISTRY_TEST_REQUIRE_POSTGRES=1`` (CI sets it), which makes them fail instead.
+``backend`` is parametrized over ``sqlite`` and ``postgresql``. ``db_url`` is a database of
+that backend at the schema head with no sets: the schema is migrated once per session into a
+template. On SQLite each test gets its own copy of the template file. On PostgreSQL the session
+clones the template database once (``CREATE DATABASE ... TEMPLATE``) and puts that clone back to
+the template's state before each test (rows deleted, sequences reset, its shape checked; a test
+that changed the schema, a grant or a function gets a fresh clone): dropping a database per test
+costs a forced checkpoint. ``engine`` is an engine on ``db_url``. ``empty_url`` is an empty
+database (no tables at all), the same way, for the tests of migrations, ``db upgrade`` and
+first use. ``pg_session_url`` is the test's PostgreSQL database (the one ``db_url`` or
+``empty_url`` gave).
+
+PostgreSQL is the server named by ``REGISTRY_TEST_POSTGRES_URL`` (default: the local one at
+127.0.0.1:5432 as user postgres); every database a session creates there has a name unique to
+the session (so that sessions and pytest-xdist workers run side by side) and is dropped at the
+end of the session. Without a reachable server the PostgreSQL tests are skipped with
+the reason, unless ``REGISTRY_TEST_REQUIRE_POSTGRES=1`` (CI sets it), which makes them fail.
 """
 
 from __future__ import annotations
 
 import os
-import uuid
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from registry_db import store
-from registry_db.store.urls import normalize_url, redact
+from registry_db.store.urls import redact
 
-ROOT = Path(__file__).resolve().parent.parent
-SEED = ROOT / "seed" / "acceptance"
-DATA = Path(__file__).resolve().parent / "data"
+# Re-exported: tests written before tests/helpers.py held them import them from here.
+from tests.helpers import (
+    DATA,
+    DEFAULT_PG,
+    EMPTY_PUBLIC,
+    ROOT,
+    SEED,
+    PgServer,
+    PgWorkspace,
+    pg_admin_url,
+    with_database,
+)
 
-DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+__all__ = ["DATA", "DEFAULT_PG", "ROOT", "SEED"]
 
-
-def _pg_admin_url() -> str:
-    return normalize_url(os.environ.get("REGISTRY_TEST_POSTGRES_URL") or DEFAULT_PG)
+_pg_admin_url = pg_admin_url
+_with_database = with_database
 
 
 def _require_pg() -> bool:
     return os.environ.get("REGISTRY_TEST_REQUIRE_POSTGRES", "") in ("1", "true", "yes")
-
-
-def _with_database(url: str, name: str) -> str:
-    base, _, query = url.partition("?")
-    head = base.rsplit("/", 1)[0] if base.count("/") >= 3 else base
-    return f"{head}/{name}" + (f"?{query}" if query else "")
-
-
-@pytest.fixture(scope="session")
-def pg_session_url():
-    """A fresh PostgreSQL database for this test session (dropped at the end)."""
-    from sqlalchemy import create_engine, text
-
-    admin_url = _pg_admin_url()
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT",
-                          connect_args={"connect_timeout": 5})
-    name = f"registry_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-    except Exception as exc:  # noqa: BLE001 - any failure means "no server to test against"
-        admin.dispose()
-        reason = (f"PostgreSQL not reachable at {redact(admin_url)} ({type(exc).__name__}: "
-                  f"{str(exc).splitlines()[0] if str(exc) else ''}); set "
-                  "REGISTRY_TEST_POSTGRES_URL to a server where the user may CREATE DATABASE")
-        if _require_pg():
-            pytest.fail(reason)
-        pytest.skip(reason)
-    yield _with_database(admin_url, name)
-    with admin.connect() as conn:
-        conn.execute(text(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = :n AND pid <> pg_backend_pid()"), {"n": name})
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-    admin.dispose()
 
 
 def pytest_configure(config):
@@ -92,57 +77,107 @@ def backend(request) -> str:
     return request.param
 
 
-def _reset_pg(url: str) -> None:
-    from sqlalchemy import create_engine, text
+# --- SQLite: one migrated file, copied -----------------------------------------------------------
 
-    eng = create_engine(url, isolation_level="AUTOCOMMIT")
-    with eng.connect() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE"))
-        conn.execute(text("CREATE SCHEMA public"))
-    eng.dispose()
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory) -> Path:
+    """An SQLite registry at the head, migrated once per session; :func:`db_url` copies it."""
+    path = tmp_path_factory.mktemp("template") / "registry.db"
+    store.open_registry(f"sqlite:///{path}").dispose()
+    # The last connection's close folds the WAL into the file: the file alone is the registry.
+    assert not Path(f"{path}-wal").exists()
+    return path
 
+
+# --- PostgreSQL: one migrated database, cloned ---------------------------------------------------
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """The PostgreSQL server under test, or a skip (a failure in CI) saying why there is none."""
+    admin_url = pg_admin_url()
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT",
+                          connect_args={"connect_timeout": 5})
+    try:
+        with admin.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:  # noqa: BLE001 - any failure means "no server to test against"
+        admin.dispose()
+        reason = (f"PostgreSQL not reachable at {redact(admin_url)} ({type(exc).__name__}: "
+                  f"{str(exc).splitlines()[0] if str(exc) else ''}); set "
+                  "REGISTRY_TEST_POSTGRES_URL to a server where the user may CREATE DATABASE")
+        if _require_pg():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    yield PgServer(admin, admin_url)
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server) -> Iterator[str]:
+    """A PostgreSQL database at the head, migrated once per session: the template of every
+    :func:`db_url`. Its engine is disposed at once: a template being cloned must have no
+    connections."""
+    url = pg_server.create("template0")
+    engine = store.make_engine(url)
+    try:
+        store.upgrade(engine)
+    finally:
+        engine.dispose()
+    yield url.partition("?")[0].rsplit("/", 1)[1]
+    pg_server.drop(url)
+
+
+@pytest.fixture
+def pg_session_url(request) -> str:
+    """The test's own PostgreSQL database: the one ``db_url`` or ``empty_url`` gave it, else a
+    new one at the head. (Named when each session had one database for all its tests.)"""
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    if params.get("backend") == "postgresql":
+        for name in ("db_url", "empty_url"):
+            if name in request.fixturenames:
+                return request.getfixturevalue(name)
+    return request.getfixturevalue("_pg_head_url")
+
+
+@pytest.fixture
+def _pg_head_url(pg_server, pg_template) -> Iterator[str]:
+    url = pg_server.create(pg_template)
+    yield url
+    pg_server.drop(url)
+
+
+@pytest.fixture(scope="session")
+def _pg_workspace(pg_server, pg_template) -> Iterator[PgWorkspace]:
+    workspace = PgWorkspace(pg_server, pg_template)
+    yield workspace
+    workspace.close()
+
+
+@pytest.fixture(scope="session")
+def _pg_empty_workspace(pg_server) -> Iterator[PgWorkspace]:
+    workspace = PgWorkspace(pg_server, "template0", prepare=EMPTY_PUBLIC)
+    yield workspace
+    workspace.close()
+
+
+# --- the fixtures tests use ----------------------------------------------------------------------
 
 @pytest.fixture
 def empty_url(request, backend, tmp_path) -> str:
     """An empty database of the backend under test (no tables at all)."""
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'registry.db'}"
-    url = request.getfixturevalue("pg_session_url")
-    _reset_pg(url)
-    return url
+    return request.getfixturevalue("_pg_empty_workspace").fresh()
 
 
 @pytest.fixture
 def db_url(request, backend, tmp_path) -> str:
-    """A database at the schema head, holding no profile sets."""
+    """A database at the schema head, holding no profile sets: the test's own copy."""
     if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'registry.db'}"
-        store.open_registry(url).dispose()
-        return url
-    from sqlalchemy import text
-
-    url = request.getfixturevalue("pg_session_url")
-    eng = store.make_engine(url)
-    try:
-        current = store.current_revision(eng)
-        # A test may leave the database stamped at the head over an older schema (`db stamp`):
-        # the head's tables must all be there too, else it is rebuilt.
-        from sqlalchemy import inspect
-
-        from registry_db.store.schema import metadata
-
-        if current != store.HEAD_REVISION or not set(metadata.tables) <= set(
-                inspect(eng).get_table_names()):
-            _reset_pg(url)
-            store.upgrade(eng)
-        else:
-            with eng.begin() as conn:
-                conn.execute(text(
-                    "TRUNCATE profile_sets, provenances, revisions, profile_keys, import_files "
-                    "RESTART IDENTITY CASCADE"))
-    finally:
-        eng.dispose()
-    return url
+        path = tmp_path / "registry.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    return request.getfixturevalue("_pg_workspace").fresh()
 
 
 @pytest.fixture

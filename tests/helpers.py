@@ -1,26 +1,58 @@
-"""What many tests share: one way to run the command line, one way to write a set, and the
-database checks (a full dump of every table, broken foreign keys, orphaned provenances).
+"""What many tests share: where things are, one way to run the command line, one way to write a
+set, and the database checks (a full dump of every table, broken foreign keys, orphaned
+provenances). Test modules import from here (or use conftest fixtures), never from each other.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import json
 import os
+import random
+import signal
+import socket
+import sqlite3
+import struct
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from click.testing import CliRunner, Result
-from sqlalchemy import inspect, select, text
+from sqlalchemy import create_engine, inspect, select, text
 from sqlalchemy.engine import Engine
 
 from registry_db import store
 from registry_db.cli.group import main
+from registry_db.model import Profile, ProfileSet, Provenance, Sampling
+from registry_db.resolve.rates import min_variance_rates
 from registry_db.store.schema import metadata
-from tests.conftest import ROOT, SEED
+from registry_db.store.urls import normalize_url, sqlite_path
 
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT / "seed" / "acceptance"
+DATA = Path(__file__).resolve().parent / "data"
 SEED_FILE = SEED / "inferencex-golden-al.yaml"
+
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def pg_admin_url() -> str:
+    """The PostgreSQL server the tests use (``REGISTRY_TEST_POSTGRES_URL``, else the local one),
+    at its admin database: a user there may ``CREATE DATABASE``."""
+    return normalize_url(os.environ.get("REGISTRY_TEST_POSTGRES_URL") or DEFAULT_PG)
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` naming the database ``name`` instead."""
+    base, _, query = url.partition("?")
+    head = base.rsplit("/", 1)[0] if base.count("/") >= 3 else base
+    return f"{head}/{name}" + (f"?{query}" if query else "")
 
 
 @contextlib.contextmanager
@@ -256,3 +288,620 @@ def run_in_terminal(*args: str, env: dict[str, str] | None = None, columns: int 
         return raw.replace("\r\n", "\n")
 
     return code, text("stdout"), text("stderr")
+
+
+# --- PostgreSQL databases for the fixtures (tests/conftest.py) ---------------------------------
+
+class PgServer:
+    """The test server's admin connection and the names this session creates on it."""
+
+    def __init__(self, admin: Engine, admin_url: str):
+        self.admin, self.admin_url = admin, admin_url
+        self.prefix = f"registry_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        self._numbers = itertools.count(1)
+
+    def create(self, template: str) -> str:
+        """A new database copied from ``template`` (which nobody may be connected to): its URL."""
+        name = f"{self.prefix}_{next(self._numbers)}"
+        with self.admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+        return with_database(self.admin_url, name)
+
+    def drop(self, url: str) -> None:
+        """Drop the database at ``url``, ending what is still connected (a killed importer's
+        backend may not have noticed yet)."""
+        name = url.partition("?")[0].rsplit("/", 1)[1]
+        with self.admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+#: What a test can change in its database beyond the rows: relations and their columns and
+#: grants, constraints, functions, schemas, the database's own grants and settings, large objects.
+#: A grant given and revoked leaves the default spelled out: no grants reads as the default.
+PG_SHAPE = text("""
+SELECT md5(string_agg(x, '|' ORDER BY x)) FROM (
+  SELECT c.relkind::text || ' ' || c.relname || ' ' || coalesce(c.relacl, acldefault(
+      (CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END)::"char", c.relowner))::text || ' ' || (
+      SELECT coalesce(string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                                 || ' ' || a.attnotnull, ',' ORDER BY a.attnum), '')
+      FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS x
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'
+  UNION ALL SELECT 'k ' || conname || ' ' || pg_get_constraintdef(c.oid) FROM pg_constraint c
+    JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'public'
+  UNION ALL SELECT 'f ' || p.oid::regprocedure::text || ' ' || md5(p.prosrc) FROM pg_proc p
+    JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
+  UNION ALL SELECT 'v ' || viewname || ' ' || md5(definition) FROM pg_views
+    WHERE schemaname = 'public'
+  UNION ALL SELECT 'n ' || nspname || ' ' || nspowner::regrole::text || ' '
+    || coalesce(nspacl, acldefault('n', nspowner))::text FROM pg_namespace
+    WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'
+  UNION ALL SELECT 'd ' || coalesce(datacl, acldefault('d', datdba))::text FROM pg_database
+    WHERE datname = current_database()
+  UNION ALL SELECT 's ' || array_to_string(setconfig, ',') FROM pg_db_role_setting
+    WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+  UNION ALL SELECT 'e ' || extname FROM pg_extension
+  UNION ALL SELECT 'o ' || count(*) FROM pg_largeobject_metadata
+) shape""")
+
+
+class PgWorkspace:
+    """The session's working PostgreSQL database: a clone of the template, put back to the
+    template's state before each test. Dropping a database forces a checkpoint on the server
+    (docs/decisions.md has the figures), so rows are deleted instead, sequences reset and the
+    reference rows the migrations wrote checked; a test that changed anything else (the schema,
+    grants, functions) gets a fresh clone."""
+
+    def __init__(self, server: PgServer, template: str, *, prepare: str = ""):
+        self.server, self.template, self.prepare = server, template, prepare
+        self._clone()
+
+    def _clone(self) -> None:
+        from sqlalchemy.pool import NullPool
+
+        self.url = self.server.create(self.template)
+        # No pooled connection left open: some tests look at who is connected.
+        self.engine = create_engine(self.url, poolclass=NullPool)
+        with self.engine.connect() as conn:
+            tables = [r for (r,) in conn.execute(text(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') ORDER BY 1"))]
+            edges = conn.execute(text(
+                "SELECT c.conrelid::regclass::text, c.confrelid::regclass::text FROM "
+                "pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace "
+                "WHERE n.nspname = 'public' AND c.contype = 'f'")).all()
+            filled = [t for t in tables
+                      if conn.execute(text(f'SELECT EXISTS (SELECT 1 FROM "{t}")')).scalar()]
+            sequences = conn.execute(text(
+                "SELECT sequencename, start_value, last_value FROM pg_sequences "
+                "WHERE schemaname = 'public'")).all()
+            self._reference = text(" UNION ALL ".join(
+                f"SELECT '{t}', md5(coalesce(string_agg(r::text, ',' ORDER BY r::text), '')) "
+                f'FROM "{t}" r' for t in filled)) if filled else None
+            self.shape = self._state(conn)
+        # Children first, so that no foreign key refuses a delete.
+        children = {t: {c for c, p in edges if p == t and c != t} for t in tables}
+        order: list[str] = []
+        while len(order) < len(tables):
+            ready = [t for t in tables if t not in order and children[t] <= set(order)]
+            order += ready or [t for t in tables if t not in order]  # a cycle: leave it to SQL
+        self._reset = ";".join(
+            [f'DELETE FROM "{t}"' for t in order if t not in filled]
+            + [f"SELECT setval('\"{name}\"', {last if last is not None else start}, "
+               f"{'true' if last is not None else 'false'})" for name, start, last in sequences])
+
+    def _state(self, conn) -> tuple:
+        reference = () if self._reference is None else tuple(conn.execute(self._reference).all())
+        return conn.execute(PG_SHAPE).scalar(), reference
+
+    def fresh(self) -> str:
+        """The database, at the template's state."""
+        try:
+            with self.engine.begin() as conn:
+                # What PUBLIC holds on a new database (`registry db reader` takes TEMP away).
+                name = self.url.partition("?")[0].rsplit("/", 1)[1]
+                conn.exec_driver_sql(f'GRANT CONNECT, TEMPORARY ON DATABASE "{name}" TO PUBLIC')
+                if self.prepare:
+                    conn.exec_driver_sql(self.prepare)
+                same = self._state(conn) == self.shape
+                if same and self._reset:
+                    conn.exec_driver_sql(self._reset)
+        except Exception:  # noqa: BLE001 - a test dropped a table the checks read: rebuild
+            same = False
+        if not same:
+            self.close()
+            self._clone()
+        return self.url
+
+    def close(self) -> None:
+        self.engine.dispose()
+        self.server.drop(self.url)
+
+
+#: An empty database's public schema as PostgreSQL 15 makes it (what template0 holds).
+EMPTY_PUBLIC = ("DROP SCHEMA public CASCADE; CREATE SCHEMA public; "
+                 "ALTER SCHEMA public OWNER TO pg_database_owner; "
+                 "GRANT USAGE ON SCHEMA public TO PUBLIC")
+
+
+# --- real `registry` processes: concurrent, and killed mid-write ---------------------------------
+
+#: A wait long enough for any writer in these tests: they wait for each other, never time out.
+_PROCESS_ENV = {"REGISTRY_LOCK_TIMEOUT": "60"}
+
+#: One process running several ``registry`` command lines in turn (Python starts once), each
+#: followed by a line "@@exit <code>" so that the outputs can be told apart.
+_MANY = """
+import json, sys
+from registry_db.cli.group import main
+for args in json.loads(sys.argv[2]):
+    try:
+        main(["-d", sys.argv[1], *args], prog_name="registry", standalone_mode=False)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    print("@@exit", code, flush=True)
+"""
+
+
+def registry(url: str, *args: str) -> subprocess.Popen:
+    """Start ``registry -d URL ARGS`` as its own process (stdout and stderr pipes)."""
+    return subprocess.Popen([sys.executable, "-m", "registry_db", "-d", url, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                            env={**os.environ, **_PROCESS_ENV})
+
+
+def registry_runs(url: str, runs: list[list[str]]) -> list[tuple[int, str]]:
+    """Run several ``registry`` command lines in ONE new process, one after another.
+
+    Returns ``(exit code, stdout)`` per command line; any stderr with a traceback fails.
+    """
+    proc = subprocess.run([sys.executable, "-c", _MANY, url, json.dumps(runs)],
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **_PROCESS_ENV}, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    out, buffer = [], []
+    for line in proc.stdout.splitlines(keepends=True):
+        if line.startswith("@@exit "):
+            out.append((int(line.split()[1]), "".join(buffer)))
+            buffer = []
+        else:
+            buffer.append(line)
+    return out
+
+
+def concurrent_runs(url: str, per_worker: list[list[list[str]]]) -> list[tuple[int, str]]:
+    """Each worker's command lines in a process of its own, all workers at once (threads
+    waiting on the processes); every ``(exit code, stdout)``, and no worker may raise."""
+    results: list[tuple[int, str]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def worker(runs: list[list[str]]) -> None:
+        try:
+            done = registry_runs(url, runs)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread below
+            errors.append(exc)
+            return
+        with lock:
+            results.extend(done)
+
+    threads = [threading.Thread(target=worker, args=(runs,)) for runs in per_worker]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    return results
+
+
+#: How long a test waits for a process to reach the state it needs (a hang guard only).
+GUARD = 180.0
+
+
+def wait_for(what: str, check: Callable[[], object], *, guard: float = GUARD) -> object:
+    """Poll ``check`` (the database's or a process's own state) until it is true; fail after
+    ``guard`` seconds, which only a hang reaches."""
+    deadline = time.monotonic() + guard
+    while not (found := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never saw {what}")
+        time.sleep(0.001)
+    return found
+
+
+class _SqliteWriter:
+    """A registry file watched from outside: whether a writer holds its lock (a probe
+    ``BEGIN IMMEDIATE`` fails at once) and whether its commit has begun (the WAL grew: the
+    writer keeps its pages in its own cache until it commits)."""
+
+    def __init__(self, path: str):
+        self.path, self.wal = path, Path(f"{path}-wal")
+        self.wal_at_start = self._wal_size()
+
+    def _wal_size(self) -> int:
+        return self.wal.stat().st_size if self.wal.exists() else 0
+
+    def _locked(self) -> bool:
+        probe = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return False
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return True
+            raise
+        finally:
+            probe.close()
+
+    def writing(self) -> bool:
+        return self._locked()
+
+    def still_writing(self) -> bool:
+        return self._locked() and self._wal_size() == self.wal_at_start
+
+    def close(self) -> None:
+        pass
+
+
+class _PgWriter:
+    """A registry database watched from outside on one connection: the backend that holds the
+    writers' lock, whether its transaction has written (it has an xid), and its state."""
+
+    _HOLDER = text(
+        "SELECT a.pid, a.backend_xid::text AS xid, a.state FROM pg_stat_activity a "
+        "JOIN pg_locks l ON l.pid = a.pid WHERE l.locktype = 'advisory' AND l.granted "
+        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND l.classid = :hi AND l.objid = :lo AND l.objsubid = 1")
+
+    def __init__(self, url: str):
+        self.engine = store.make_engine(url).execution_options(isolation_level="AUTOCOMMIT")
+        self.conn = self.engine.connect()
+        self.seen: tuple | None = None
+
+    def _holder(self) -> tuple | None:
+        row = self.conn.execute(self._HOLDER, {"hi": store.WRITE_LOCK_KEY >> 32,
+                                               "lo": store.WRITE_LOCK_KEY & 0xFFFFFFFF}).first()
+        return tuple(row) if row else None
+
+    def writing(self) -> bool:
+        holder = self._holder()
+        if holder and holder[1] is not None:
+            self.seen = holder
+            return True
+        return False
+
+    def still_writing(self) -> bool:
+        # Stopped, the client sends nothing more: once its backend waits for it ('idle in
+        # transaction') twice in a row in the same transaction, no commit is on its way.
+        assert self.seen is not None
+        for _ in range(2):
+            holder = self._settled()
+            if holder is None or holder[:2] != self.seen[:2]:
+                return False
+        return True
+
+    def _settled(self) -> tuple | None:
+        """The lock's holder once it runs no statement (None: nobody holds the lock)."""
+        deadline = time.monotonic() + GUARD
+        while (holder := self._holder()) is not None and holder[2] == "active":
+            if time.monotonic() > deadline:
+                raise AssertionError("the stopped writer's statement never ended")
+            time.sleep(0.001)
+        return holder
+
+    def close(self) -> None:
+        self.conn.close()
+        self.engine.dispose()
+
+
+def kill_mid_write(url: str, proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc`` inside its write transaction, before its commit, as the database itself
+    shows it (no wall-clock pause decides the moment).
+
+    Waits until the writer is inside its transaction (SQLite: it holds the write lock, a probe
+    ``BEGIN IMMEDIATE`` fails at once; PostgreSQL: its backend holds the writers' advisory lock
+    and has a transaction id, so it has written), stops it (SIGSTOP: a stopped process cannot
+    commit), checks that the transaction is still open and its commit not begun (SQLite: the
+    lock still held and the WAL unchanged; PostgreSQL: the backend idle in the same
+    transaction, waiting for the stopped client), then kills it. Fails when the process ended
+    first or its transaction was over: then nothing was killed mid-write.
+    """
+    path = sqlite_path(url)
+    watch: _SqliteWriter | _PgWriter = _SqliteWriter(path) if path else _PgWriter(url)
+    try:
+        wait_for("the import writing", lambda: proc.poll() is not None or watch.writing())
+        stopped = proc.poll() is None
+        if stopped:
+            proc.send_signal(signal.SIGSTOP)
+        open_transaction = stopped and watch.still_writing()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        watch.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert open_transaction, "the import finished before it could be killed mid-write"
+
+
+# --- data several test modules share --------------------------------------------------------------
+
+def prof(model: str, category: str, al: float, *, thinking: str = "off", k: int = 3,
+         method: str = "eagle", rates: tuple[float, ...] | None = None,
+         hardware: str | None = "b300", how: str = "measured") -> Profile:
+    """A profile with a measured provenance on ``hardware`` (or a literature one without)."""
+    source = f"https://example.org/{model}/{category}"
+    if how == "measured":
+        pv = Provenance(source, hardware=hardware, engine_image="vllm:1", sampling=Sampling(1.0))
+        return Profile(model, method, k, thinking, category, al, "measured",
+                       per_position_rates=rates, provenance=pv)
+    return Profile(model, method, k, thinking, category, al, how, per_position_rates=rates,
+                   provenance=Provenance(source, hardware=hardware), rationale="a paper says so")
+
+
+def make_set(name: str, *profiles: Profile) -> ProfileSet:
+    """A set as the validator would return it."""
+    return ProfileSet(name, ("test data",), tuple(profiles), file=f"{name}.yaml")
+
+
+#: "solo" keys are held by one set each (beta's solo/coding aside), "duo" keys by several.
+SETS = [
+    make_set("alpha",
+             prof("solo", "coding", 2.5),
+             prof("solo", "coding", 2.4, thinking="on"),
+             prof("solo", "chat", 2.2, rates=(0.9, 0.3, 0.0)),
+             prof("duo", "coding", 2.6),
+             prof("duo", "chat", 2.1),
+             prof("lit", "coding", 2.0, k=2, hardware=None, how="literature")),
+    make_set("beta",
+             prof("solo", "coding", 2.9, hardware="h100"),
+             prof("solo", "math", 2.05),
+             prof("duo", "coding", 2.7),
+             prof("duo", "chat", 2.15)),
+    make_set("gamma",
+             prof("duo", "coding", 2.8)),
+]
+
+
+MODELS = [f"model-{i}" for i in range(30)]
+METHODS = ("eagle", "mtp")
+CATEGORIES = ("coding", "chat", "math", "law", "poetry")
+SET_NAMES = ("north", "south", "east", "west", "centre")
+CHIPS = ("b300", "h100", "mi355x")
+
+
+def random_key(rng: random.Random) -> tuple:
+    """A profile key drawn from the generated sets' vocabulary."""
+    return (rng.choice(MODELS), rng.choice(METHODS), rng.randint(1, 5), rng.choice(("on", "off")),
+            rng.choice(CATEGORIES))
+
+
+def _profile(rng: random.Random, key: tuple, chip: str) -> Profile:
+    model, method, k, thinking, category = key
+    rates = None
+    if rng.random() < 0.3:
+        rates = tuple(sorted((round(rng.random(), 3) for _ in range(k)), reverse=True))
+        al = 1 + sum(rates)
+    else:
+        al = round(rng.uniform(1, k + 1), 3)
+    roll = rng.random()
+    if roll < 0.7:
+        pv = Provenance(f"https://example.org/{chip}/{model}", hardware=chip,
+                        engine_image="vllm:1", sampling=Sampling(1.0))
+        return Profile(model, method, k, thinking, category, al, "measured",
+                       per_position_rates=rates, provenance=pv)
+    if roll < 0.85:
+        return Profile(model, method, k, thinking, category, al, "copied",
+                       per_position_rates=rates, provenance=Provenance("https://example.org/c"),
+                       rationale="close enough", copied_from=f"x/{method}/k{k}/thinking-on/coding")
+    return Profile(model, method, k, thinking, category, al, "assumed", per_position_rates=rates,
+                   rationale="a guess")
+
+
+def generated_sets(per_set: int = 900, seed: int = 7) -> list[ProfileSet]:
+    """Five sets over a pool of 3,000 keys: many keys held by two or more sets."""
+    rng = random.Random(seed)
+    out = []
+    for i, name in enumerate(SET_NAMES):
+        keys: dict[tuple, None] = {}
+        while len(keys) < per_set:
+            keys[random_key(rng)] = None
+        out.append(ProfileSet(name, ("generated",), tuple(
+            _profile(rng, key, CHIPS[i % len(CHIPS)]) for key in keys), file=f"{name}.yaml"))
+    return out
+
+
+_GRID_PROVENANCE = """
+    provenance:
+      source: https://example.org/{name}.yaml
+      hardware: b300
+      engine_image: engine:1
+      sampling: {{temperature: 1.0}}"""
+
+
+def grid_profile(name: str, model: str, smethod: str, k: int, thinking: str, category: str,
+            al: float, method: str = "measured") -> str:
+    """One profile of a set, as YAML, with what its method requires."""
+    text = f"""
+  - model: {model}
+    speculative_method: {smethod}
+    num_spec_tokens: {k}
+    thinking: "{thinking}"
+    category: {category}
+    acceptance_length: {al}
+    method: {method}"""
+    if method != "measured":
+        text += "\n    rationale: generated for a test."
+    if method == "copied":
+        text += f"\n    copied_from: m0/{smethod}/k{k}/thinking-{thinking}/{category}"
+    if method != "assumed":
+        text += _GRID_PROVENANCE.format(name=name)
+    return text
+
+
+def write_grid_set(folder: Path, name: str, profiles: list[tuple]) -> Path:
+    """A set file ``folder/<name>.yaml`` holding ``profiles`` (:func:`grid_profile` arguments)."""
+    body = "".join(grid_profile(name, *p) for p in profiles)
+    path = folder / f"{name}.yaml"
+    path.write_text(f"kind: AcceptanceProfileSet\nname: {name}\nprofiles:{body}\n",
+                    encoding="utf-8")
+    return path
+
+
+ALPHA = [("m1", "eagle", 1, "off", "coding", 1.8), ("m1", "eagle", 2, "off", "coding", 2.4),
+         ("m1", "eagle", 4, "off", "coding", 3.1), ("m1", "eagle", 6, "off", "coding", 3.5,
+                                                    "copied"),
+         ("m1", "eagle", 2, "on", "coding", 2.0, "assumed")]
+BETA = [("m1", "eagle", 2, "off", "coding", 2.5, "literature"),
+        ("m2", "mtp", 1, "on", "chat", 1.9), ("m2", "mtp", 2, "on", "chat", 2.6),
+        ("m2", "mtp", 3, "on", "chat", 3.0)]
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """A PNG's width and height, from its IHDR chunk."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+SOURCE = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"
+          "golden_al_distribution/dsv41flash_dspark.yaml")
+DSV = ["--model", "deepseek-v4.1-flash", "--method", "dspark", "--k", "5"]
+GLM = ["--model", "glm-5.3", "--method", "mtp", "--k", "3", "--thinking", "on"]
+
+
+def run_on(url: str, *args: str, env: dict[str, str] | None = None):
+    """``registry -d URL ARGS`` in process; stdout and stderr apart."""
+    return run_cli("-d", url, *args, env=env)
+
+
+def run_resolve(url: str, *args: str, input: str | None = None):
+    """``registry -d URL resolve ARGS`` in process; stdout and stderr apart."""
+    return run_cli("-d", url, "resolve", *args, input=input)
+
+
+def seed_answer(**changes) -> dict:
+    """The contract's object for the seed's deepseek/dspark/k5/off/coding."""
+    answer = {
+        "acceptance_length": 4.07, "acceptance_rate": (4.07 - 1) / 5, "num_spec_tokens": 5,
+        "per_position_rates": min_variance_rates(4.07, 5), "rates_derived": True,
+        "layer": "registry", "profile_set": "inferencex-golden-al",
+        "profile": "deepseek-v4.1-flash/dspark/k5/thinking-off/coding", "revision": 1,
+        "source": SOURCE, "uncertainty": None, "counts": None,
+        "fallback": None, "hardware_mismatch": None, "warnings": [],
+    }
+    answer.update(changes)
+    return answer
+
+
+# --- the web tests' registries and servers -------------------------------------------------------
+
+#: The web tests' generated registries' vocabulary (what the resolve comparisons sweep over).
+WEB_MODELS = ("model-a", "model-b")
+WEB_METHODS = ("mtp", "dspark")
+WEB_KS = (1, 2, 3)
+WEB_THINKING = ("on", "off")
+WEB_CATEGORIES = ("coding", "chat", "math")
+WEB_SETS = ("alpha", "beta", "gamma")
+
+
+def web_sets(seed: int) -> dict[str, str]:
+    """Three sets' YAML: each holds a random third of the keys, so that some keys are held by
+    two or three sets (conflicts) and some categories are missing (fallbacks)."""
+    rng = random.Random(seed)
+    out = {}
+    for name in WEB_SETS:
+        lines = ["kind: AcceptanceProfileSet", f"name: {name}", "profiles:"]
+        for model in WEB_MODELS:
+            for method in WEB_METHODS:
+                for k in WEB_KS:
+                    for thinking in WEB_THINKING:
+                        for category in WEB_CATEGORIES:
+                            if rng.random() < 0.3:
+                                lines += _web_profile(rng, model, method, k, thinking, category)
+        out[name] = "\n".join(lines) + "\n"
+    return out
+
+
+def _web_profile(rng: random.Random, model: str, method: str, k: int, thinking: str,
+             category: str) -> list[str]:
+    al = round(rng.uniform(1, k + 1), 2)
+    how = rng.choice(("measured", "measured", "copied", "literature", "assumed"))
+    lines = [f"  - model: {model}", f"    speculative_method: {method}",
+             f"    num_spec_tokens: {k}", f'    thinking: "{thinking}"',
+             f"    category: {category}", f"    acceptance_length: {al}", f"    method: {how}"]
+    if rng.random() < 0.3:
+        rates = ", ".join(repr(r) for r in min_variance_rates(al, k))
+        lines.append(f"    per_position_rates: [{rates}]")
+    if how == "measured" and rng.random() < 0.5:  # raw counts that give this AL
+        drafts = 1000
+        lines.append(f"    counts: {{drafts: {drafts}, draft_tokens: {k * drafts}, "
+                     f"accepted_tokens: {round((al - 1) * drafts)}}}")
+    if how != "measured":
+        lines.append("    rationale: generated for the web tests")
+    if how == "copied":
+        lines.append(f"    copied_from: {model}-base/{method}/k{k}/thinking-{thinking}/{category}")
+    if how != "assumed":
+        lines += ["    provenance:", f"      source: https://example.org/{model}/{method}.yaml"]
+        if how == "measured":
+            lines += [f"      hardware: {rng.choice(('b300', 'h200'))}",
+                      "      engine_image: vllm/vllm-openai:v0.31.0",
+                      "      sampling: {temperature: 1.0}"]
+    return lines
+
+
+def make_registry(folder: Path, seed: int) -> Path:
+    """An SQLite registry file holding :func:`web_sets` (``seed``), imported as a user
+    does (``registry import``)."""
+    sets = folder / f"sets-{seed}"
+    sets.mkdir(parents=True)
+    for name, content in web_sets(seed).items():
+        (sets / f"{name}.yaml").write_text(content, encoding="utf-8")
+    path = folder / f"registry-{seed}.db"
+    result = run_cli("-d", str(path), "import", str(sets))
+    assert result.exit_code == 0, result.output + result.stderr
+    return path
+
+
+def free_port() -> int:
+    """A port nothing on 127.0.0.1 listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``registry serve`` in its own process; ``url`` is where it answers."""
+
+    def __init__(self, path: Path, port: int):
+        self.path, self.port = path, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = path.parent / f"serve-{port}.log"
+        self._log = self.log.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "registry_db", "-d", str(path), "serve", "--port", str(port)],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def wait(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"registry serve exited {self.process.returncode}: "
+                                     f"{self.log.read_text()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/versions.json", timeout=5):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError(f"registry serve did not answer in {timeout} s: "
+                             f"{self.log.read_text()}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()

@@ -8,12 +8,6 @@ those imports produces. These spawn real ``registry import`` processes.
 from __future__ import annotations
 
 import json
-import os
-import random
-import signal
-import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -23,125 +17,17 @@ from sqlalchemy import text
 
 from registry_db import store
 from registry_db.store import write as importer
-from registry_db.store.urls import sqlite_path
-from tests.conftest import ROOT
-from tests.helpers import broken_foreign_keys, orphan_provenances, write_set
+from tests.helpers import (
+    broken_foreign_keys,
+    concurrent_runs,
+    kill_mid_write,
+    orphan_provenances,
+    registry,
+    registry_runs,
+    write_set,
+)
 
 pytestmark = pytest.mark.slow
-
-
-_ENV = {**os.environ, "REGISTRY_LOCK_TIMEOUT": "60"}
-
-#: One process running several ``registry`` command lines in turn (Python starts once), each
-#: followed by a line "@@exit <code>" so that the outputs can be told apart.
-_MANY = """
-import json, sys
-from registry_db.cli.group import main
-for args in json.loads(sys.argv[2]):
-    try:
-        main(["-d", sys.argv[1], *args], prog_name="registry", standalone_mode=False)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    print("@@exit", code, flush=True)
-"""
-
-
-def registry(url: str, *args: str) -> subprocess.Popen:
-    """Start ``registry -d URL ARGS`` as its own process."""
-    return subprocess.Popen([sys.executable, "-m", "registry_db", "-d", url, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=_ENV)
-
-
-def registry_runs(url: str, runs: list[list[str]]) -> list[tuple[int, str]]:
-    """Run several ``registry`` command lines in ONE new process, one after another.
-
-    Returns ``(exit code, stdout)`` per command line; any stderr with a traceback fails.
-    """
-    proc = subprocess.run([sys.executable, "-c", _MANY, url, json.dumps(runs)],
-                          capture_output=True, text=True, cwd=ROOT, env=_ENV, timeout=300)
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    out, buffer = [], []
-    for line in proc.stdout.splitlines(keepends=True):
-        if line.startswith("@@exit "):
-            out.append((int(line.split()[1]), "".join(buffer)))
-            buffer = []
-        else:
-            buffer.append(line)
-    return out
-
-
-def concurrent_runs(url: str, per_worker: list[list[list[str]]]) -> list[tuple[int, str]]:
-    """Each worker's command lines in a process of its own, all workers at once (threads
-    waiting on the processes); every ``(exit code, stdout)``, and no worker may raise."""
-    results: list[tuple[int, str]] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def worker(runs: list[list[str]]) -> None:
-        try:
-            done = registry_runs(url, runs)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread below
-            errors.append(exc)
-            return
-        with lock:
-            results.extend(done)
-
-    threads = [threading.Thread(target=worker, args=(runs,)) for runs in per_worker]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    return results
-
-
-def kill_while_writing(url: str, proc: subprocess.Popen) -> None:
-    """SIGKILL ``proc`` at a random moment while it holds the writers' lock; fails when it
-    finished before it could be killed mid-write."""
-    killed_while_writing = False
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and time.monotonic() < deadline:
-        if writer_holds_lock(url):
-            time.sleep(random.uniform(0, 0.05))
-            # Still writing? A write can end during the pause: its commit is then whole, and
-            # killing the process as it exits would test nothing (the CI once saw that).
-            killed_while_writing = proc.poll() is None and writer_holds_lock(url)
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.002)
-    proc.wait(timeout=60)
-    proc.stdout.close()
-    proc.stderr.close()
-    assert killed_while_writing, "the import finished before it could be killed mid-write"
-
-
-def writer_holds_lock(url: str) -> bool:
-    """True while some process is inside a registry write transaction."""
-    path = sqlite_path(url)
-    if path:
-        probe = sqlite3.connect(path, timeout=0, isolation_level=None)
-        try:
-            probe.execute("BEGIN IMMEDIATE")
-            probe.execute("ROLLBACK")
-            return False
-        except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                return True
-            raise
-        finally:
-            probe.close()
-    engine = store.make_engine(url)
-    try:
-        with engine.connect() as conn:
-            # pg_advisory_xact_lock(bigint) shows as classid = high half, objid = low half.
-            return bool(conn.execute(text(
-                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                "AND classid = :hi AND objid = :lo AND objsubid = 1"),
-                {"hi": store.WRITE_LOCK_KEY >> 32,
-                 "lo": store.WRITE_LOCK_KEY & 0xFFFFFFFF}).scalar())
-    finally:
-        engine.dispose()
 
 
 def assert_sets_complete(engine, expected: dict[str, int]) -> None:
@@ -159,7 +45,7 @@ def test_killed_import_leaves_no_partial_set(db_url, tmp_path):
     for i in range(20):
         write_set(folder, f"big-{i:02d}", 500, model=f"m{i}", source=f"https://e/{i}.yaml")
         expected[f"big-{i:02d}"] = 500
-    kill_while_writing(db_url, registry(db_url, "import", str(folder)))
+    kill_mid_write(db_url, registry(db_url, "import", str(folder)))
 
     engine = store.open_registry(db_url)
     try:
@@ -255,3 +141,6 @@ def test_readers_never_see_half_a_set(db_url, tmp_path):
         thread.join()
         engine.dispose()
     assert seen <= {(200, frozenset({2.25})), (150, frozenset({3.5}))}, seen
+
+#: The name this module's helper had before tests/helpers.py held it.
+kill_while_writing = kill_mid_write

@@ -12,66 +12,19 @@ So the grid is 2 (model, method) pairs x 2 thinking modes x 2 categories = 8 row
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from registry_db.analyze.coverage import Selection, read_coverage
 from registry_db.errors import EmptySelection, NotFound
 from registry_db.store import write as importer
-from tests.conftest import SEED
-
-PROVENANCE = """
-    provenance:
-      source: https://example.org/{name}.yaml
-      hardware: b300
-      engine_image: engine:1
-      sampling: {{temperature: 1.0}}"""
-
-
-def profile(name: str, model: str, smethod: str, k: int, thinking: str, category: str,
-            al: float, method: str = "measured") -> str:
-    """One profile of a set, as YAML, with what its method requires."""
-    text = f"""
-  - model: {model}
-    speculative_method: {smethod}
-    num_spec_tokens: {k}
-    thinking: "{thinking}"
-    category: {category}
-    acceptance_length: {al}
-    method: {method}"""
-    if method != "measured":
-        text += "\n    rationale: generated for a test."
-    if method == "copied":
-        text += f"\n    copied_from: m0/{smethod}/k{k}/thinking-{thinking}/{category}"
-    if method != "assumed":
-        text += PROVENANCE.format(name=name)
-    return text
-
-
-def write_set(folder: Path, name: str, profiles: list[tuple]) -> Path:
-    """A set file ``folder/<name>.yaml`` holding ``profiles`` (arguments of :func:`profile`)."""
-    body = "".join(profile(name, *p) for p in profiles)
-    path = folder / f"{name}.yaml"
-    path.write_text(f"kind: AcceptanceProfileSet\nname: {name}\nprofiles:{body}\n",
-                    encoding="utf-8")
-    return path
-
-
-ALPHA = [("m1", "eagle", 1, "off", "coding", 1.8), ("m1", "eagle", 2, "off", "coding", 2.4),
-         ("m1", "eagle", 4, "off", "coding", 3.1), ("m1", "eagle", 6, "off", "coding", 3.5,
-                                                    "copied"),
-         ("m1", "eagle", 2, "on", "coding", 2.0, "assumed")]
-BETA = [("m1", "eagle", 2, "off", "coding", 2.5, "literature"),
-        ("m2", "mtp", 1, "on", "chat", 1.9), ("m2", "mtp", 2, "on", "chat", 2.6),
-        ("m2", "mtp", 3, "on", "chat", 3.0)]
+from tests.helpers import ALPHA, BETA, SEED, write_grid_set
 
 
 @pytest.fixture
 def holes(engine, tmp_path):
     """An engine on the generated registry above."""
-    importer.import_paths(engine, [write_set(tmp_path, "alpha", ALPHA),
-                                   write_set(tmp_path, "beta", BETA)])
+    importer.import_paths(engine, [write_grid_set(tmp_path, "alpha", ALPHA),
+                                   write_grid_set(tmp_path, "beta", BETA)])
     return engine
 
 

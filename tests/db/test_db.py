@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import zipfile
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from registry_db import store
 from registry_db.cli.group import main
 from registry_db.errors import DatabaseLocked, DatabaseUnavailable, SchemaOutOfDate
 from registry_db.store.urls import DEFAULT_URL, normalize_url, redact, resolve_url
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 # --- URLs -----------------------------------------------------------------------------------------
 
@@ -112,16 +111,17 @@ def test_sqlite_writer_waits_then_gives_up(tmp_path, monkeypatch):
     store.open_registry(url).dispose()
     holder = store.make_engine(url)
     waiter = store.make_engine(url, timeout=0.3)
-    released = threading.Event()
+    holding, released = threading.Event(), threading.Event()
 
     def hold():
         with store.write_connection(holder) as conn:
             conn.execute(text("DELETE FROM profile_sets"))
-            released.wait(5)
+            holding.set()
+            released.wait(60)
 
     t = threading.Thread(target=hold)
     t.start()
-    time.sleep(0.2)
+    assert holding.wait(60)  # the holder is inside its write transaction
     monkeypatch.setenv("REGISTRY_LOCK_TIMEOUT", "0.5")
     try:
         with pytest.raises(DatabaseLocked, match="locked"):

@@ -21,8 +21,7 @@ from registry_db.cli.group import main
 from registry_db.store import catalog as views
 from registry_db.store import write as importer
 from registry_db.store.query import QueryError, parse_param, run_query
-from tests.conftest import ROOT, SEED
-from tests.helpers import reader_role
+from tests.helpers import ROOT, SEED, reader_role
 
 SCHEMA_MD = ROOT / "docs" / "schema.md"
 

@@ -13,8 +13,7 @@ from click.testing import CliRunner
 from registry_db import store
 from registry_db.cli.group import main
 from registry_db.store import catalog
-from tests.conftest import ROOT
-from tests.helpers import run_cli
+from tests.helpers import ROOT, run_cli
 
 README = ROOT / "README.md"
 

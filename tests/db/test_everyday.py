@@ -12,9 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from registry_db.cli.group import COMMANDS, main
-from tests.conftest import SEED
-from tests.db.test_import import write_set
-from tests.db.test_import_cli import run
+from tests.helpers import SEED, write_set
+from tests.helpers import run_on as run
 
 DSV = "deepseek-v4.1-flash"
 

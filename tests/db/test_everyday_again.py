@@ -12,8 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from registry_db.cli.group import COMMANDS, main
-from tests.conftest import SEED
-from tests.helpers import reader_role, run_cli, run_in_terminal, write_set
+from tests.helpers import SEED, reader_role, run_cli, run_in_terminal, write_set
 
 DSV = "deepseek-v4.1-flash"
 

@@ -14,8 +14,7 @@ from registry_db.store import export as export
 from registry_db.store import read as store
 from registry_db.store import write as importer
 from registry_db.yaml.load import load_yaml
-from tests.conftest import SEED
-from tests.helpers import SEED_FILE, broken_foreign_keys, dump, write_set
+from tests.helpers import SEED, SEED_FILE, broken_foreign_keys, dump, write_set
 
 #: What differs between two imports of the same content: when, and from which file.
 VOLATILE = ("profile_sets.imported_at", "profile_sets.source_file", "revisions.imported_at",

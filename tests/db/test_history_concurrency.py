@@ -9,8 +9,13 @@ from sqlalchemy import text
 
 from registry_db import store
 from registry_db.store import history
-from tests.db.test_concurrency import concurrent_runs, kill_while_writing, registry
-from tests.helpers import broken_foreign_keys, write_set
+from tests.helpers import (
+    broken_foreign_keys,
+    concurrent_runs,
+    kill_mid_write,
+    registry,
+    write_set,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +83,7 @@ def test_killed_import_leaves_no_half_revision(db_url, tmp_path):
     for i in range(20):  # every set changes, so the second import writes 20 revisions
         write_set(folder, f"big-{i:02d}", 500, model=f"m{i}", al=3.0,
                   source=f"https://e/{i}.yaml")
-    kill_while_writing(db_url, registry(db_url, "import", "-m", "killed", str(folder)))
+    kill_mid_write(db_url, registry(db_url, "import", "-m", "killed", str(folder)))
 
     engine = store.open_registry(db_url)
     try:

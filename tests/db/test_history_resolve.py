@@ -339,7 +339,7 @@ def long_history(engine):
     import dataclasses
 
     from registry_db.store import write as importer
-    from tests.db.test_resolve_batch import generated_sets
+    from tests.helpers import generated_sets
 
     sets = generated_sets()
     importer.import_sets(engine, sets)
@@ -451,7 +451,7 @@ def test_the_current_lookup_still_reads_the_current_tables(long_history):
 # --- docs/schema.md's "what would the resolver have answered on a date" -------------------------
 
 def _documented_as_of_query() -> str:
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     page = (ROOT / "docs" / "schema.md").read_text(encoding="utf-8")
     m = re.search(r"<!-- example: resolver-answer-as-of [^>]*-->\n```sql\n(.*?)```", page, re.S)

@@ -17,8 +17,8 @@ from registry_db.errors import InvalidInput, NotFound, RegistryError
 from registry_db.store import read as store
 from registry_db.store import write as importer
 from registry_db.store.schema import profile_sets, profiles, provenances
-from tests.conftest import SEED
 from tests.helpers import (
+    SEED,
     SEED_FILE,
     broken_foreign_keys,
     dump,

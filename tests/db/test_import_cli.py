@@ -15,13 +15,8 @@ from click.testing import CliRunner
 
 from registry_db import store
 from registry_db.cli.group import main
-from tests.conftest import ROOT, SEED
-from tests.helpers import SEED_FILE, dump, run_cli, set_yaml, write_set
-
-
-def run(url: str, *args: str, env: dict[str, str] | None = None):
-    """``registry -d URL ARGS`` in process; stdout and stderr apart."""
-    return run_cli("-d", url, *args, env=env)
+from tests.helpers import ROOT, SEED, SEED_FILE, dump, set_yaml, write_set
+from tests.helpers import run_on as run
 
 
 def test_seed_import_prints_one_line_per_set(db_url):

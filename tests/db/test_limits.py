@@ -13,8 +13,7 @@ import pytest
 from registry_db.errors import ResolutionRefused
 from registry_db.model import MAX_K, InlineValue
 from registry_db.resolve import Request, resolve, resolve_many
-from tests.conftest import SEED
-from tests.helpers import run_cli, set_yaml
+from tests.helpers import SEED, run_cli, set_yaml
 
 #: (what is too large, edit of a valid set, the finding's code, line:column, key path)
 OVERSIZED = [

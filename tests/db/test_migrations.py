@@ -102,7 +102,7 @@ def test_up_down_consistency(empty_url):
 def test_data_survives_downgrade_of_later_revision(engine):
     """Rows inserted at the head survive a downgrade of the views revision and the way back."""
     from registry_db.store.write import import_paths
-    from tests.conftest import SEED
+    from tests.helpers import SEED
 
     import_paths(engine, [SEED])
 
@@ -182,7 +182,7 @@ def test_alembic_command_line_from_the_checkout(tmp_path):
     import subprocess
     import sys
 
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     url = f"sqlite:///{tmp_path / 'via-alembic.db'}"
     env = {**os.environ, "REGISTRY_DATABASE_URL": url}

@@ -17,10 +17,7 @@ import sys
 import pytest
 
 from registry_db.store import write as importer
-from tests.conftest import ROOT, SEED
-from tests.db.test_coverage import ALPHA, BETA, write_set
-from tests.helpers import run_cli
-from tests.unit.test_plot import png_size
+from tests.helpers import ALPHA, BETA, ROOT, SEED, png_size, run_cli, write_grid_set
 
 SEED_TABLE = """\
 model                speculative_method  thinking  category  k1  k2     k3  k4    k5
@@ -47,8 +44,8 @@ def seeded(engine, db_url) -> str:
 
 @pytest.fixture
 def holes(engine, db_url, tmp_path) -> str:
-    importer.import_paths(engine, [write_set(tmp_path, "alpha", ALPHA),
-                                   write_set(tmp_path, "beta", BETA)])
+    importer.import_paths(engine, [write_grid_set(tmp_path, "alpha", ALPHA),
+                                   write_grid_set(tmp_path, "beta", BETA)])
     return db_url
 
 
@@ -253,7 +250,7 @@ def test_the_readmes_picture_is_what_its_command_draws(backend, tmp_path, monkey
 def test_plot_says_when_a_panel_is_too_crowded_to_read(engine, db_url, tmp_path):
     pytest.importorskip("matplotlib")
     crowd = [("m9", f"x{i}", 1, t, "coding", 1.5) for i in range(7) for t in ("off", "on")]
-    importer.import_paths(engine, [write_set(tmp_path, "crowd", crowd)])
+    importer.import_paths(engine, [write_grid_set(tmp_path, "crowd", crowd)])
     result = run(db_url, "plot", "-o", str(tmp_path / "crowd.png"))
     assert result.exit_code == 0, result.output
     assert result.stderr == (

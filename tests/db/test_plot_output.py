@@ -7,8 +7,7 @@ import os
 
 import pytest
 
-from tests.conftest import SEED
-from tests.helpers import run_cli
+from tests.helpers import SEED, run_cli
 
 pytest.importorskip("matplotlib")
 

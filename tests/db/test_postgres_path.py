@@ -14,8 +14,7 @@ from sqlalchemy.engine import make_url
 
 from registry_db import store
 from registry_db.store import roles
-from tests.conftest import ROOT, _pg_admin_url
-from tests.helpers import run_cli
+from tests.helpers import ROOT, pg_admin_url, run_cli
 
 pytestmark = pytest.mark.only_backend("postgresql")
 
@@ -30,7 +29,7 @@ def _quick_start() -> list[str]:
 @pytest.fixture
 def scratch():
     """A database name and a role name of this test's own, dropped afterwards."""
-    admin = create_engine(_pg_admin_url(), isolation_level="AUTOCOMMIT")
+    admin = create_engine(pg_admin_url(), isolation_level="AUTOCOMMIT")
     tag = uuid.uuid4().hex[:8]
     names = {"db": f"registry_qs_{tag}", "role": f"registry_reader_qs_{tag}"}
     yield names
@@ -45,7 +44,7 @@ def scratch():
 
 
 def test_the_readme_quick_start_ends_in_a_query_that_works(backend, scratch, monkeypatch):
-    admin = make_url(_pg_admin_url())
+    admin = make_url(pg_admin_url())
     server = f"{admin.host}:{admin.port or 5432}"
     monkeypatch.chdir(ROOT)
     env: dict[str, str] = {}
@@ -59,7 +58,7 @@ def test_the_readme_quick_start_ends_in_a_query_that_works(backend, scratch, mon
             continue
         if words[0] == "createdb":
             assert words[-1] == "registry"
-            engine = create_engine(_pg_admin_url(), isolation_level="AUTOCOMMIT")
+            engine = create_engine(pg_admin_url(), isolation_level="AUTOCOMMIT")
             with engine.connect() as conn:
                 conn.execute(text(f'CREATE DATABASE "{scratch["db"]}"'))
             engine.dispose()
@@ -76,7 +75,7 @@ def test_the_readme_quick_start_ends_in_a_query_that_works(backend, scratch, mon
     assert "db" in [name for name, _ in ran] and "reader" in " ".join(
         " ".join(shlex.split(ln)) for ln in _quick_start())
     assert "deepseek-v4.1-flash" in ran[-1][1].stdout
-    with create_engine(_pg_admin_url().rsplit("/", 1)[0] + f"/{scratch['db']}").connect() as c:
+    with create_engine(pg_admin_url().rsplit("/", 1)[0] + f"/{scratch['db']}").connect() as c:
         c.execute(text(f'DROP OWNED BY "{scratch["role"]}"'))
         c.commit()
 
@@ -84,7 +83,7 @@ def test_the_readme_quick_start_ends_in_a_query_that_works(backend, scratch, mon
 def test_a_reader_of_another_database_is_told_which_database_and_the_grant(
         db_url, scratch):
     # A registry in a second database, and a reader made for the first one only.
-    engine = create_engine(_pg_admin_url(), isolation_level="AUTOCOMMIT")
+    engine = create_engine(pg_admin_url(), isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{scratch["db"]}"'))
     engine.dispose()

@@ -11,9 +11,8 @@ import pytest
 from registry_db import store
 from registry_db.store import write as importer
 from registry_db.yaml.load import load_yaml
-from tests.conftest import SEED
-from tests.db.test_import_cli import run
-from tests.helpers import SEED_FILE, write_set
+from tests.helpers import SEED, SEED_FILE, write_set
+from tests.helpers import run_on as run
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import re
 
 from registry_db import store
 from registry_db.store.write import import_paths
-from tests.conftest import ROOT, SEED
+from tests.helpers import ROOT, SEED
 
 README = (ROOT / "README.md").read_text()
 

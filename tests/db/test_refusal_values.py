@@ -9,7 +9,7 @@ from registry_db.errors import ResolutionRefused
 from registry_db.model import Refusal, RefusalReason
 from registry_db.resolve import Request, resolve, resolve_many
 from registry_db.store import write as importer
-from tests.conftest import SEED
+from tests.helpers import SEED
 
 
 def test_resolve_many_returns_refusals_and_resolve_raises_the_same(engine):

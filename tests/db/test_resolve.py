@@ -8,51 +8,14 @@ import math
 import pytest
 
 from registry_db.errors import ResolutionRefused
-from registry_db.model import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
+from registry_db.model import InlineValue, Pin
 from registry_db.resolve.plan import Fallback, HardwareMismatch, Request, resolve
 from registry_db.resolve.rates import min_variance_rates
 from registry_db.store import write as importer
-from tests.conftest import SEED
+from tests.helpers import SEED, SETS
 
 SEED_URL = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"
             "golden_al_distribution/")
-
-
-def prof(model: str, category: str, al: float, *, thinking: str = "off", k: int = 3,
-         method: str = "eagle", rates: tuple[float, ...] | None = None,
-         hardware: str | None = "b300", how: str = "measured") -> Profile:
-    """A profile with a measured provenance on ``hardware`` (or a literature one without)."""
-    source = f"https://example.org/{model}/{category}"
-    if how == "measured":
-        pv = Provenance(source, hardware=hardware, engine_image="vllm:1", sampling=Sampling(1.0))
-        return Profile(model, method, k, thinking, category, al, "measured",
-                       per_position_rates=rates, provenance=pv)
-    return Profile(model, method, k, thinking, category, al, how, per_position_rates=rates,
-                   provenance=Provenance(source, hardware=hardware), rationale="a paper says so")
-
-
-def make_set(name: str, *profiles: Profile) -> ProfileSet:
-    """A set as the validator would return it."""
-    return ProfileSet(name, ("test data",), tuple(profiles), file=f"{name}.yaml")
-
-
-#: "solo" keys are held by one set each (beta's solo/coding aside), "duo" keys by several.
-SETS = [
-    make_set("alpha",
-             prof("solo", "coding", 2.5),
-             prof("solo", "coding", 2.4, thinking="on"),
-             prof("solo", "chat", 2.2, rates=(0.9, 0.3, 0.0)),
-             prof("duo", "coding", 2.6),
-             prof("duo", "chat", 2.1),
-             prof("lit", "coding", 2.0, k=2, hardware=None, how="literature")),
-    make_set("beta",
-             prof("solo", "coding", 2.9, hardware="h100"),
-             prof("solo", "math", 2.05),
-             prof("duo", "coding", 2.7),
-             prof("duo", "chat", 2.15)),
-    make_set("gamma",
-             prof("duo", "coding", 2.8)),
-]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from registry_db.errors import ResolutionRefused
 from registry_db.gcpause import PAUSE_FROM as GC_PAUSE_FROM
-from registry_db.model import InlineValue, Pin, Profile, ProfileSet, Provenance, Sampling
+from registry_db.model import InlineValue, Pin
 from registry_db.resolve.lookup import (
     LOOKUP_ONE,
     PG_LOOKUP_MANY,
@@ -25,52 +25,7 @@ from registry_db.resolve.lookup import (
 )
 from registry_db.resolve.plan import Request, resolve, resolve_many
 from registry_db.store import write as importer
-
-MODELS = [f"model-{i}" for i in range(30)]
-METHODS = ("eagle", "mtp")
-CATEGORIES = ("coding", "chat", "math", "law", "poetry")
-SET_NAMES = ("north", "south", "east", "west", "centre")
-CHIPS = ("b300", "h100", "mi355x")
-
-
-def _key(rng: random.Random) -> tuple:
-    return (rng.choice(MODELS), rng.choice(METHODS), rng.randint(1, 5), rng.choice(("on", "off")),
-            rng.choice(CATEGORIES))
-
-
-def _profile(rng: random.Random, key: tuple, chip: str) -> Profile:
-    model, method, k, thinking, category = key
-    rates = None
-    if rng.random() < 0.3:
-        rates = tuple(sorted((round(rng.random(), 3) for _ in range(k)), reverse=True))
-        al = 1 + sum(rates)
-    else:
-        al = round(rng.uniform(1, k + 1), 3)
-    roll = rng.random()
-    if roll < 0.7:
-        pv = Provenance(f"https://example.org/{chip}/{model}", hardware=chip,
-                        engine_image="vllm:1", sampling=Sampling(1.0))
-        return Profile(model, method, k, thinking, category, al, "measured",
-                       per_position_rates=rates, provenance=pv)
-    if roll < 0.85:
-        return Profile(model, method, k, thinking, category, al, "copied",
-                       per_position_rates=rates, provenance=Provenance("https://example.org/c"),
-                       rationale="close enough", copied_from=f"x/{method}/k{k}/thinking-on/coding")
-    return Profile(model, method, k, thinking, category, al, "assumed", per_position_rates=rates,
-                   rationale="a guess")
-
-
-def generated_sets(per_set: int = 900, seed: int = 7) -> list[ProfileSet]:
-    """Five sets over a pool of 3,000 keys: many keys held by two or more sets."""
-    rng = random.Random(seed)
-    out = []
-    for i, name in enumerate(SET_NAMES):
-        keys: dict[tuple, None] = {}
-        while len(keys) < per_set:
-            keys[_key(rng)] = None
-        out.append(ProfileSet(name, ("generated",), tuple(
-            _profile(rng, key, CHIPS[i % len(CHIPS)]) for key in keys), file=f"{name}.yaml"))
-    return out
+from tests.helpers import CATEGORIES, CHIPS, SET_NAMES, generated_sets, random_key
 
 
 def generated_requests(n: int, seed: int = 11) -> list[Request]:
@@ -78,7 +33,7 @@ def generated_requests(n: int, seed: int = 11) -> list[Request]:
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        model, method, k, thinking, category = _key(rng)
+        model, method, k, thinking, category = random_key(rng)
         kw: dict = {}
         r = rng.random
         if r() < 0.05:

@@ -6,16 +6,11 @@ import json
 
 import pytest
 
-from registry_db.resolve.rates import min_variance_rates
 from registry_db.store import write as importer
-from tests.conftest import DATA, SEED
-from tests.helpers import run_cli
+from tests.helpers import DATA, DSV, GLM, SEED, SOURCE, seed_answer
+from tests.helpers import run_resolve as run
 
 FILES = DATA / "resolve"
-SOURCE = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"
-          "golden_al_distribution/dsv41flash_dspark.yaml")
-DSV = ["--model", "deepseek-v4.1-flash", "--method", "dspark", "--k", "5"]
-GLM = ["--model", "glm-5.3", "--method", "mtp", "--k", "3", "--thinking", "on"]
 
 
 @pytest.fixture
@@ -23,25 +18,6 @@ def url(db_url, engine):
     """A database holding the seed."""
     importer.import_paths(engine, [SEED])
     return db_url
-
-
-def run(url: str, *args: str, input: str | None = None):
-    """``registry -d URL resolve ARGS`` in process; stdout and stderr apart."""
-    return run_cli("-d", url, "resolve", *args, input=input)
-
-
-def seed_answer(**changes) -> dict:
-    """The contract's object for the seed's deepseek/dspark/k5/off/coding."""
-    answer = {
-        "acceptance_length": 4.07, "acceptance_rate": (4.07 - 1) / 5, "num_spec_tokens": 5,
-        "per_position_rates": min_variance_rates(4.07, 5), "rates_derived": True,
-        "layer": "registry", "profile_set": "inferencex-golden-al",
-        "profile": "deepseek-v4.1-flash/dspark/k5/thinking-off/coding", "revision": 1,
-        "source": SOURCE, "uncertainty": None, "counts": None,
-        "fallback": None, "hardware_mismatch": None, "warnings": [],
-    }
-    answer.update(changes)
-    return answer
 
 
 # --- one run -------------------------------------------------------------------------------------

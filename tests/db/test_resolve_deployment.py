@@ -13,8 +13,8 @@ from registry_db.model import InlineValue, Pin
 from registry_db.resolve.deployment import resolve_deployment
 from registry_db.resolve.plan import Request, resolve
 from registry_db.store import write as importer
-from tests.db.test_resolve import SETS, make_set, prof
-from tests.db.test_resolve_cli import run
+from tests.helpers import SETS, make_set, prof
+from tests.helpers import run_resolve as run
 
 #: Two pools that speculate differently, one that does not.
 MIXED = Deployment((Pool("prefill"), Pool("decode", "eagle", 3), Pool("draft2", "eagle", 2)))

@@ -9,8 +9,8 @@ import shlex
 import pytest
 
 from registry_db.store import write as importer
-from tests.conftest import SEED
-from tests.db.test_resolve_cli import DSV, GLM, run, seed_answer
+from tests.helpers import DSV, GLM, SEED, seed_answer
+from tests.helpers import run_resolve as run
 
 
 @pytest.fixture

@@ -14,8 +14,7 @@ import pytest
 from registry_db import store
 from registry_db.store import sqlite_read
 from registry_db.store import write as importer
-from tests.conftest import DATA, SEED
-from tests.helpers import run_cli, write_set
+from tests.helpers import DATA, SEED, run_cli, write_set
 
 FILES = DATA / "resolve"
 DSV = ["--model", "deepseek-v4.1-flash", "--method", "dspark", "--k", "5"]

@@ -23,9 +23,7 @@ from registry_db.resolve.lookup import (
 )
 from registry_db.resolve.plan import Request, resolve
 from registry_db.store import write as importer
-from tests.conftest import ROOT
-from tests.db.test_resolve import SETS
-from tests.db.test_resolve_batch import CATEGORIES, generated_sets
+from tests.helpers import CATEGORIES, ROOT, SETS, generated_sets
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from registry_db.cli.group import main
 from registry_db.store import write as importer
-from tests.conftest import SEED
+from tests.helpers import SEED
 
 GOOD = {"model": "deepseek-v4.1-flash", "method": "dspark", "k": 5, "thinking": "off",
         "category": "coding"}

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from registry_db.cli.group import COMMANDS, main
 from registry_db.store import write as importer
-from tests.conftest import ROOT, SEED
+from tests.helpers import ROOT, SEED
 
 
 def walk() -> list[tuple[tuple[str, ...], click.Command]]:

@@ -17,8 +17,7 @@ from sqlalchemy import create_engine, text
 
 from registry_db import store
 from registry_db.store import write as importer
-from tests.conftest import ROOT, SEED
-from tests.helpers import run_cli
+from tests.helpers import ROOT, SEED, run_cli
 
 pg_only = pytest.mark.only_backend("postgresql")
 

@@ -11,8 +11,7 @@ from sqlalchemy import text
 
 from registry_db import store
 from registry_db.store.engine import WRITE_LOCK_KEY
-from tests.conftest import SEED
-from tests.helpers import reader_role, run_cli
+from tests.helpers import SEED, reader_role, run_cli
 
 pytestmark = pytest.mark.only_backend("postgresql")
 

@@ -16,8 +16,7 @@ from registry_db import store
 from registry_db.store import history
 from registry_db.store import write as importer
 from registry_db.store.engine import WRITE_LOCK_KEY
-from tests.conftest import ROOT
-from tests.helpers import dump, run_cli, write_set
+from tests.helpers import ROOT, dump, run_cli, write_set
 
 
 def db(url: str, *args: str, env: dict[str, str] | None = None):

@@ -19,8 +19,7 @@ from sqlalchemy import text
 from registry_db import store
 from registry_db.model import MAX_SET_NAME_BYTES
 from registry_db.store import write as importer
-from tests.conftest import DATA, SEED
-from tests.helpers import run_cli, set_yaml, write_set
+from tests.helpers import DATA, SEED, run_cli, set_yaml, write_set
 
 ESC = "\x1b]0;owned\x07\x1b[2J\x1b[31m"
 HOSTILE_TEXT = [ESC, "a\nb", "a\rb", "\u202eevil", "a\x7fb", "a\x9bb", "a\u2028b"]

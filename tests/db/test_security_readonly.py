@@ -14,8 +14,7 @@ import pytest
 from sqlalchemy import inspect
 
 from registry_db import store
-from tests.conftest import SEED
-from tests.helpers import run_cli
+from tests.helpers import SEED, run_cli
 
 RUN = ["--model", "glm-5.3", "--method", "mtp", "--k", "3", "--thinking", "on",
        "--category", "coding"]

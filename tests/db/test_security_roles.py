@@ -20,8 +20,7 @@ from sqlalchemy import create_engine, text
 from registry_db.store import roles
 from registry_db.store import write as importer
 from registry_db.store.urls import parse_url
-from tests.conftest import SEED
-from tests.helpers import run_cli
+from tests.helpers import SEED, run_cli
 
 pytestmark = pytest.mark.only_backend("postgresql")
 

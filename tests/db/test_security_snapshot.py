@@ -19,7 +19,7 @@ from registry_db import store
 from registry_db.model import Refusal
 from registry_db.resolve.plan import Request, resolve_many
 from registry_db.store import write as importer
-from tests.conftest import SEED
+from tests.helpers import SEED
 
 pytestmark = pytest.mark.only_backend("postgresql")
 

@@ -14,35 +14,24 @@ import sqlite3
 import stat
 
 import pytest
-from click.testing import CliRunner
 
 from registry_db import store
-from registry_db.cli.group import main
 from registry_db.store import write as importer
 from registry_db.store.urls import sqlite_path
-from tests.conftest import SEED
-from tests.helpers import as_user
+from tests.helpers import SEED, as_user, run_cli
 
 SEED_FILE = SEED / "inferencex-golden-al.yaml"
-
-
-def cli(*args: str, input: str | None = None):
-    result = CliRunner().invoke(main, list(args), input=input)
-    assert "Traceback" not in result.output + result.stderr, result.output + result.stderr
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
 
 
 # --- the schema's version table ------------------------------------------------------------------
 
 def test_downgrade_base_leaves_a_database_every_command_treats_as_empty(db_url):
-    assert cli("-d", db_url, "db", "downgrade", "base").exit_code == 0
-    listed = cli("-d", db_url, "list")  # only reads: finds no registry, creates none (27.7)
+    assert run_cli("-d", db_url, "db", "downgrade", "base").exit_code == 0
+    listed = run_cli("-d", db_url, "list")  # only reads: finds no registry, creates none (27.7)
     assert listed.exit_code == 3, listed.stderr
     assert "no registry here" in listed.stderr
-    assert cli("-d", db_url, "import", str(SEED)).exit_code == 0
-    assert cli("-d", db_url, "db", "current").stdout.startswith(store.HEAD_REVISION)
+    assert run_cli("-d", db_url, "import", str(SEED)).exit_code == 0
+    assert run_cli("-d", db_url, "db", "current").stdout.startswith(store.HEAD_REVISION)
 
 
 # --- export's file modes -------------------------------------------------------------------------
@@ -57,7 +46,7 @@ def seeded(db_url, engine):
 def test_export_mode_follows_the_umask(seeded, tmp_path, umask):
     old = os.umask(umask)
     try:
-        assert cli("-d", seeded, "export", "-o", str(tmp_path)).exit_code == 0
+        assert run_cli("-d", seeded, "export", "-o", str(tmp_path)).exit_code == 0
     finally:
         os.umask(old)
     mode = stat.S_IMODE((tmp_path / "inferencex-golden-al.yaml").stat().st_mode)
@@ -69,7 +58,7 @@ def test_export_keeps_an_existing_files_mode(seeded, tmp_path):
     target.write_text("old\n")
     target.chmod(0o640)
     # --force: the file's content differs, which export replaces only when told (issue 16).
-    assert cli("-d", seeded, "export", "--force", "-o", str(tmp_path)).exit_code == 0
+    assert run_cli("-d", seeded, "export", "--force", "-o", str(tmp_path)).exit_code == 0
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
     assert target.read_text() != "old\n"
 
@@ -161,7 +150,7 @@ def test_dangling_and_looping_links_are_reported(tmp_path):
     shutil.copy(SEED_FILE, tmp_path / "good.yaml")
     (tmp_path / "gone.yaml").symlink_to(tmp_path / "missing.yaml")
     (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
-    result = cli("validate", str(tmp_path))
+    result = run_cli("validate", str(tmp_path))
     assert result.exit_code == 0, result.stderr  # warnings: the valid file still counts
     lines = result.stderr.splitlines()
     assert any(str(tmp_path / "gone.yaml") in line and "warning:" in line and "link" in line
@@ -171,7 +160,7 @@ def test_dangling_and_looping_links_are_reported(tmp_path):
 
 def test_links_alone_are_not_an_empty_folder_in_silence(tmp_path):
     (tmp_path / "gone.yaml").symlink_to(tmp_path / "missing.yaml")
-    result = cli("validate", str(tmp_path))
+    result = run_cli("validate", str(tmp_path))
     assert result.exit_code == 1
     assert "gone.yaml" in result.stderr
 
@@ -196,13 +185,13 @@ def test_unreadable_folder_is_a_finding(command, tmp_path, db_url):
 def test_export_to_stdout_of_several_sets_is_refused_and_one_set_round_trips(seeded, tmp_path):
     other = tmp_path / "other.yaml"
     other.write_text(SEED_FILE.read_text().replace("name: inferencex-golden-al", "name: other"))
-    assert cli("-d", seeded, "import", str(other)).exit_code == 0
+    assert run_cli("-d", seeded, "import", str(other)).exit_code == 0
     for args in (["-o", "-"], ["inferencex-golden-al", "other", "-o", "-"]):
-        result = cli("-d", seeded, "export", *args)
+        result = run_cli("-d", seeded, "export", *args)
         assert result.exit_code == 1 and result.stdout == ""
         assert "-o - prints one set" in result.stderr and "-o DIR" in result.stderr
-    one = cli("-d", seeded, "export", "other", "-o", "-")
+    one = run_cli("-d", seeded, "export", "other", "-o", "-")
     assert one.exit_code == 0
     (tmp_path / "back.yaml").write_text(one.stdout)
     fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
-    assert cli("-d", fresh, "import", str(tmp_path / "back.yaml")).exit_code == 0
+    assert run_cli("-d", fresh, "import", str(tmp_path / "back.yaml")).exit_code == 0

@@ -11,7 +11,7 @@ import pytest
 
 from registry_db.store import write as importer
 from registry_db.store.query import run_query
-from tests.conftest import SEED
+from tests.helpers import SEED
 
 _GOLDEN = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"
            "golden_al_distribution/")

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import registry_db
-from tests.conftest import SEED
+from tests.helpers import SEED
 
 
 def test_every_exported_name_resolves():

@@ -6,7 +6,6 @@ command line, on both backends, is in tests/db/test_pictures_cli.py.
 
 from __future__ import annotations
 
-import struct
 import sys
 import xml.etree.ElementTree as ET
 
@@ -22,6 +21,7 @@ from registry_db.analyze.plot import (
     save_figure,
 )
 from registry_db.errors import MissingExtra, RegistryError
+from tests.helpers import png_size
 
 pytest.importorskip("matplotlib")
 
@@ -147,11 +147,6 @@ def test_more_than_a_dozen_lines_become_one_panel_per_model():
              for ax in panels] == [6, 4, 4]
     # A dozen lines or fewer stay on one panel.
     assert len(build_figure(grid(dict(list(stored.items())[:12]))).axes) == 1
-
-
-def png_size(data: bytes) -> tuple[int, int]:
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
-    return struct.unpack(">II", data[16:24])
 
 
 def test_png_and_svg_by_suffix(tmp_path):

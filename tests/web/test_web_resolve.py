@@ -11,14 +11,22 @@ import pytest
 
 from registry_db.analyze import web
 from registry_db.resolve.statements import one_statement
-from tests.helpers import run_cli
-from tests.web.conftest import CATEGORIES, KS, METHODS, MODELS, SETS, THINKING, make_registry
+from tests.helpers import (
+    WEB_CATEGORIES,
+    WEB_KS,
+    WEB_METHODS,
+    WEB_MODELS,
+    WEB_SETS,
+    WEB_THINKING,
+    make_registry,
+    run_cli,
+)
 
 #: The form's values swept: every term given or left empty, a category nothing holds, an
 #: unknown set.
 FORMS = [dict(zip(web.RESOLVE_PARAMETERS, values)) for values in itertools.product(
-    MODELS, METHODS, [str(k) for k in KS], (*THINKING, ""), (*CATEGORIES, "", "none"),
-    ("", "coding", "chat"), ("", *SETS, "nope"))]
+    WEB_MODELS, WEB_METHODS, [str(k) for k in WEB_KS], (*WEB_THINKING, ""),
+    (*WEB_CATEGORIES, "", "none"), ("", "coding", "chat"), ("", *WEB_SETS, "nope"))]
 
 
 def _request(form: dict[str, str]) -> dict:

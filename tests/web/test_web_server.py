@@ -16,7 +16,7 @@ import pytest
 
 from registry_db.analyze import web
 from registry_db.store import catalog
-from tests.web.conftest import Server, free_port
+from tests.helpers import Server, free_port
 
 
 def _get(server, path: str, **params: str) -> tuple[int, str, bytes]:
