@@ -214,13 +214,25 @@ def cursor(bind: ReadBind, *, snapshot: bool = False) -> Iterator[Cursor]:
                 own.close()
 
 
+#: libpq's PQTRANSACTION_IDLE (``psycopg.pq.TransactionStatus.IDLE``): no transaction open.
+_PG_IDLE = 0
+
+
 @contextlib.contextmanager
 def _pg_session(dbapi: Any, snapshot: bool) -> Iterator[Any]:
     """A cursor on a psycopg connection of our own, the engine's pooled one or the command
     line's (:class:`~registry_db.store.pg_read.PgReader`): without ``snapshot`` each statement
     reads on its own (autocommit: no BEGIN and ROLLBACK round trips around a one-query
     resolution); with it, one REPEATABLE READ, READ ONLY transaction, rolled back afterwards.
-    The connection's autocommit is given back as it was."""
+    The connection's autocommit is given back as it was. In a transaction already (a streamed
+    batch's one snapshot, :func:`registry_db.resolve.reading.snapshot`) the cursor joins it."""
+    if dbapi.info.transaction_status != _PG_IDLE:
+        joined = dbapi.cursor()
+        try:
+            yield joined
+        finally:
+            joined.close()
+        return
     was = dbapi.autocommit
     dbapi.autocommit = not snapshot
     cur = dbapi.cursor()

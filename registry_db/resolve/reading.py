@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
+    from registry_db.store.pg_read import PgReader
 
 __all__ = ["reading", "snapshot"]
 
@@ -81,6 +82,12 @@ def snapshot(bind: ReadBind) -> Iterator[ReadBind]:
             if bind.in_transaction:
                 bind.rollback()
         return
+    from registry_db.store.pg_read import PgReader
+
+    if isinstance(bind, PgReader):
+        with _pg_reader_snapshot(bind):
+            yield bind
+        return
     engine = bind.engine
     if bind is not engine:
         yield bind
@@ -102,6 +109,32 @@ def snapshot(bind: ReadBind) -> Iterator[ReadBind]:
         except Exception:  # noqa: BLE001 - a dead connection: SQLAlchemy has invalidated it
             conn.invalidate()
         conn.close()
+
+
+@contextlib.contextmanager
+def _pg_reader_snapshot(reader: PgReader) -> Iterator[None]:
+    """One REPEATABLE READ, READ ONLY transaction on the command line's psycopg connection
+    (autocommit otherwise), which every cursor of :func:`registry_db.resolve.lookup.cursor`
+    joins until the block ends; autocommit is given back afterwards."""
+    raw = reader.conn
+    try:
+        raw.autocommit = False
+        raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        raw.execute(_PIN).fetchall()
+    except Exception as exc:
+        # Imported only on an error: translating needs the store's engine module.
+        from registry_db.store.engine import is_driver_error, translate
+
+        if not is_driver_error(exc):
+            raise
+        raise translate(exc, reader.where) from exc
+    try:
+        yield
+    finally:
+        # A dead connection (a terminated backend) has nothing to roll back or give back.
+        with contextlib.suppress(Exception):
+            raw.rollback()
+            raw.autocommit = True
 
 
 #: A first read, which takes the transaction's snapshot (SQLite and PostgreSQL take it lazily).
