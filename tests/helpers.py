@@ -134,11 +134,19 @@ def write_set(folder: Path, name: str, n: int = 3, **kw) -> Path:
     return path
 
 
+#: Tables that are caches, not the registry's content: ``import_files`` remembers what files
+#: held (store/unchanged.py), so another file, a downgrade or a truncation forgets it.
+CACHES = ("import_files",)
+
+
 def dump(engine, *, skip: tuple[str, ...] = ()) -> dict[str, list[tuple]]:
-    """Every table's rows ordered by primary key (``table.column`` names in ``skip`` omitted)."""
+    """Every table's rows ordered by primary key (``table.column`` names in ``skip`` omitted),
+    caches (:data:`CACHES`) left out."""
     out = {}
     with engine.connect() as conn:
         for table in metadata.sorted_tables:
+            if table.name in CACHES:
+                continue
             cols = [c for c in table.columns if f"{table.name}.{c.name}" not in skip]
             order = list(table.primary_key.columns) or cols
             out[table.name] = [tuple(r) for r in conn.execute(select(*cols).order_by(*order))]
