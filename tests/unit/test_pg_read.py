@@ -65,3 +65,23 @@ def test_what_it_does_not_rewrite_as_sqlalchemy_does_is_left_to_the_engine(url):
 @pytest.mark.parametrize("url", TAKEN + DECLINED[:2])
 def test_an_error_names_the_url_as_the_engines_does(url):
     assert pg_read.engine_url_text(url) == str(make_url(url))
+
+
+def test_without_psycopg_the_engine_path_says_which_extra_installs_it():
+    """psycopg is the postgres extra: without it the reader declines, and the engine's message
+    (which names the extra) is the one a user reads."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nsys.modules['psycopg'] = None\n"
+            "from registry_db.store import pg_read\n"
+            "assert pg_read.open_readonly('postgresql+psycopg://u@127.0.0.1:1/r') is None\n"
+            "from registry_db.cli import main\n"
+            "main(['-d', 'postgresql://u@127.0.0.1:1/r', 'resolve', '--model', 'm', "
+            "'--method', 'x', '--k', '3', '--thinking', 'on', '--category', 'c'], "
+            "prog_name='registry')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert "pip install 'registry_db[postgres]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
