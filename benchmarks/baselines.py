@@ -6,11 +6,10 @@ Each is the floor of what its job must cost, written with the same drivers and n
   reader does; or ``yaml.compose`` with PyYAML's C loader, :func:`compose_files`; both with the
   cyclic collector off and each document dropped once read)
   plus :func:`write_rows` (the driver's ``executemany`` of the same rows, ``COPY`` on
-  PostgreSQL, into every table an import writes, the revision copy and ``import_files``
-  included, in one transaction). The rows
-  are laid out beforehand by :func:`build_rows` and handed over as a ``marshal`` file, so
-  neither side of the sum includes building them: parse + write, nothing else. No validation,
-  no unchanged detection.
+  PostgreSQL, into every table an import writes, the history's versions and keys and
+  ``import_files`` included, in one transaction). The rows are laid out beforehand by
+  :func:`build_rows` and handed over as a ``marshal`` file, so neither side of the sum
+  includes building them: parse + write, nothing else. No validation, no unchanged detection.
 - batch resolution, as a process that reads JSON lines and writes JSON lines:
   :func:`batch_join` sends the batch's distinct keys to the database at once (SQLite: a TEMP
   table; PostgreSQL: arrays unnested) and answers every line from one join, the set-based floor;
@@ -148,11 +147,14 @@ def build_rows(paths: Sequence[Path]) -> dict[str, list[tuple]]:
                    float(p["acceptance_length"]), p["method"], prov_id, p.get("rationale"),
                    p.get("copied_from"))
             rows["profiles"].append(row)
-            rows["revision_profiles"].append(row)  # revision id = set id: one revision each
+            # The set's revision 1 opens a version and a key stretch of each profile.
+            rows["profile_versions"].append((profile_id, doc["name"], 1, None, now, None)
+                                            + row[2:])
+            rows["profile_keys"].append((profile_id, doc["name"]) + row[3:8] + (now, None))
             rates = [(profile_id, i, float(r))
                      for i, r in enumerate(p.get("per_position_rates") or (), 1)]
             rows["profile_rates"].extend(rates)
-            rows["revision_rates"].extend(rates)
+            rows["version_rates"].extend(rates)
     return rows
 
 
@@ -168,10 +170,13 @@ _COLUMNS = {
     "revisions": "id, set_name, revision, action, imported_at, source_file, content_hash, "
                  "profile_count",
     "revision_caveats": "revision_id, position, text",
-    "revision_profiles": "id, revision_id, position, model, speculative_method, "
-                         "num_spec_tokens, thinking, category, acceptance_length, method, "
-                         "provenance_id, rationale, copied_from",
-    "revision_rates": "profile_id, position, rate",
+    "profile_versions": "id, set_name, first_revision, last_revision, valid_from, valid_until, "
+                        "position, model, speculative_method, num_spec_tokens, thinking, "
+                        "category, acceptance_length, method, provenance_id, rationale, "
+                        "copied_from",
+    "profile_keys": "id, set_name, model, speculative_method, num_spec_tokens, thinking, "
+                    "category, valid_from, valid_until",
+    "version_rates": "profile_id, position, rate",
     "import_files": "path, bytes_hash, rules, set_name, content_hash, profiles",
 }
 
