@@ -50,14 +50,16 @@ def _ours(url: str) -> tuple | None:
     parts = parse_url(url)
     if parts is None:
         return None
-    if parts.port is not None and not parts.port.isdigit():
-        return None  # make_url raises ValueError: int() of the port
+    try:
+        port = None if parts.port is None else int(parts.port)
+    except ValueError:
+        return None  # make_url raises ValueError: int() of the port ("1 " is 1 to int())
     query: dict = {}
     for k, v in parts.query:
         query[k] = [*query[k], v] if isinstance(query.get(k), list) else (
             [query[k], v] if k in query else v)
     return (parts.drivername, parts.username, parts.password, parts.host,
-            None if parts.port is None else int(parts.port), parts.database, query)
+            port, parts.database, query)
 
 
 @pytest.mark.parametrize("url", URLS)
