@@ -11,8 +11,7 @@ import pytest
 
 from registry_db.resolve.engines import ENGINES
 from registry_db.store import write as importer
-from tests.conftest import SEED
-from tests.helpers import run_cli
+from tests.helpers import SEED, run_cli
 
 KEY = {"model": "deepseek-v4.1-flash", "method": "dspark", "k": 5, "thinking": "off",
        "category": "coding"}

@@ -24,8 +24,7 @@ from registry_db.inputs.batch_stream import chunks
 from registry_db.resolve.batch import Seen, answer_chunks
 from registry_db.resolve.reading import reading
 from registry_db.store import write as importer
-from tests.conftest import ROOT, SEED
-from tests.helpers import run_cli
+from tests.helpers import ROOT, SEED, run_cli
 
 KEY = {"model": "deepseek-v4.1-flash", "method": "dspark", "k": 5, "thinking": "off",
        "category": "coding"}

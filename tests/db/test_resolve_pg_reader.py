@@ -27,8 +27,7 @@ from registry_db.resolve.lookup import cursor
 from registry_db.resolve.plan import Request, resolve_many
 from registry_db.store import pg_read, sqlite_read
 from registry_db.store import write as importer
-from tests.conftest import SEED
-from tests.helpers import run_cli, write_set
+from tests.helpers import SEED, run_cli, write_set
 
 pytestmark = pytest.mark.only_backend("postgresql")
 

@@ -14,8 +14,7 @@ from registry_db.cli.group import main
 from registry_db.inputs.schema import nearest
 from registry_db.store import write as importer
 from registry_db.store.read import unknown_set_message
-from tests.conftest import SEED
-from tests.helpers import run_cli
+from tests.helpers import SEED, run_cli
 
 TERMS = ["--k", "5", "--thinking", "off", "--category", "coding"]
 
