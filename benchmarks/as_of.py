@@ -348,22 +348,26 @@ def grow(backend: str, url: str, folder: Path, layout: Any, args: argparse.Names
     first = per_round[0]["size"] - empty
     second = per_round[1]
     later = per_round[1:]
+
+    def ratio(a: float, b: float) -> float | None:  # PostgreSQL's writes are the server's
+        return round(a / b, 3) if b else None
+
     return {
         "rounds": per_round, "depths": depths, "first_import_bytes": first,
         "growth_per_revision_vs_first": round(statistics.median(
             x["growth"] for x in later) / first, 4),
         "last_round_vs_second": {
-            "written": round(per_round[-1]["written"] / second["written"], 3),
-            "cpu": round(per_round[-1]["cpu_s"] / second["cpu_s"], 3)},
+            "written": ratio(per_round[-1]["written"], second["written"]),
+            "cpu": ratio(per_round[-1]["cpu_s"], second["cpu_s"])},
         # The last five rounds' medians: one busy neighbour does not make a round's figure.
         "last_five_median_vs_second": {
-            "written": round(statistics.median(x["written"] for x in per_round[-5:])
-                             / second["written"], 3),
-            "cpu": round(statistics.median(x["cpu_s"] for x in per_round[-5:])
-                         / second["cpu_s"], 3)},
+            "written": ratio(statistics.median(x["written"] for x in per_round[-5:]),
+                             second["written"]),
+            "cpu": ratio(statistics.median(x["cpu_s"] for x in per_round[-5:]),
+                         second["cpu_s"])},
         "worst_round_vs_second": {
-            "written": round(max(x["written"] for x in later) / second["written"], 3),
-            "cpu": round(max(x["cpu_s"] for x in later) / second["cpu_s"], 3)},
+            "written": ratio(max(x["written"] for x in later), second["written"]),
+            "cpu": ratio(max(x["cpu_s"] for x in later), second["cpu_s"])},
     }
 
 
