@@ -913,3 +913,33 @@ class Server:
             self.process.kill()
             self.process.wait()
         self._log.close()
+
+
+def seed_with_overlap(url: str, tmp_path: Path) -> str:
+    """``url``'s registry holding the seed and two small sets that share a key (a conflict)."""
+    from registry_db import store
+    from registry_db.store import write as importer
+
+    write_set(tmp_path / "sets", "first")
+    write_set(tmp_path / "sets", "second", al=3.0)
+    engine = store.open_registry(url)
+    try:
+        importer.import_paths(engine, [SEED, tmp_path / "sets"])
+    finally:
+        engine.dispose()
+    return url
+
+
+def spy_on_open(monkeypatch, module) -> list[bool]:
+    """Each answer of ``module.open_readonly`` (a read path's way in), True when it opened a
+    connection: the test sees whether the fast path was really taken."""
+    calls: list[bool] = []
+    original = module.open_readonly
+
+    def spy(url):
+        conn = original(url)
+        calls.append(conn is not None)
+        return conn
+
+    monkeypatch.setattr(module, "open_readonly", spy)
+    return calls

@@ -13,8 +13,7 @@ import pytest
 
 from registry_db import store
 from registry_db.store import sqlite_read
-from registry_db.store import write as importer
-from tests.helpers import DATA, SEED, run_cli, write_set
+from tests.helpers import DATA, run_cli, seed_with_overlap, spy_on_open
 
 FILES = DATA / "resolve"
 DSV = ["--model", "deepseek-v4.1-flash", "--method", "dspark", "--k", "5"]
@@ -64,30 +63,13 @@ CORPUS = [
 @pytest.fixture
 def sqlite_url(tmp_path):
     """A SQLite registry holding the seed and two small sets that share a key."""
-    url = f"sqlite:///{tmp_path / 'registry.db'}"
-    write_set(tmp_path / "sets", "first")
-    write_set(tmp_path / "sets", "second", al=3.0)
-    engine = store.open_registry(url)
-    try:
-        importer.import_paths(engine, [SEED, tmp_path / "sets"])
-    finally:
-        engine.dispose()
-    return url
+    return seed_with_overlap(f"sqlite:///{tmp_path / 'registry.db'}", tmp_path)
 
 
 @pytest.fixture
 def taken(monkeypatch):
     """How many times the fast path answered (a connection was opened)."""
-    calls = []
-    original = sqlite_read.open_readonly
-
-    def spy(url):
-        conn = original(url)
-        calls.append(conn is not None)
-        return conn
-
-    monkeypatch.setattr(sqlite_read, "open_readonly", spy)
-    return calls
+    return spy_on_open(monkeypatch, sqlite_read)
 
 
 def _both(url, args, input=None):

@@ -26,8 +26,7 @@ from registry_db.errors import RegistryError
 from registry_db.resolve.lookup import cursor
 from registry_db.resolve.plan import Request, resolve_many
 from registry_db.store import pg_read, sqlite_read
-from registry_db.store import write as importer
-from tests.helpers import SEED, run_cli, write_set
+from tests.helpers import run_cli, seed_with_overlap, spy_on_open
 
 pytestmark = pytest.mark.only_backend("postgresql")
 
@@ -81,29 +80,13 @@ BATCH = "\n".join([
 @pytest.fixture
 def pg_url(db_url, tmp_path):
     """A PostgreSQL registry holding the seed and two small sets that share a key."""
-    write_set(tmp_path / "sets", "first")
-    write_set(tmp_path / "sets", "second", al=3.0)
-    engine = store.open_registry(db_url)
-    try:
-        importer.import_paths(engine, [SEED, tmp_path / "sets"])
-    finally:
-        engine.dispose()
-    return db_url
+    return seed_with_overlap(db_url, tmp_path)
 
 
 @pytest.fixture
 def taken(monkeypatch):
     """What the PostgreSQL reader answered each time it was asked (True: a connection)."""
-    calls = []
-    original = pg_read.open_readonly
-
-    def spy(url):
-        reader = original(url)
-        calls.append(reader is not None)
-        return reader
-
-    monkeypatch.setattr(pg_read, "open_readonly", spy)
-    return calls
+    return spy_on_open(monkeypatch, pg_read)
 
 
 def _both(url, *args, input=None):
