@@ -295,6 +295,44 @@ def test_ctrl_c_mid_batch_is_exit_130_and_one_line(backend, db_url, engine):
     assert (code, out, err) == (130, "", "interrupted\n")
 
 
+@pytest.mark.only_backend("postgresql")
+def test_ctrl_c_while_the_server_runs_a_batch_query_cancels_it(backend, db_url, engine):
+    """Ctrl-C while a PostgreSQL batch's statement is running (27.19): exit 130, one line, and
+    the statement does not go on on the server. The statement is held on a lock the test
+    takes, so the signal lands while it runs, whatever the machine's speed."""
+    importer.import_paths(engine, [SEED])
+    batch = Batch(db_url)
+    admin = store.make_engine(db_url)
+    database = engine.url.database
+    try:
+        with admin.connect() as locker, admin.connect() as watcher:
+            # The batch holds its snapshot before its first line, and no lock on profiles yet
+            # (a first answer would take one until the batch ends).
+            pid = _batch_backend_pid(watcher, database)
+            locker.execute(text("LOCK TABLE profiles IN ACCESS EXCLUSIVE MODE"))
+            batch.send(LINE)
+            waits = text("SELECT wait_event_type FROM pg_stat_activity WHERE pid = :p "
+                         "AND state = 'active'")
+            for _ in range(600):
+                waiting = watcher.execute(waits, {"p": pid}).scalar()
+                watcher.rollback()
+                if waiting == "Lock":
+                    break
+                time.sleep(0.05)
+            assert waiting == "Lock", "the batch's statement never waited on the lock"
+            batch.proc.send_signal(signal.SIGINT)
+            code, out, err = batch.finish()
+            still = watcher.execute(text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p "
+                                         "AND state = 'active'"), {"p": pid}).scalar()
+            watcher.rollback()
+            locker.rollback()
+    finally:
+        admin.dispose()
+    assert (code, err) == (130, "interrupted\n")
+    assert still == 0
+    assert [json.loads(line)["acceptance_length"] for line in out.splitlines()] == []
+
+
 @pytest.mark.slow
 def test_a_batch_file_shows_a_bar_on_a_terminal_and_none_in_a_pipe(backend, db_url, engine,
                                                                    tmp_path):
