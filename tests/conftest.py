@@ -118,13 +118,15 @@ def pg_template(pg_server) -> Iterator[str]:
     :func:`db_url`. Its engine is disposed at once: a template being cloned must have no
     connections."""
     url = pg_server.create("template0")
-    engine = store.make_engine(url)
     try:
-        store.upgrade(engine)
+        engine = store.make_engine(url)
+        try:
+            store.upgrade(engine)
+        finally:
+            engine.dispose()
+        yield url.partition("?")[0].rsplit("/", 1)[1]
     finally:
-        engine.dispose()
-    yield url.partition("?")[0].rsplit("/", 1)[1]
-    pg_server.drop(url)
+        pg_server.drop(url)
 
 
 @pytest.fixture

@@ -369,6 +369,14 @@ class PgWorkspace:
         self.url = self.server.create(self.template)
         # No pooled connection left open: some tests look at who is connected.
         self.engine = create_engine(self.url, poolclass=NullPool)
+        try:
+            self._learn()
+        except BaseException:  # a clone nobody will reset must not outlive the session
+            self.close()
+            raise
+
+    def _learn(self) -> None:
+        """What the fresh clone holds: its tables in delete order, reference rows, sequences."""
         with self.engine.connect() as conn:
             tables = [r for (r,) in conn.execute(text(
                 "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
