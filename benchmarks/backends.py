@@ -74,8 +74,9 @@ class Backend:
 
         eng = create_engine(self.url, isolation_level="AUTOCOMMIT")
         with eng.connect() as conn:
-            conn.execute(text("TRUNCATE profile_sets, provenances, revisions, import_files "
-                              "RESTART IDENTITY CASCADE"))
+            # profile_keys references nothing, so no CASCADE from the others reaches it.
+            conn.execute(text("TRUNCATE profile_sets, provenances, revisions, import_files, "
+                              "profile_keys RESTART IDENTITY CASCADE"))
         eng.dispose()
         return self.url
 
