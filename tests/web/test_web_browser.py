@@ -65,6 +65,19 @@ def _screenshot(driver, tmp_path: Path, name: str) -> Path:
     return path
 
 
+def _follow(driver, element, css: str):
+    """Click ``element`` and wait for ``css`` on the NEW page: the old page's elements
+    (a first answer shown before the form was filled) must not be read as the new one's."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as seen
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 30).until(seen.staleness_of(page))
+    return _wait(driver, css)
+
+
 def _wait(driver, css: str):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as seen
@@ -108,8 +121,8 @@ def test_resolve_a_run_from_the_form(server, browser, tmp_path):
         field = form.find_element(By.NAME, name)
         field.clear()
         field.send_keys(value)
-    form.find_element(By.CSS_SELECTOR, "input[type=submit], button[type=submit]").click()
-    _wait(browser, "#registry-answer")
+    _follow(browser, form.find_element(By.CSS_SELECTOR, "input[type=submit], button[type=submit]"),
+            "#registry-answer")
 
     def said(column: str) -> str:
         return browser.find_element(
@@ -142,8 +155,9 @@ def test_a_refused_run_says_why(server, browser, tmp_path):
                         ("k", str(run["num_spec_tokens"])), ("thinking", run["thinking"]),
                         ("category", "chat")):
         form.find_element(By.NAME, name).send_keys(value)
-    form.find_element(By.CSS_SELECTOR, "input[type=submit], button[type=submit]").click()
-    answer = _wait(browser, "#registry-answer tr[data-column=answer] td.value")
+    answer = _follow(browser, form.find_element(By.CSS_SELECTOR,
+                                                "input[type=submit], button[type=submit]"),
+                     "#registry-answer tr[data-column=answer] td.value")
     assert answer.text == "no_match"
     message = browser.find_element(
         By.CSS_SELECTOR, "#registry-answer tr[data-column=message] td.value").text
@@ -158,12 +172,12 @@ def test_find_a_profile_by_its_facets(server, browser, tmp_path):
     browser.get(f"{server.url}/{server.path.stem}/acceptance_profiles")
     fold = _wait(browser, "details.registry-columns")
     assert "columns means" in fold.text
-    browser.find_element(By.CSS_SELECTOR, 'a[href*="model=model-b"]').click()
-    _wait(browser, "figure.registry-picture img")
+    _follow(browser, browser.find_element(By.CSS_SELECTOR, 'a[href*="model=model-b"]'),
+            "figure.registry-picture img")
     shown = {td.text for td in browser.find_elements(By.CSS_SELECTOR, "td.col-model")}
     assert shown == {"model-b"}
-    browser.find_element(By.CSS_SELECTOR, 'a[href*="speculative_method=mtp"]').click()
-    _wait(browser, "figure.registry-picture img")
+    _follow(browser, browser.find_element(By.CSS_SELECTOR, 'a[href*="speculative_method=mtp"]'),
+            "figure.registry-picture img")
     methods = {td.text for td in browser.find_elements(By.CSS_SELECTOR,
                                                        "td.col-speculative_method")}
     models = {td.text for td in browser.find_elements(By.CSS_SELECTOR, "td.col-model")}
