@@ -565,7 +565,8 @@ class _PgWriter:
     writers' lock, whether its transaction has written (it has an xid), and its state."""
 
     _HOLDER = text(
-        "SELECT a.pid, a.backend_xid::text AS xid, a.state FROM pg_stat_activity a "
+        "SELECT a.pid, a.backend_xid::text AS xid, a.state, a.wait_event "
+        "FROM pg_stat_activity a "
         "JOIN pg_locks l ON l.pid = a.pid WHERE l.locktype = 'advisory' AND l.granted "
         "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
         "AND l.classid = :hi AND l.objid = :lo AND l.objsubid = 1")
@@ -589,7 +590,8 @@ class _PgWriter:
 
     def still_writing(self) -> bool:
         # Stopped, the client sends nothing more: once its backend waits for it ('idle in
-        # transaction') twice in a row in the same transaction, no commit is on its way.
+        # transaction', or mid-COPY on ClientRead) twice in a row in the same transaction, no
+        # commit is on its way.
         assert self.seen is not None
         for _ in range(2):
             holder = self._settled()
@@ -598,9 +600,12 @@ class _PgWriter:
         return True
 
     def _settled(self) -> tuple | None:
-        """The lock's holder once it runs no statement (None: nobody holds the lock)."""
+        """The lock's holder once it runs no statement or waits for its stopped client in the
+        middle of one (a COPY's rows: 'active', waiting on ClientRead); None: nobody holds the
+        lock."""
         deadline = time.monotonic() + GUARD
-        while (holder := self._holder()) is not None and holder[2] == "active":
+        while (holder := self._holder()) is not None and holder[2] == "active" and (
+                holder[3] != "ClientRead"):
             if time.monotonic() > deadline:
                 raise AssertionError("the stopped writer's statement never ended")
             time.sleep(0.001)
@@ -631,10 +636,11 @@ def kill_mid_write(url: str, proc: subprocess.Popen) -> None:
         if stopped:
             proc.send_signal(signal.SIGSTOP)
         open_transaction = stopped and watch.still_writing()
+    finally:
+        # Killed whatever the checks found: a stopped writer left behind holds the lock forever.
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
-    finally:
         watch.close()
         proc.stdout.close()
         proc.stderr.close()
