@@ -174,7 +174,7 @@ def _check_batch(settings: Any, path: str, threshold: Any, as_json: bool) -> int
             for line in checked:
                 number += 1
                 failed += not line.consistent
-                bad.count(line)
+                bad.count(line, number)
                 if as_json:
                     out.append(answer_line(line.answer, line.id))
                     continue

@@ -323,12 +323,14 @@ def _run_batch(settings: Any, path: str, emit: str | None = None) -> int:
     # A line answered before is written again from its text, which the batch keeps (Seen).
     seen = Seen(keep=text)
     # The command's bulk work builds many small objects and no cycles (registry_db.gcpause).
+    number = 0  # one answer per line, in order
     with batch_input(path) as (stream, shown), gc_paused(), reading(settings.url) as bind:
         for answers in answer_chunks(bind, chunks(stream, name=path), seen):
             out = []
             for item in answers:
+                number += 1
                 if type(item) is not str:  # not kept: a refusal of a line, or no request
-                    bad.count(item)
+                    bad.count(item, number)
                     item = text(item)
                 out.append(item)
             sys.stdout.write("\n".join(out) + "\n" if out else "")
@@ -350,14 +352,14 @@ class BadLines:
         self.lines = 0
         self.first: list[str] = []
 
-    def count(self, line: Any) -> None:
-        """Count ``line`` (a batch's or a check's answer) if it was no request."""
+    def count(self, line: Any, number: int) -> None:
+        """Count ``line``, the batch's line ``number`` (its answer or its check), if it was no
+        request."""
         answer = line.answer
         if type(answer) is Refusal and answer.reason == R.INVALID_REQUEST:
             self.lines += 1
             if len(self.first) < self.SHOWN:
-                message = line.answer.message  # "line N: ..."
-                self.first.append(message.split(":", 1)[0].removeprefix("line "))
+                self.first.append(str(number))
 
     def report(self) -> None:
         if self.lines:
