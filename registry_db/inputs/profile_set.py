@@ -319,9 +319,9 @@ def _profiles(ck: Checker, seq: list, m: dict, sub: str, got: dict
             out.append(None)
             continue
         out.append(_profile(fields) if ck.errors == before else None)
-        key = tuple(fields[k] for k in ("model", "speculative_method", "num_spec_tokens",
-                                        "thinking", "category"))
-        if any(k is None for k in key):
+        key = (fields["model"], fields["speculative_method"], fields["num_spec_tokens"],
+               fields["thinking"], fields["category"])
+        if None in key:  # a key field was absent or invalid: reported already
             continue
         if key in seen:
             first = seen[key]

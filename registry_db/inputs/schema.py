@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +80,10 @@ def is_number(value: Any) -> bool:
 
 _IS = {"string": lambda v: isinstance(v, str), "integer": is_int, "number": is_number,
        "list": lambda v: isinstance(v, list), "mapping": lambda v: isinstance(v, dict)}
+_EXACT: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
+                                      "list": (list,), "mapping": (dict,)}
+#: A key a mapping does not hold (``None`` is a value).
+_ABSENT = object()
 
 
 def join(path: str, key: Any) -> str:
@@ -211,6 +216,15 @@ class Field:
     #: Whether a failed check makes the field read as absent for the rules after it.
     drop_on_failure: bool = True
     content: Callable[[Checker, Any, dict, str, dict], Any] | None = None
+    #: The exact types a good value has (subclasses, such as located YAML's, take ``_IS``).
+    exact: tuple[type, ...] = field(init=False)
+    #: ``MAX_LENGTH[limit]``, or no bound.
+    max_length: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "exact", _EXACT[self.want])
+        object.__setattr__(self, "max_length",
+                           sys.maxsize if self.limit is None else MAX_LENGTH[self.limit])
 
     def __call__(self, ck: Checker, m: dict, path: str, got: dict) -> None:
         got[self.key] = ck.read(self, m, path, got)
@@ -262,8 +276,12 @@ class Map:
         elif self.unknown == "near_miss":
             ck.near_misses(doc, self.keys)
         got: dict = {} if outer is None else dict(outer)
+        read = ck.read
         for step in self.steps:
-            step(ck, doc, path, got)
+            if type(step) is Field:  # most steps; one call fewer than step(...)
+                got[step.key] = read(step, doc, path, got)
+            else:
+                step(ck, doc, path, got)
         return got
 
     def load(self, ck: Checker, doc: Any, path: str, where: Position | None = None,
@@ -358,16 +376,16 @@ class Checker:
         """``m[f.key]`` by its row; report what is wrong and return None if anything is."""
         # Position and key path only for a finding or a deeper reader: most fields are good.
         key = f.key
-        if key not in m:
+        value = m.get(key, _ABSENT)
+        if value is _ABSENT:
             required = f.required(got) if callable(f.required) else f.required
             if required:
                 self.error(mark(m), join(path, key), f.missing,
                            _message(f.missing_message, got)
                            or f"{key} is required; add it ({WANTS[f.want]})")
             return None
-        value = m[key]
         want = f.want
-        if not _IS[want](value):
+        if type(value) not in f.exact and not _IS[want](value):
             shown = f" {value!r}"[:42] if isinstance(value, (str, int, float)) else ""
             self.error(pos(m, key), join(path, key), "wrong_type", f"{key} must be "
                        f"{WANTS[want]}, got {type_name(value)}{shown}{_hint(value, want)}")
@@ -379,7 +397,7 @@ class Checker:
         if want == "string":
             # The text rules below report; this only lets good text by without its position.
             if "\x00" in value or (f.blank is not None and not value.strip()) or (
-                    f.limit is not None and len(value) > MAX_LENGTH[f.limit]):
+                    len(value) > f.max_length):
                 return self._text(f, value, m, path, got)
         elif want == "number" and not math.isfinite(value):
             self.error(pos(m, key), join(path, key), f.nonfinite,

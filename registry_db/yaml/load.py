@@ -68,6 +68,13 @@ def scalar_kind(text: str) -> str:
     # Most scalars are names, URLs and categories: answer them before any regex runs.
     if text and text[0] not in _NON_STR_START:
         return "str"
+    # Unsigned decimals (K, counts, AL, rates): str methods, not three regexes; the same kinds
+    # as the patterns below (a leading zero keeps digits text), tests compare the two.
+    whole, dot, frac = text.partition(".")
+    if whole.isascii() and whole.isdigit() and (not frac or (frac.isascii() and frac.isdigit())):
+        if dot:
+            return "float"
+        return "int" if whole[0] != "0" or len(whole) == 1 else "str"
     if text in _NULLS:
         return "null"
     if text in _TRUE or text in _FALSE:

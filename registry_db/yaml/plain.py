@@ -88,11 +88,14 @@ def load_plain(text: str) -> Any:
 def _build(get_event: Any) -> Any:
     """One pass over the events: the document's value; raises :class:`_LongWay` on anything odd.
 
-    The loop is flat on purpose (it runs once per event, millions of times in an import).
+    The loop is flat on purpose (it runs once per event, millions of times in an import): the
+    innermost container and its awaited key live in locals, the outer ones on ``stack``.
     """
-    stack: list[Any] = []  # the open containers, innermost last
-    keys: list[Any] = []  # per open container: None (a list), _KEY, or the key awaiting a value
-    opened: list[tuple[str | None, int]] = []  # per open container: (anchor, nodes before it)
+    stack: list[tuple[Any, Any, str | None, int]] = []  # outer (container, key, anchor, nodes)
+    top: Any = None  # the innermost open container (None: none is open)
+    key: Any = None  # its state: None (a list), _KEY, or the key awaiting a value
+    anchor: str | None = None  # the innermost container's anchor,
+    before = 0  # and the nodes before it
     anchors: dict[str, tuple[Any, int]] = {}  # name -> (value, nodes it expands to)
     open_anchors: set[str] = set()
     total = 0  # nodes so far, every alias counted as the whole node it names
@@ -109,35 +112,36 @@ def _build(get_event: Any) -> Any:
             value = event.value
             # Plain scalars resolve (YAML 1.2 core); quoted ones are text. Most plain scalars
             # are names: those that cannot start a number, bool or null skip the resolver.
-            if (event.style is None or event.style == "") and (
-                    not value or value[0] in _NON_STR_START):
+            if not event.style and (not value or value[0] in _NON_STR_START):
                 value = plain_value(value)
             if event.anchor is not None:
                 anchors[event.anchor] = (value, 1)
         elif kind is MappingStartEvent or kind is SequenceStartEvent:
             total += 1
-            if event.tag is not None or len(stack) >= max_depth:
+            if event.tag is not None or len(stack) >= max_depth - (top is not None):
                 raise _LongWay
-            anchor = event.anchor
-            if anchor is not None:
-                if anchor in open_anchors:
+            name = event.anchor
+            if name is not None:
+                if name in open_anchors:
                     raise _LongWay
-                open_anchors.add(anchor)
+                open_anchors.add(name)
+            if top is not None:
+                stack.append((top, key, anchor, before))
             if kind is MappingStartEvent:
-                stack.append({})
-                keys.append(_KEY)
+                top, key = {}, _KEY
             else:
-                stack.append([])
-                keys.append(None)
-            opened.append((anchor, total))
+                top, key = [], None
+            anchor, before = name, total
             continue
         elif kind is MappingEndEvent or kind is SequenceEndEvent:
-            value = stack.pop()
-            keys.pop()
-            anchor, before = opened.pop()
+            value = top
             if anchor is not None:
                 anchors[anchor] = (value, total - before + 1)
                 open_anchors.discard(anchor)
+            if stack:
+                top, key, anchor, before = stack.pop()
+            else:
+                top = None
         elif kind is AliasEvent:
             name = event.anchor
             if name in open_anchors or name not in anchors:
@@ -158,16 +162,14 @@ def _build(get_event: Any) -> Any:
         else:
             continue
         # A finished node: into the open container, or it is the document.
-        if not stack:
+        if top is None:
             root = value
-            continue
-        key = keys[-1]
-        if key is None:
-            stack[-1].append(value)
+        elif key is None:
+            top.append(value)
         elif key is _KEY:
-            if type(value) is dict or type(value) is list or value in stack[-1]:
+            if type(value) is dict or type(value) is list or value in top:
                 raise _LongWay  # a complex or duplicate key: the loader's finding
-            keys[-1] = value
+            key = value
         else:
-            stack[-1][key] = value
-            keys[-1] = _KEY
+            top[key] = value
+            key = _KEY

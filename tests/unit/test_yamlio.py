@@ -51,6 +51,34 @@ def test_plain_scalars_resolve_as_yaml_1_2_core(text, expected):
     assert value == expected and type(value) is type(expected)
 
 
+def _pattern_kind(text):
+    """The kind YAML 1.2 core's patterns alone give (the reference for scalar_kind's shortcuts)."""
+    if text in ("", "~", "null", "Null", "NULL"):
+        return "null"
+    if text in ("true", "True", "TRUE", "false", "False", "FALSE"):
+        return "bool"
+    if yamlio._INT_RE.fullmatch(text):
+        return "int"
+    if text in yamlio._INF or text in yamlio._NAN:
+        return "float"
+    if yamlio._FLOAT_RE.fullmatch(text) and not yamlio._DIGITS_RE.fullmatch(text):
+        return "float"
+    return "str"
+
+
+@settings(max_examples=3000, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(alphabet="0123456789.+-eE_x ٣²a", max_size=8))
+def test_scalar_kind_shortcuts_agree_with_the_patterns(text):
+    assert yamlio.scalar_kind(text) == _pattern_kind(text)
+
+
+@pytest.mark.parametrize("text", ["0", "00", "012", "1.", "01.5", "1.5.3", "٣", "²", "1.٣",
+                                  "10", "7.25", ".5", "5e3", "-1.5"])
+def test_scalar_kind_shortcuts_on_their_edges(text):
+    assert yamlio.scalar_kind(text) == _pattern_kind(text)
+
+
 @pytest.mark.parametrize("text", [".nan", ".NaN", ".NAN"])
 def test_nan_is_a_float(text):
     assert math.isnan(load_yaml(f"v: {text}", "t")["v"])
