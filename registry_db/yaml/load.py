@@ -68,6 +68,8 @@ def scalar_kind(text: str) -> str:
     # Most scalars are names, URLs and categories: answer them before any regex runs.
     if text and text[0] not in _NON_STR_START:
         return "str"
+    if text[:1].isalpha():  # keys such as thinking, top_p: only null and bool start so
+        return "null" if text in _NULLS else "bool" if text in _TRUE or text in _FALSE else "str"
     # Unsigned decimals (K, counts, AL, rates): str methods, not three regexes; the same kinds
     # as the patterns below (a leading zero keeps digits text), tests compare the two.
     whole, dot, frac = text.partition(".")

@@ -68,13 +68,13 @@ def _pattern_kind(text):
 
 @settings(max_examples=3000, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.text(alphabet="0123456789.+-eE_x ٣²a", max_size=8))
+@given(st.text(alphabet="0123456789.+-eE_x ٣²atrufalsenNTFI~", max_size=8))
 def test_scalar_kind_shortcuts_agree_with_the_patterns(text):
     assert yamlio.scalar_kind(text) == _pattern_kind(text)
 
 
 @pytest.mark.parametrize("text", ["0", "00", "012", "1.", "01.5", "1.5.3", "٣", "²", "1.٣",
-                                  "10", "7.25", ".5", "5e3", "-1.5"])
+                                  "10", "7.25", ".5", "5e3", "-1.5", "true", "nULL", "Null", "nan", "thinking", "False"])
 def test_scalar_kind_shortcuts_on_their_edges(text):
     assert yamlio.scalar_kind(text) == _pattern_kind(text)
 
