@@ -413,16 +413,24 @@ class Profile(Keyed):
     #: The counts the value was computed from (None: not known).
     counts: Counts | None = None
 
-    def canonical(self) -> dict[str, Any]:
+    def canonical(self, provenances: dict[int, Any] | None = None) -> dict[str, Any]:
         """A JSON-able form used for the set's content hash (``counts`` only when known, so a
-        set without them keeps the hash it had before counts existed)."""
+        set without them keeps the hash it had before counts existed); ``provenances`` keeps
+        each provenance object's form, for profiles that share one."""
+        pv = self.provenance
+        if pv is None:
+            shown = None
+        elif provenances is None:
+            shown = pv.canonical()
+        elif (shown := provenances.get(id(pv))) is None:
+            shown = provenances[id(pv)] = pv.canonical()
         out = {
             "key": list(self.key),
             "acceptance_length": self.acceptance_length,
             "method": self.method,
             "per_position_rates": None if self.per_position_rates is None
             else list(self.per_position_rates),
-            "provenance": None if self.provenance is None else self.provenance.canonical(),
+            "provenance": shown,
             "rationale": self.rationale,
             "copied_from": self.copied_from,
         }
@@ -442,10 +450,11 @@ class ProfileSet:
 
     def content_hash(self) -> str:
         """SHA-256 of the set's meaning (not its bytes): comments and layout do not count."""
+        provenances: dict[int, Any] = {}  # by object: profiles citing one share its form
         return _hash({
             "name": self.name,
             "caveats": list(self.caveats),
-            "profiles": [p.canonical() for p in self.profiles],
+            "profiles": [p.canonical(provenances) for p in self.profiles],
         })
 
 

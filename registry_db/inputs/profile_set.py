@@ -180,10 +180,15 @@ PROVENANCE = Map("provenance", keys=PROVENANCE_KEYS, steps=(
 
 
 def _provenance(ck: Checker, raw: dict, m: dict, sub: str, got: dict) -> Provenance | None:
-    # A provenance that aliases cite from several profiles is checked (and reported) once.
+    # A provenance that aliases cite from several profiles is checked (and reported) once; one
+    # written out again in full becomes the same object (by repr, which unlike == tells 1 from
+    # 1.0 from True, as the content hash does), so hashing and writing meet each one once.
     key = ("provenance", id(raw))
     if key not in ck.memo:
-        ck.memo[key] = PROVENANCE.load(ck, raw, sub)
+        found = PROVENANCE.load(ck, raw, sub)
+        if found is not None:
+            found = ck.memo.setdefault(("provenance", repr(found)), found)
+        ck.memo[key] = found
     return ck.memo[key]
 
 

@@ -25,10 +25,11 @@ CHUNK = 1000
 COPY_MIN_ROWS = 50
 
 
-def insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]], *,
-                plain: bool = False) -> None:
+def insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]] | list[tuple], *,
+                plain: bool = False, columns: Sequence[str] | None = None) -> None:
     """Insert ``rows`` into ``table``, in the current transaction (``plain``: the caller gave
-    every value as the SQLite driver takes it, its times as stored text).
+    every value as the SQLite driver takes it, its times as stored text). Rows are mappings,
+    or with ``columns`` tuples of those columns' values (the big tables: no dict per row).
 
     PostgreSQL gets ``COPY ... FROM STDIN`` for many rows (psycopg's executemany sends one
     statement per row, ten times slower). SQLite gets the driver's own ``executemany`` of plain
@@ -40,9 +41,14 @@ def insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]], *,
     postgresql = conn.dialect.name == "postgresql"
     bulk = len(rows) >= COPY_MIN_ROWS and (postgresql or plain_columns(table))
     if not (bulk or (plain and not postgresql)):
-        conn.execute(insert(table), rows)
+        conn.execute(insert(table), rows if columns is None
+                     else [dict(zip(columns, row)) for row in rows])
         return
-    columns = list(rows[0])
+    if columns is None:
+        columns = list(rows[0])
+        values: list = [tuple([row[c] for c in columns]) for row in rows]  # type: ignore[call-overload]
+    else:
+        values = rows
     names = ", ".join(f'"{c}"' for c in columns)
     dbapi_error = conn.dialect.loaded_dbapi.Error
     driver = conn.connection.driver_connection
@@ -53,11 +59,11 @@ def insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]], *,
         if postgresql:
             sql = f'COPY "{table.name}" ({names}) FROM STDIN'
             with cursor.copy(sql) as copy:
-                for row in rows:
-                    copy.write_row([row[c] for c in columns])
+                for row in values:
+                    copy.write_row(row)
         else:
             sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join("?" * len(columns))})'
-            cursor.executemany(sql, [tuple([row[c] for c in columns]) for row in rows])
+            cursor.executemany(sql, values)
     except dbapi_error as exc:
         # Wrapped like SQLAlchemy's own errors, so run_write retries or translates it.
         raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc

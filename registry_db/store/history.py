@@ -205,7 +205,9 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
         for name in chunk:
             versions = held.get(name, {})
             kept = set()
-            for i, p in enumerate(by_name[name].profiles):
+            if not versions:  # a new set, or one that was deleted: every profile is new
+                fresh += [(name, i, p) for i, p in enumerate(by_name[name].profiles)]
+            for i, p in enumerate(by_name[name].profiles if versions else ()):
                 found = versions.get(_content(i, p, prov_ids))
                 if found is None:
                     fresh.append((name, i, p))
@@ -248,6 +250,9 @@ def _content(position: int, p: Profile, prov_ids: dict[int, int]) -> tuple:
             counts)
 
 
+_VERSION_COLUMNS = ("set_name", "first_revision", "valid_from", "position", "model",
+                    "speculative_method", "num_spec_tokens", "thinking", "category",
+                    "acceptance_length", "method", "provenance_id", "rationale", "copied_from")
 _COUNT_COLUMNS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_position",
                   "al_stderr")
 #: A ``profile_keys`` row's set and key columns, and their bound names in its update.
@@ -290,14 +295,12 @@ def _insert_versions(conn: Connection, fresh: Sequence[tuple[str, int, Profile]]
         return
     # SQLite stores a time as text: written in its stored format, the rows need no conversion.
     at: Any = stored_time(now) if conn.dialect.name == "sqlite" else now
-    insert_many(conn, profile_versions, [{
-        "set_name": name, "first_revision": numbers[name], "valid_from": at, "position": i,
-        "model": p.model, "speculative_method": p.speculative_method,
-        "num_spec_tokens": p.num_spec_tokens, "thinking": p.thinking, "category": p.category,
-        "acceptance_length": float(p.acceptance_length), "method": p.method,
-        "provenance_id": None if p.provenance is None else prov_ids[id(p.provenance)],
-        "rationale": p.rationale, "copied_from": p.copied_from,
-    } for name, i, p in fresh], plain=True)
+    insert_many(conn, profile_versions, [
+        (name, numbers[name], at, i, p.model, p.speculative_method, p.num_spec_tokens,
+         p.thinking, p.category, float(p.acceptance_length), p.method,
+         None if p.provenance is None else prov_ids[id(p.provenance)], p.rationale,
+         p.copied_from)
+        for name, i, p in fresh], plain=True, columns=_VERSION_COLUMNS)
     if not any(p.per_position_rates or p.counts is not None for _, _, p in fresh):
         return
     v = profile_versions.c
@@ -305,11 +308,11 @@ def _insert_versions(conn: Connection, fresh: Sequence[tuple[str, int, Profile]]
     for chunk in chunks(sorted({name for name, _, _ in fresh})):
         ids.update(((n, pos), vid) for vid, n, pos in conn.execute(
             select(v.id, v.set_name, v.position)
-            .where(v.set_name.in_(chunk), v.last_revision.is_(None), v.valid_from == now)))
+            .where(v.set_name.in_(chunk), v.last_revision.is_(None), v.valid_from == now))
+            .all())
     insert_many(conn, version_rates, [
-        {"profile_id": ids[name, i], "position": k, "rate": float(r)}
-        for name, i, p in fresh if p.per_position_rates
-        for k, r in enumerate(p.per_position_rates, 1)])
+        (ids[name, i], k, float(r)) for name, i, p in fresh if p.per_position_rates
+        for k, r in enumerate(p.per_position_rates, 1)], columns=("profile_id", "position", "rate"))
     counted = [counts_row(ids[name, i], p) for name, i, p in fresh if p.counts is not None]
     if counted:
         insert_many(conn, version_counts, counted)

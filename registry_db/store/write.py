@@ -384,18 +384,23 @@ def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str, str]],
                            [s for s, _, _ in changed], prov_ids, message, now)
 
 
+#: The current profiles' columns in the order :func:`_write_set` gives them.
+PROFILE_COLUMNS = ("set_id", "position", "model", "speculative_method", "num_spec_tokens",
+                   "thinking", "category", "acceptance_length", "method", "provenance_id",
+                   "rationale", "copied_from")
+RATE_COLUMNS = ("profile_id", "position", "rate")
+
+
 def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int, int]) -> None:
     if s.caveats:
         insert_many(conn, set_caveats, [
             {"set_id": set_id, "position": i, "text": c} for i, c in enumerate(s.caveats)])
-    insert_many(conn, profiles, [{
-        "set_id": set_id, "position": i, "model": p.model,
-        "speculative_method": p.speculative_method, "num_spec_tokens": p.num_spec_tokens,
-        "thinking": p.thinking, "category": p.category,
-        "acceptance_length": float(p.acceptance_length), "method": p.method,
-        "provenance_id": None if p.provenance is None else prov_ids[id(p.provenance)],
-        "rationale": p.rationale, "copied_from": p.copied_from,
-    } for i, p in enumerate(s.profiles)])
+    insert_many(conn, profiles, [
+        (set_id, i, p.model, p.speculative_method, p.num_spec_tokens, p.thinking, p.category,
+         float(p.acceptance_length), p.method,
+         None if p.provenance is None else prov_ids[id(p.provenance)], p.rationale,
+         p.copied_from)
+        for i, p in enumerate(s.profiles)], columns=PROFILE_COLUMNS)
     with_rates = any(p.per_position_rates for p in s.profiles)
     with_counts = any(p.counts is not None for p in s.profiles)
     if not (with_rates or with_counts):
@@ -404,9 +409,8 @@ def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int,
                             .where(profiles.c.set_id == set_id)).all())
     if with_rates:
         insert_many(conn, profile_rates, [
-            {"profile_id": ids[i], "position": k, "rate": float(r)}
-            for i, p in enumerate(s.profiles) if p.per_position_rates
-            for k, r in enumerate(p.per_position_rates, 1)])
+            (ids[i], k, float(r)) for i, p in enumerate(s.profiles) if p.per_position_rates
+            for k, r in enumerate(p.per_position_rates, 1)], columns=RATE_COLUMNS)
     if with_counts:
         insert_many(conn, profile_counts, [counts_row(ids[i], p) for i, p in enumerate(s.profiles)
                                            if p.counts is not None])
