@@ -180,14 +180,19 @@ PROVENANCE = Map("provenance", keys=PROVENANCE_KEYS, steps=(
 
 
 def _provenance(ck: Checker, raw: dict, m: dict, sub: str, got: dict) -> Provenance | None:
-    # A provenance that aliases cite from several profiles is checked (and reported) once; one
-    # written out again in full becomes the same object (by repr, which unlike == tells 1 from
-    # 1.0 from True, as the content hash does), so hashing and writing meet each one once.
+    # A provenance that aliases cite from several profiles is checked (and reported) once. One
+    # written out again in full, to the letter (repr: same keys in the same order, and 1, 1.0
+    # and True apart), is the first copy's object unless that drew a finding: checked once, and
+    # hashed and written once.
     key = ("provenance", id(raw))
     if key not in ck.memo:
-        found = PROVENANCE.load(ck, raw, sub)
-        if found is not None:
-            found = ck.memo.setdefault(("provenance", repr(found)), found)
+        copy = ("provenance", repr(raw))
+        found = ck.memo.get(copy)
+        if found is None:
+            before = len(ck.findings)
+            found = PROVENANCE.load(ck, raw, sub)
+            if found is not None and len(ck.findings) == before:
+                ck.memo[copy] = found
         ck.memo[key] = found
     return ck.memo[key]
 

@@ -94,6 +94,43 @@ def check_bytes(tmp_path, data: bytes, name="set.yaml"):
     return check_paths([path])
 
 
+def _two_profiles(first: str, second: str) -> bytes:
+    """A set of two measured profiles whose provenances are written out in full."""
+    def profile(k: int, provenance: str) -> str:
+        return (f"  - {{model: m, speculative_method: mtp, num_spec_tokens: {k}, thinking: off, "
+                f"category: chat, acceptance_length: 1.5, method: measured, provenance: "
+                f"{provenance}}}\n")
+    return ("kind: AcceptanceProfileSet\nname: set\nprofiles:\n" + profile(1, first)
+            + profile(2, second)).encode()
+
+
+MEASURED = "{source: s, hardware: h, engine_image: i, sampling: {temperature: 0.0}%s}"
+
+
+def test_a_provenance_written_twice_is_one_object(tmp_path):
+    (s,), findings = check_bytes(tmp_path, _two_profiles(MEASURED % "", MEASURED % ""))
+    assert not findings and s.profiles[0].provenance is s.profiles[1].provenance
+
+
+@pytest.mark.parametrize("first, second", [
+    (", settings: {a: 1}", ", settings: {a: 1.0}"), (", settings: {a: 1}", ", settings: {a: true}"),
+    (", settings: {a: 1, b: 2}", ", settings: {b: 2, a: 1}"), (", tp: 8", ", tp: 4"),
+])
+def test_provenances_that_differ_in_type_or_order_stay_apart(tmp_path, first, second):
+    (s,), findings = check_bytes(tmp_path, _two_profiles(MEASURED % first, MEASURED % second))
+    one, two = (p.provenance for p in s.profiles)
+    assert not findings and one is not two and repr(one) != repr(two)
+
+
+def test_a_bad_provenance_written_twice_is_reported_twice(tmp_path):
+    bad = MEASURED % ", run: ''"
+    sets, findings = check_bytes(tmp_path, _two_profiles(bad, bad))
+    assert not sets
+    assert [(f.code, f.line, f.path) for f in findings] == [
+        ("empty_value", 4, "profiles[0].provenance.run"),
+        ("empty_value", 5, "profiles[1].provenance.run")]
+
+
 def test_invalid_utf8_is_one_finding(tmp_path):
     sets, findings = check_bytes(tmp_path, b"kind: AcceptanceProfileSet\nname: s\xe9t\n")
     assert [(f.code, f.line, f.column) for f in findings] == [("not_utf8", 2, 8)]
