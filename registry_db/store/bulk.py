@@ -40,13 +40,13 @@ def insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]] | list[
         return
     postgresql = conn.dialect.name == "postgresql"
     bulk = len(rows) >= COPY_MIN_ROWS and (postgresql or plain_columns(table))
+    dicts: list[Any] = rows if columns is None else []
     if not (bulk or (plain and not postgresql)):
-        conn.execute(insert(table), rows if columns is None
-                     else [dict(zip(columns, row)) for row in rows])
+        conn.execute(insert(table), dicts or [dict(zip(columns or (), row)) for row in rows])
         return
     if columns is None:
-        columns = list(rows[0])
-        values: list = [tuple([row[c] for c in columns]) for row in rows]  # type: ignore[call-overload]
+        columns = list(dicts[0])
+        values: list[Any] = [tuple([row[c] for c in columns]) for row in dicts]
     else:
         values = rows
     names = ", ".join(f'"{c}"' for c in columns)

@@ -74,7 +74,8 @@ def test_scalar_kind_shortcuts_agree_with_the_patterns(text):
 
 
 @pytest.mark.parametrize("text", ["0", "00", "012", "1.", "01.5", "1.5.3", "٣", "²", "1.٣",
-                                  "10", "7.25", ".5", "5e3", "-1.5", "true", "nULL", "Null", "nan", "thinking", "False"])
+                                  "10", "7.25", ".5", "5e3", "-1.5", "true", "nULL", "Null",
+                                  "nan", "thinking", "False"])
 def test_scalar_kind_shortcuts_on_their_edges(text):
     assert yamlio.scalar_kind(text) == _pattern_kind(text)
 
