@@ -17,7 +17,10 @@ checkout's code (its folder first on ``PYTHONPATH``), for a before and after on 
     python benchmarks/pg_commands.py ... --label after --out after.json
 
 The floor (``floor``) is the driver's import, a connection and one SELECT, in a bare
-interpreter, on each backend. ``--clients 8`` also times ``clients`` concurrent
+interpreter, on each backend. ``--other-python PY`` also runs each PostgreSQL command with
+another interpreter (a virtual environment with another psycopg install, e.g. ``psycopg[c]``
+built against the system's libpq), interleaved with the others, and reports it against this
+one's and against SQLite's. ``--clients 8`` also times ``clients`` concurrent
 ``resolve --batch`` processes on PostgreSQL against one (throughput: lines answered per
 second, all clients together).
 """
@@ -94,22 +97,32 @@ FLOOR = {
 }
 
 
-def floor_commands(urls: dict[str, str]) -> dict[str, list[str]]:
-    """The :data:`FLOOR` processes, by backend."""
+def floor_commands(urls: dict[str, str], other: str | None = None) -> dict[str, list[str]]:
+    """The :data:`FLOOR` processes, by backend (and ``other``'s, on PostgreSQL)."""
     from registry_db.store.urls import normalize_url, sqlite_path
 
     pg = normalize_url(urls["postgresql"])
-    return {"postgresql": [sys.executable, "-c", FLOOR["postgresql"].format(url=pg)],
-            "sqlite": [sys.executable, "-c", FLOOR["sqlite"].format(
-                path=sqlite_path(normalize_url(urls["sqlite"])))]}
+    cmd = {"postgresql": [sys.executable, "-c", FLOOR["postgresql"].format(url=pg)],
+           "sqlite": [sys.executable, "-c", FLOOR["sqlite"].format(
+               path=sqlite_path(normalize_url(urls["sqlite"])))]}
+    if other:
+        cmd[OTHER] = [other, *cmd["postgresql"][1:]]
+    return cmd
+
+
+#: The key of ``--other-python``'s PostgreSQL runs.
+OTHER = "postgresql_other"
 
 
 def pair(name: str, args: list[str], urls: dict[str, str], repeats: int,
-         env: dict[str, str], cmd: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """``registry -d URL ARGS`` (or ``cmd``'s processes) on PostgreSQL and SQLite in turn;
-    medians and paired ratios."""
+         env: dict[str, str], cmd: dict[str, list[str]] | None = None,
+         other: str | None = None) -> dict[str, Any]:
+    """``registry -d URL ARGS`` (or ``cmd``'s processes) on PostgreSQL and SQLite in turn
+    (and on PostgreSQL with the interpreter ``other``); medians and paired ratios."""
     if cmd is None:
         cmd = {b: [sys.executable, "-m", "registry_db", "-d", u, *args] for b, u in urls.items()}
+        if other:
+            cmd[OTHER] = [other, *cmd["postgresql"][1:]]
     for b in cmd:
         run(cmd[b], env)
     runs: dict[str, list[tuple[float, float, int]]] = {b: [] for b in cmd}
@@ -117,6 +130,16 @@ def pair(name: str, args: list[str], urls: dict[str, str], repeats: int,
         for b in cmd:
             runs[b].append(run(cmd[b], env))
     pg, lite = runs["postgresql"], runs["sqlite"]
+    extra: dict[str, Any] = {}
+    if OTHER in runs:
+        alt = runs[OTHER]
+        extra = {"other_python": cmd[OTHER][0],
+                 "other_postgresql_wall_s": statistics.median(r[0] for r in alt),
+                 "other_postgresql_cpu_s": statistics.median(r[1] for r in alt),
+                 "other_ratio_wall": statistics.median(a[0] / s[0] for a, s in zip(alt, lite)),
+                 "other_ratio_cpu": statistics.median(a[1] / s[1] for a, s in zip(alt, lite)),
+                 "other_vs_this_wall": statistics.median(a[0] / p[0] for a, p in zip(alt, pg)),
+                 "other_vs_this_cpu": statistics.median(a[1] / p[1] for a, p in zip(alt, pg))}
     return {
         "command": name, "args": args,
         "exit": {b: sorted({r[2] for r in rs}) for b, rs in runs.items()},
@@ -126,8 +149,20 @@ def pair(name: str, args: list[str], urls: dict[str, str], repeats: int,
         "sqlite_cpu_s": statistics.median(r[1] for r in lite),
         "ratio_wall": statistics.median(p[0] / s[0] for p, s in zip(pg, lite)),
         "ratio_cpu": statistics.median(p[1] / s[1] for p, s in zip(pg, lite)),
+        **extra,
         "runs": {b: [list(r[:2]) for r in rs] for b, rs in runs.items()},
     }
+
+
+def _report(row: dict[str, Any]) -> None:
+    print(f"{row['command']:30} pg {row['postgresql_wall_s']:.3f} s  sqlite "
+          f"{row['sqlite_wall_s']:.3f} s  ratio wall {row['ratio_wall']:.2f}  "
+          f"cpu {row['ratio_cpu']:.2f}", file=sys.stderr)
+    if "other_python" in row:
+        print(f"{'  (--other-python)':30} pg {row['other_postgresql_wall_s']:.3f} s  "
+              f"ratio wall {row['other_ratio_wall']:.2f}  cpu {row['other_ratio_cpu']:.2f}  "
+              f"against this one's: wall {row['other_vs_this_wall']:.2f}  "
+              f"cpu {row['other_vs_this_cpu']:.2f}", file=sys.stderr)
 
 
 def concurrent(url: str, batch: Path, clients: int, repeats: int,
@@ -153,6 +188,14 @@ def concurrent(url: str, batch: Path, clients: int, repeats: int,
             "runs": {"one": one, "clients": many}}
 
 
+def psycopg_install(python: str, env: dict[str, str]) -> str:
+    """Which psycopg implementation ``python`` imports, and the libpq it runs on."""
+    code = ("import psycopg; print(psycopg.__version__, psycopg.pq.__impl__, 'libpq',"
+            " psycopg.pq.version())")
+    return subprocess.run([python, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sqlite", required=True, help="the SQLite registry's URL")
@@ -161,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--source", type=Path, help="another checkout's folder to run instead")
+    ap.add_argument("--other-python", help="another interpreter (another psycopg install) "
+                    "to run the PostgreSQL commands with too")
     ap.add_argument("--label", default="")
     ap.add_argument("--only", help="comma-separated command names")
     ap.add_argument("--clients", type=int, default=0)
@@ -174,22 +219,21 @@ def main(argv: list[str] | None = None) -> int:
         "label": args.label, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, load "
                    f"{os.getloadavg()[0]:.1f} at the start",
-        "source": str(args.source or HERE.parent), "repeats": args.repeats, "commands": []}
+        "source": str(args.source or HERE.parent), "repeats": args.repeats,
+        "psycopg": {p: psycopg_install(p, env) for p in (sys.executable, args.other_python) if p},
+        "commands": []}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         wanted = set(args.only.split(",")) if args.only else None
         for name, cmd_args in commands(work, layout).items():
             if wanted is None or name in wanted:
-                row = pair(name, cmd_args, urls, args.repeats, env)
-                print(f"{name:30} pg {row['postgresql_wall_s']:.3f} s  sqlite "
-                      f"{row['sqlite_wall_s']:.3f} s  ratio wall {row['ratio_wall']:.2f}  "
-                      f"cpu {row['ratio_cpu']:.2f}", file=sys.stderr)
+                row = pair(name, cmd_args, urls, args.repeats, env, other=args.other_python)
+                _report(row)
                 result["commands"].append(row)
         if wanted is None or "floor" in wanted:
-            row = pair("floor", [], urls, args.repeats, env, floor_commands(urls))
-            print(f"{'floor':30} pg {row['postgresql_wall_s']:.3f} s  sqlite "
-                  f"{row['sqlite_wall_s']:.3f} s  ratio wall {row['ratio_wall']:.2f}  "
-                  f"cpu {row['ratio_cpu']:.2f}", file=sys.stderr)
+            row = pair("floor", [], urls, args.repeats, env,
+                       floor_commands(urls, args.other_python))
+            _report(row)
             result["commands"].append(row)
         if args.clients:
             batch = work / "batch-clients.jsonl"
@@ -200,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.clients} clients: {row['throughput_ratio']:.2f}x one client's "
                   f"throughput", file=sys.stderr)
             result["concurrent"] = row
+    result["load_end"] = round(os.getloadavg()[0], 2)
     text = json.dumps(result, indent=1)
     if args.out:
         args.out.write_text(text + "\n")
