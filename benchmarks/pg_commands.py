@@ -192,8 +192,8 @@ def psycopg_install(python: str, env: dict[str, str]) -> str:
     """Which psycopg implementation ``python`` imports, and the libpq it runs on."""
     code = ("import psycopg; print(psycopg.__version__, psycopg.pq.__impl__, 'libpq',"
             " psycopg.pq.version())")
-    return subprocess.run([python, "-c", code], env=env, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    done = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else "psycopg not importable"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     env = _env(args.source)
+    if args.source is not None:
+        # `python -m` puts the working folder before PYTHONPATH: a checkout's own would win.
+        args.out = args.out.resolve() if args.out else None
+        os.chdir(args.source)
     layout = generate.default_layout(args.profiles, args.files)
     urls = {"postgresql": args.postgresql, "sqlite": args.sqlite}
     result: dict[str, Any] = {
