@@ -282,6 +282,8 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
                 holders[key].append(name)
     shared: dict[tuple[str, str], list[str]] = defaultdict(list)
     for key, names in holders.items():
+        if len(names) < 2:  # most keys: one holder, no pair
+            continue
         for pair in combinations(sorted(set(names)), 2):
             # Two stored sets that share a key are not this import's doing.
             if pair[0] in incoming or pair[1] in incoming:
