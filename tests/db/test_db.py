@@ -105,6 +105,27 @@ def test_sqlite_pragmas(tmp_path):
         engine.dispose()
 
 
+def test_sqlite_write_cache_is_the_writers_only(tmp_path):
+    """A write transaction gets the larger page cache; the pooled connection, handed to a reader
+    next, has its own size again, after a commit and after a rollback."""
+    from registry_db.store.engine import WRITE_CACHE_KIB
+
+    engine = store.open_registry(f"sqlite:///{tmp_path / 'r.db'}")
+    try:
+        with engine.connect() as conn:
+            plain = conn.exec_driver_sql("PRAGMA cache_size").scalar()
+        assert plain != -WRITE_CACHE_KIB
+        seen = store.run_write(engine, lambda c: c.exec_driver_sql("PRAGMA cache_size").scalar())
+        assert seen == -WRITE_CACHE_KIB
+        with pytest.raises(RuntimeError), store.write_connection(engine):
+            raise RuntimeError("rolled back")
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == plain
+        assert engine.pool.checkedin() == 1  # the same connection each time
+    finally:
+        engine.dispose()
+
+
 def test_sqlite_writer_waits_then_gives_up(tmp_path, monkeypatch):
     """A second writer waits for the first (BEGIN IMMEDIATE), and past the wait: DatabaseLocked."""
     url = f"sqlite:///{tmp_path / 'r.db'}"
