@@ -353,12 +353,15 @@ def _write_cache(conn: Connection) -> Iterator[None]:
     driver = conn.connection.driver_connection
     assert driver is not None
     before = driver.execute("PRAGMA cache_size").fetchone()[0]
+    store = driver.execute("PRAGMA temp_store").fetchone()[0]
     driver.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}")
+    driver.execute("PRAGMA temp_store = MEMORY")
     try:
         yield
     finally:
         with contextlib.suppress(sqlite3.Error):  # a closed or broken connection is discarded
             driver.execute(f"PRAGMA cache_size = {int(before)}")
+            driver.execute(f"PRAGMA temp_store = {int(store)}")
 
 
 def run_write(engine: Engine, work: Callable[[Connection], T], *, url: str | None = None) -> T:
