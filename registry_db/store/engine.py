@@ -345,8 +345,10 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
 
 @contextlib.contextmanager
 def _write_cache(conn: Connection) -> Iterator[None]:
-    """SQLite: :data:`WRITE_CACHE_KIB` of page cache while ``conn`` writes, its own size again
-    after (the pool hands the connection to readers next)."""
+    """SQLite: :data:`WRITE_CACHE_KIB` of page cache and temporary files in memory while
+    ``conn`` writes (an ``INSERT ... SELECT``'s statement journal would otherwise be written to
+    a file: 5.3 MiB in a 5% round of 20,000 profiles), its own settings again after (the pool
+    hands the connection to readers next)."""
     if conn.dialect.name != "sqlite":
         yield
         return

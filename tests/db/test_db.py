@@ -106,21 +106,25 @@ def test_sqlite_pragmas(tmp_path):
 
 
 def test_sqlite_write_cache_is_the_writers_only(tmp_path):
-    """A write transaction gets the larger page cache; the pooled connection, handed to a reader
-    next, has its own size again, after a commit and after a rollback."""
+    """A write transaction gets the larger page cache and temporary files in memory; the pooled
+    connection, handed to a reader next, has its own settings again, after a commit and after a
+    rollback."""
     from registry_db.store.engine import WRITE_CACHE_KIB
 
     engine = store.open_registry(f"sqlite:///{tmp_path / 'r.db'}")
     try:
+        def settings(conn) -> tuple:
+            return tuple(conn.exec_driver_sql(f"PRAGMA {p}").scalar()
+                         for p in ("cache_size", "temp_store"))
+
         with engine.connect() as conn:
-            plain = conn.exec_driver_sql("PRAGMA cache_size").scalar()
-        assert plain != -WRITE_CACHE_KIB
-        seen = store.run_write(engine, lambda c: c.exec_driver_sql("PRAGMA cache_size").scalar())
-        assert seen == -WRITE_CACHE_KIB
+            plain = settings(conn)
+        assert plain != (-WRITE_CACHE_KIB, 2)
+        assert store.run_write(engine, settings) == (-WRITE_CACHE_KIB, 2)  # 2: MEMORY
         with pytest.raises(RuntimeError), store.write_connection(engine):
             raise RuntimeError("rolled back")
         with engine.connect() as conn:
-            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == plain
+            assert settings(conn) == plain
         assert engine.pool.checkedin() == 1  # the same connection each time
     finally:
         engine.dispose()
