@@ -366,7 +366,7 @@ def _fresh_rows(fresh: dict[str, list[int] | None]) -> Iterator[Any]:
             whole.append(name)
             size += 1
             continue
-        for part in chunks(positions):
+        for part in chunks(positions, CHUNK - 1):  # with its set's name
             if size + 1 + len(part) > CHUNK:
                 yield from flush()
             if whole:  # keep set order: the whole sets before this one go first
