@@ -52,6 +52,9 @@ from registry_db.store.urls import (
 DEFAULT_LOCK_TIMEOUT = 60.0
 #: pg_advisory_xact_lock key shared by every registry writer and migration.
 WRITE_LOCK_KEY = 0x5245_4749  # "REGI"
+#: SQLite page cache of a write transaction, KiB (readers keep the default 2 MiB): a 5% round
+#: of 20,000 profiles touches ~14 MiB of pages, which the default spills to the WAL and rewrites.
+WRITE_CACHE_KIB = 64 * 1024
 
 T = TypeVar("T")
 
@@ -323,7 +326,7 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
     exception; the caller translates errors.
     """
     timeout = engine.get_execution_options().get("registry_lock_timeout", lock_timeout())
-    with engine.connect() as conn:
+    with engine.connect() as conn, _write_cache(conn):
         conn.execution_options(registry_write=True)
         trans = conn.begin()
         try:
@@ -338,6 +341,29 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
             raise
         # Ctrl-C lands before the commit (nothing written) or after it, never unseen within.
         interrupts.commit(trans.commit)
+
+
+@contextlib.contextmanager
+def _write_cache(conn: Connection) -> Iterator[None]:
+    """SQLite: :data:`WRITE_CACHE_KIB` of page cache and temporary files in memory while
+    ``conn`` writes (an ``INSERT ... SELECT``'s statement journal would otherwise be written to
+    a file: 5.3 MiB in a 5% round of 20,000 profiles), its own settings again after (the pool
+    hands the connection to readers next)."""
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    before = driver.execute("PRAGMA cache_size").fetchone()[0]
+    store = driver.execute("PRAGMA temp_store").fetchone()[0]
+    driver.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}")
+    driver.execute("PRAGMA temp_store = MEMORY")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(sqlite3.Error):  # a closed or broken connection is discarded
+            driver.execute(f"PRAGMA cache_size = {int(before)}")
+            driver.execute(f"PRAGMA temp_store = {int(store)}")
 
 
 def run_write(engine: Engine, work: Callable[[Connection], T], *, url: str | None = None) -> T:

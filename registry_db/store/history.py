@@ -21,17 +21,17 @@ per profile, field by field.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, delete, func, insert, select, text, update
+from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, text, update
 from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import NotFound, UsageError
 from registry_db.model import Profile, ProfileSet
-from registry_db.store.bulk import chunks, counts_row, insert_many
+from registry_db.store.bulk import CHUNK, chunks, counts_row, insert_many
 from registry_db.store.drift import drift
 from registry_db.store.engine import Bind, run_write
 from registry_db.store.read import (
@@ -43,7 +43,9 @@ from registry_db.store.read import (
     unknown_set_message,
 )
 from registry_db.store.schema import (
+    profile_counts,
     profile_keys,
+    profile_rates,
     profile_sets,
     profile_versions,
     profiles,
@@ -199,20 +201,25 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
             f"WHERE s.name IN ({marks})"), params)
         held = _open_versions(conn, [n for n in chunk if numbers[n] > 1])
         closed: list[dict[str, Any]] = []
-        fresh: list[tuple[str, int, Profile]] = []
         gone: list[dict[str, Any]] = []
+        fresh: dict[str, list[int] | None] = {}  # None: every profile of the set
         new_keys: list[dict[str, Any]] = []
+        first: list[str] = []  # the sets that held no key: every key begins a stretch
         for name in chunk:
             versions = held.get(name, {})
+            if not versions:
+                fresh[name] = None
+                first.append(name)
+                continue
             kept = set()
-            if not versions:  # a new set, or one that was deleted: every profile is new
-                fresh += [(name, i, p) for i, p in enumerate(by_name[name].profiles)]
-            for i, p in enumerate(by_name[name].profiles if versions else ()):
+            positions = []
+            for i, p in enumerate(by_name[name].profiles):
                 found = versions.get(_content(i, p, prov_ids))
                 if found is None:
-                    fresh.append((name, i, p))
+                    positions.append(i)
                 else:
                     kept.add(found)
+            fresh[name] = None if len(positions) == len(by_name[name].profiles) else positions
             closed += [{"vid": vid, "last": numbers[name] - 1}
                        for vid in versions.values() if vid not in kept]
             # The keys the set holds now against those it held: a stretch ends or begins.
@@ -228,7 +235,10 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
             conn.execute(update(profile_keys).where(
                 *(k[c] == bindparam(f"k_{c}") for c in _KEY_NAMES), k.valid_until.is_(None))
                 .values(valid_until=now), gone)
-        _insert_versions(conn, fresh, numbers, prov_ids, now)
+        picked = [p for name in chunk for p in _at(by_name[name].profiles, fresh[name])]
+        _insert_versions(conn, fresh, now, any(p.per_position_rates for p in picked),
+                         any(p.counts is not None for p in picked))
+        _insert_first_keys(conn, first, now)
         # SQLite stores a time as text: written in its stored format, as for the versions.
         at: Any = stored_time(now) if conn.dialect.name == "sqlite" else now
         insert_many(conn, profile_keys, [{**row, "valid_from": at} for row in new_keys],
@@ -250,9 +260,6 @@ def _content(position: int, p: Profile, prov_ids: dict[int, int]) -> tuple:
             counts)
 
 
-_VERSION_COLUMNS = ("set_name", "first_revision", "valid_from", "position", "model",
-                    "speculative_method", "num_spec_tokens", "thinking", "category",
-                    "acceptance_length", "method", "provenance_id", "rationale", "copied_from")
 _COUNT_COLUMNS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_position",
                   "al_stderr")
 #: A ``profile_keys`` row's set and key columns, and their bound names in its update.
@@ -287,35 +294,101 @@ def _open_versions(conn: Connection, names: Sequence[str]) -> dict[str, dict[tup
     return out
 
 
-def _insert_versions(conn: Connection, fresh: Sequence[tuple[str, int, Profile]],
-                     numbers: dict[str, int], prov_ids: dict[int, int], now: datetime) -> None:
-    """Each ``(set, position, profile)`` as a version from its set's new revision on, with its
-    rates and counts."""
-    if not fresh:
+def _insert_versions(conn: Connection, fresh: dict[str, list[int] | None], now: datetime,
+                     rates: bool, counts: bool) -> None:
+    """Each set's ``fresh`` profiles (by file position; None: all of them) as versions from the
+    set's new revision on, with their rates and counts, copied in the database from the current
+    tables the importer has just written (no row goes through Python). In set, then position,
+    order: the ids the rows got when they were sent from here. ``rates``/``counts``: whether
+    any of them has rates/counts."""
+    if not any(positions is None or positions for positions in fresh.values()):
         return
-    # SQLite stores a time as text: written in its stored format, the rows need no conversion.
-    at: Any = stored_time(now) if conn.dialect.name == "sqlite" else now
-    insert_many(conn, profile_versions, [
-        (name, numbers[name], at, i, p.model, p.speculative_method, p.num_spec_tokens,
-         p.thinking, p.category, float(p.acceptance_length), p.method,
-         None if p.provenance is None else prov_ids[id(p.provenance)], p.rationale,
-         p.copied_from)
-        for name, i, p in fresh], plain=True, columns=_VERSION_COLUMNS)
-    if not any(p.per_position_rates or p.counts is not None for _, _, p in fresh):
+    p, s, v = profiles.c, profile_sets.c, profile_versions.c
+    at = bindparam("at", now, type_=v.valid_from.type)
+    for where in _fresh_rows(fresh):
+        conn.execute(insert(profile_versions).from_select(
+            ["set_name", "first_revision", "valid_from", "position", *_VERSION_COPIED],
+            select(s.name, s.revision, at, p.position, *(p[c] for c in _VERSION_COPIED))
+            .join_from(profiles, profile_sets, p.set_id == s.id).where(where)
+            .order_by(s.name, p.position)))
+    # The versions this import began are the open ones from its time on.
+    names = sorted(fresh)
+    new = (select(v.id, p.id.label("pid"))
+           .join_from(profile_versions, profile_sets, s.name == v.set_name)
+           .join(profiles, and_(p.set_id == s.id,
+                                *(p[c] == v[c] for c in _KEY_NAMES[1:])))
+           .where(v.set_name.in_(names), v.last_revision.is_(None), v.valid_from == at)
+           .subquery())
+    r, c = profile_rates.c, profile_counts.c
+    if rates:
+        conn.execute(insert(version_rates).from_select(
+            ["profile_id", "position", "rate"],
+            select(new.c.id, r.position, r.rate)
+            .join_from(new, profile_rates, r.profile_id == new.c.pid)
+            .order_by(new.c.id, r.position)))
+    if counts:
+        conn.execute(insert(version_counts).from_select(
+            ["profile_id", *_COUNT_COLUMNS],
+            select(new.c.id, *(c[x] for x in _COUNT_COLUMNS))
+            .join_from(new, profile_counts, c.profile_id == new.c.pid).order_by(new.c.id)))
+
+
+def _at(items: Sequence[Profile], positions: list[int] | None) -> Sequence[Profile]:
+    return items if positions is None else [items[i] for i in positions]
+
+
+#: The columns a version copies from its current profile row as they are.
+_VERSION_COPIED = ("model", "speculative_method", "num_spec_tokens", "thinking", "category",
+                   "acceptance_length", "method", "provenance_id", "rationale", "copied_from")
+
+
+def _fresh_rows(fresh: dict[str, list[int] | None]) -> Iterator[Any]:
+    """The conditions on ``profiles``/``profile_sets`` that pick the ``fresh`` rows, in set
+    order, each with at most :data:`CHUNK` bound values."""
+    s, p = profile_sets.c, profiles.c
+    terms: list[Any] = []
+    whole: list[str] = []
+    size = 0
+
+    def flush() -> Iterator[Any]:
+        nonlocal terms, whole, size
+        if whole:
+            terms.append(s.name.in_(whole))
+        if terms:
+            yield or_(*terms)
+        terms, whole, size = [], [], 0
+
+    for name in sorted(fresh):
+        positions = fresh[name]
+        if positions is None:
+            if size + 1 > CHUNK:
+                yield from flush()
+            whole.append(name)
+            size += 1
+            continue
+        for part in chunks(positions, CHUNK - 1):  # with its set's name
+            if size + 1 + len(part) > CHUNK:
+                yield from flush()
+            if whole:  # keep set order: the whole sets before this one go first
+                terms.append(s.name.in_(whole))
+                whole = []
+            terms.append(and_(s.name == name, p.position.in_(part)))
+            size += 1 + len(part)
+    yield from flush()
+
+
+def _insert_first_keys(conn: Connection, names: Sequence[str], now: datetime) -> None:
+    """A stretch beginning now for every key of the sets ``names`` (which held none), copied
+    from their current profiles in the database."""
+    if not names:
         return
-    v = profile_versions.c
-    ids: dict[tuple[str, int], int] = {}
-    for chunk in chunks(sorted({name for name, _, _ in fresh})):
-        ids.update(((n, pos), vid) for vid, n, pos in conn.execute(
-            select(v.id, v.set_name, v.position)
-            .where(v.set_name.in_(chunk), v.last_revision.is_(None), v.valid_from == now))
-            .all())
-    insert_many(conn, version_rates, [
-        (ids[name, i], k, float(r)) for name, i, p in fresh if p.per_position_rates
-        for k, r in enumerate(p.per_position_rates, 1)], columns=("profile_id", "position", "rate"))
-    counted = [counts_row(ids[name, i], p) for name, i, p in fresh if p.counts is not None]
-    if counted:
-        insert_many(conn, version_counts, counted)
+    p, s = profiles.c, profile_sets.c
+    key = [p[c] for c in _KEY_NAMES[1:]]
+    conn.execute(insert(profile_keys).from_select(
+        [*_KEY_NAMES, "valid_from"],
+        select(s.name, *key, bindparam("at", now, type_=profile_keys.c.valid_from.type))
+        .join_from(profiles, profile_sets, p.set_id == s.id).where(s.name.in_(names))
+        .order_by(s.name, *key)))
 
 
 def stored_time(moment: datetime) -> str:

@@ -105,6 +105,31 @@ def test_sqlite_pragmas(tmp_path):
         engine.dispose()
 
 
+def test_sqlite_write_cache_is_the_writers_only(tmp_path):
+    """A write transaction gets the larger page cache and temporary files in memory; the pooled
+    connection, handed to a reader next, has its own settings again, after a commit and after a
+    rollback."""
+    from registry_db.store.engine import WRITE_CACHE_KIB
+
+    engine = store.open_registry(f"sqlite:///{tmp_path / 'r.db'}")
+    try:
+        def settings(conn) -> tuple:
+            return tuple(conn.exec_driver_sql(f"PRAGMA {p}").scalar()
+                         for p in ("cache_size", "temp_store"))
+
+        with engine.connect() as conn:
+            plain = settings(conn)
+        assert plain != (-WRITE_CACHE_KIB, 2)
+        assert store.run_write(engine, settings) == (-WRITE_CACHE_KIB, 2)  # 2: MEMORY
+        with pytest.raises(RuntimeError), store.write_connection(engine):
+            raise RuntimeError("rolled back")
+        with engine.connect() as conn:
+            assert settings(conn) == plain
+        assert engine.pool.checkedin() == 1  # the same connection each time
+    finally:
+        engine.dispose()
+
+
 def test_sqlite_writer_waits_then_gives_up(tmp_path, monkeypatch):
     """A second writer waits for the first (BEGIN IMMEDIATE), and past the wait: DatabaseLocked."""
     url = f"sqlite:///{tmp_path / 'r.db'}"

@@ -196,3 +196,48 @@ def test_as_of_every_time_equals_the_revision_that_held_it(engine):
             assert answer == one
             checked += 1
     assert checked > 100 and refused > 20
+
+
+def test_versions_copied_in_the_database_in_small_statements(engine, monkeypatch):
+    """The new versions, their rates, counts and key stretches are copied from the current
+    tables in statements of at most CHUNK bound values: with CHUNK at 3, sets new, wholly and
+    partly changed (some beyond one statement) still read back as imported, and each
+    import's versions are numbered in set, then position, order (as when sent row by row)."""
+    monkeypatch.setattr(history, "CHUNK", 3)
+
+    def sets(al: dict[str, dict[int, float]]) -> list[ProfileSet]:
+        return [_set(name, [_profile(i, al=al.get(name, {}).get(i, 2.5),
+                                     per_position_rates=(0.8, 0.5, 0.2) if i % 4 == 1 else None,
+                                     counts=Counts(4, 12, 6) if i % 4 == 2 else None)
+                            for i in range(9)]) for name in ("a", "b", "c", "d")]
+
+    rounds = [{}, {"a": {0: 3.0}, "b": dict.fromkeys(range(9), 2.0),
+                   "c": dict.fromkeys((0, 2, 3, 5, 8), 3.0)},
+              {"a": {0: 3.0, 1: 3.0}, "b": dict.fromkeys(range(9), 2.0),
+               "c": dict.fromkeys((0, 2, 3, 5, 8), 3.0), "d": {4: 3.5, 6: 1.5}}]
+    before: dict[str, ProfileSet] = {}
+    new = 0
+    for al in rounds:
+        import_sets(engine, sets(al))
+        for s in sets(al):
+            latest = history.history(engine, s.name)[0].revision
+            assert history.load_revision(engine, s.name, latest) == s
+            old = before.get(s.name)
+            new += sum(1 for i, p in enumerate(s.profiles) if old is None or old.profiles[i] != p)
+            before[s.name] = s
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT id, set_name, position, valid_from "
+                                 "FROM profile_versions ORDER BY id")).all()
+    for moment in {at for *_, at in rows}:
+        started = [(name, pos) for _, name, pos, at in rows if at == moment]
+        assert started == sorted(started)
+    assert len(rows) == new == 36 + 15 + 3
+    with engine.connect() as conn:
+        with_rates = conn.execute(text(
+            "SELECT COUNT(DISTINCT profile_id) FROM version_rates")).scalar()
+        with_counts = conn.execute(text("SELECT COUNT(*) FROM version_counts")).scalar()
+    assert (with_rates, with_counts) == (
+        sum(1 for _, _, pos, _ in rows if pos % 4 == 1),
+        sum(1 for _, _, pos, _ in rows if pos % 4 == 2))
+    assert _keys(engine) == sorted((n, f"cat{i}", 1) for n in "abcd" for i in range(9))
+    assert not broken_foreign_keys(engine)
