@@ -7,7 +7,9 @@ Each is the floor of what its job must cost, written with the same drivers and n
   cyclic collector off and each document dropped once read)
   plus :func:`write_rows` (the driver's ``executemany`` of the same rows, ``COPY`` on
   PostgreSQL, into every table an import writes, the history's versions and keys and
-  ``import_files`` included, in one transaction). The rows are laid out beforehand by
+  ``import_files`` included, in one transaction; the versions, their rates and the key
+  stretches copied from the current rows by ``INSERT ... SELECT``, as the importer copies them,
+  which is faster than sending them again on both backends). The rows are laid out beforehand by
   :func:`build_rows` and handed over as a ``marshal`` file, so neither side of the sum
   includes building them: parse + write, nothing else. No validation, no unchanged detection.
 - batch resolution, as a process that reads JSON lines and writes JSON lines:
@@ -303,16 +305,41 @@ def _collector_off() -> Iterator[None]:
             gc.enable()
 
 
-def write_rows(url: str, rows: dict[str, list[tuple]]) -> int:
+#: The history tables a first import fills with copies of the current rows: the floor may copy
+#: them in the database (``INSERT ... SELECT``, as the importer does) instead of sending them.
+_COPIES = {
+    "profile_versions": "SELECT p.id, s.name, 1, NULL, {at}, NULL, p.position, p.model, "
+                        "p.speculative_method, p.num_spec_tokens, p.thinking, p.category, "
+                        "p.acceptance_length, p.method, p.provenance_id, p.rationale, "
+                        "p.copied_from FROM profiles p JOIN profile_sets s ON s.id = p.set_id",
+    "profile_keys": "SELECT p.id, s.name, p.model, p.speculative_method, p.num_spec_tokens, "
+                    "p.thinking, p.category, {at}, NULL FROM profiles p "
+                    "JOIN profile_sets s ON s.id = p.set_id",
+    "version_rates": "SELECT profile_id, position, rate FROM profile_rates",
+}
+
+#: How the floor writes the history tables: sent like the rest, or copied in the database.
+HISTORY_WAYS = ("sent", "copied")
+
+
+def write_rows(url: str, rows: dict[str, list[tuple]], history: str = "copied") -> int:
     """Insert prepared ``rows``, every table in one transaction; profiles. The driver's fastest
     bulk path: ``executemany`` on SQLite, ``COPY`` on PostgreSQL (psycopg's ``executemany``
-    sends a statement per row; the library's import copies too)."""
+    sends a statement per row; the library's import copies too). ``history="copied"`` fills
+    the versions, their rates and the key stretches by ``INSERT ... SELECT`` from the rows just
+    written (the same rows: a version's id is its profile's)."""
     mark = placeholder(url)
     with raw_connection(url) as conn:
         cur = conn.cursor()
         cur.execute("BEGIN")
         for table, cols in _COLUMNS.items():
             if not rows[table]:
+                continue
+            if history == "copied" and table in _COPIES:
+                # The one time the copied rows carry (their valid_from), as the rows give it.
+                at = {"profile_versions": 4, "profile_keys": 7}.get(table)
+                cur.execute(f"INSERT INTO {table} ({cols}) " + _COPIES[table].format(at=mark),
+                            () if at is None else (rows[table][0][at],))
                 continue
             if dialect_of(url) == "postgresql":
                 with cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:

@@ -57,3 +57,29 @@ def test_fresh_after_an_import_is_empty(backend, tmp_path, request):
             engine.dispose()
     finally:
         bench.close()
+
+
+def test_the_floor_writes_every_table_an_import_writes_either_way(backend, tmp_path, request):
+    """The import's floor (``baselines.write_rows``) fills the same tables with as many rows as
+    the import, whether it sends the history tables or copies them in the database."""
+    import baselines
+
+    admin = request.getfixturevalue("pg_server").admin_url if backend == "postgresql" else None
+    folder = tmp_path / "reg"
+    generate.write_registry(generate.default_layout(400, 2), folder)
+    rows = baselines.build_rows(sorted(folder.glob("*.yaml")))
+    bench = Backend(backend, tmp_path, admin)
+    try:
+        url = bench.fresh()
+        engine = make_engine(url)
+        try:
+            import_paths(engine, [folder])
+        finally:
+            engine.dispose()
+        imported = _filled(url)
+        for way in baselines.HISTORY_WAYS:
+            floor = bench.fresh()
+            baselines.write_rows(floor, rows, way)
+            assert _filled(floor) == imported, way
+    finally:
+        bench.close()
