@@ -304,10 +304,17 @@ def measure_depth(backend: str, url: str, layout: Any, between: datetime, reques
 def grow(backend: str, url: str, folder: Path, layout: Any, args: argparse.Namespace
          ) -> dict[str, Any]:
     """The history benchmark (``--grow``): see the module's docstring."""
+    import contextlib
+
     from registry_db import store
     from registry_db.sources.profile_set import read
     from registry_db.store.write import import_sets
 
+    # --gc-paused: each import as `registry import` runs it; else the collector sees this
+    # process's own heap (the library leaves it on).
+    paused: Any = contextlib.nullcontext
+    if args.gc_paused:
+        from registry_db.gcpause import gc_paused as paused
     _fresh(backend, url, args.postgres_url)
     sets, _ = read([folder])
     sets = list(sets)
@@ -322,7 +329,8 @@ def grow(backend: str, url: str, folder: Path, layout: Any, args: argparse.Names
             # Each round changes the share of what the last one imported: changes accumulate.
             content = content if r == 1 else _changed(content, args.changed, r)
             before, cpu, wall = _written(), time.process_time(), time.perf_counter()
-            import_sets(engine, content)
+            with paused():
+                import_sets(engine, content)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             written = _written() - before
             size = _size(backend, url)
@@ -388,12 +396,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--changed", type=float, default=0.05,
                     help="With --grow: the share of each set's profiles changed per round.")
     ap.add_argument("--batch", type=int, default=1000, help="With --grow: lines per batch.")
+    ap.add_argument("--gc-paused", action="store_true",
+                    help="With --grow: each import with the collector paused, as the command.")
+    ap.add_argument("--pg-database", default=PG_DATABASE,
+                    help="The PostgreSQL database this run recreates.")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Build (or reuse) the registry per backend, time the ways, print and write JSON."""
+    global PG_DATABASE
     args = parse_args(argv)
+    PG_DATABASE = args.pg_database
     args.work_dir.mkdir(parents=True, exist_ok=True)
     layout, folder = registry_folder(args.work_dir, args.profiles, args.files)
     lines = list(generate.hit_requests(layout, args.requests))

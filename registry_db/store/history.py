@@ -236,9 +236,10 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
                 *(k[c] == bindparam(f"k_{c}") for c in _KEY_NAMES), k.valid_until.is_(None))
                 .values(valid_until=now), gone)
         picked = [p for name in chunk for p in _at(by_name[name].profiles, fresh[name])]
-        _insert_versions(conn, fresh, now, any(p.per_position_rates for p in picked),
+        sizes = {name: len(by_name[name].profiles) for name in chunk}
+        _insert_versions(conn, fresh, sizes, now, any(p.per_position_rates for p in picked),
                          any(p.counts is not None for p in picked))
-        _insert_first_keys(conn, first, now)
+        _insert_first_keys(conn, first, sizes, now)
         # SQLite stores a time as text: written in its stored format, as for the versions.
         at: Any = stored_time(now) if conn.dialect.name == "sqlite" else now
         insert_many(conn, profile_keys, [{**row, "valid_from": at} for row in new_keys],
@@ -294,8 +295,8 @@ def _open_versions(conn: Connection, names: Sequence[str]) -> dict[str, dict[tup
     return out
 
 
-def _insert_versions(conn: Connection, fresh: dict[str, list[int] | None], now: datetime,
-                     rates: bool, counts: bool) -> None:
+def _insert_versions(conn: Connection, fresh: dict[str, list[int] | None],
+                     sizes: dict[str, int], now: datetime, rates: bool, counts: bool) -> None:
     """Each set's ``fresh`` profiles (by file position; None: all of them) as versions from the
     set's new revision on, with their rates and counts, copied in the database from the current
     tables the importer has just written (no row goes through Python). In set, then position,
@@ -305,7 +306,7 @@ def _insert_versions(conn: Connection, fresh: dict[str, list[int] | None], now: 
         return
     p, s, v = profiles.c, profile_sets.c, profile_versions.c
     at = bindparam("at", now, type_=v.valid_from.type)
-    for where in _fresh_rows(fresh):
+    for where in _fresh_rows(fresh, sizes):
         conn.execute(insert(profile_versions).from_select(
             ["set_name", "first_revision", "valid_from", "position", *_VERSION_COPIED],
             select(s.name, s.revision, at, p.position, *(p[c] for c in _VERSION_COPIED))
@@ -342,9 +343,11 @@ _VERSION_COPIED = ("model", "speculative_method", "num_spec_tokens", "thinking",
                    "acceptance_length", "method", "provenance_id", "rationale", "copied_from")
 
 
-def _fresh_rows(fresh: dict[str, list[int] | None]) -> Iterator[Any]:
-    """The conditions on ``profiles``/``profile_sets`` that pick the ``fresh`` rows, in set
-    order, each with at most :data:`CHUNK` bound values."""
+def _fresh_rows(fresh: dict[str, list[int] | None], sizes: dict[str, int]) -> Iterator[Any]:
+    """The conditions on ``profiles``/``profile_sets`` that pick the ``fresh`` rows (None: all
+    ``sizes[name]`` of the set), in set then position order, each for at most :data:`CHUNK`
+    rows and bound values: a statement's journal stays that small (SQLite keeps a writer's in
+    memory, ``engine._write_cache``)."""
     s, p = profile_sets.c, profiles.c
     terms: list[Any] = []
     whole: list[str] = []
@@ -358,37 +361,43 @@ def _fresh_rows(fresh: dict[str, list[int] | None]) -> Iterator[Any]:
             yield or_(*terms)
         terms, whole, size = [], [], 0
 
+    def add(term: Any, weight: int) -> Iterator[Any]:
+        nonlocal size
+        if size + weight > CHUNK:
+            yield from flush()
+        if whole:  # keep set order: the whole sets before this one go first
+            terms.append(s.name.in_(whole))
+            whole.clear()
+        terms.append(term)
+        size += weight
+
     for name in sorted(fresh):
-        positions = fresh[name]
-        if positions is None:
-            if size + 1 > CHUNK:
-                yield from flush()
+        positions, n = fresh[name], sizes[name]
+        if positions is None and size + max(n, 1) <= CHUNK:
             whole.append(name)
-            size += 1
-            continue
-        for part in chunks(positions, CHUNK - 1):  # with its set's name
-            if size + 1 + len(part) > CHUNK:
-                yield from flush()
-            if whole:  # keep set order: the whole sets before this one go first
-                terms.append(s.name.in_(whole))
-                whole = []
-            terms.append(and_(s.name == name, p.position.in_(part)))
-            size += 1 + len(part)
+            size += max(n, 1)
+        elif positions is None:
+            for start in range(0, n, CHUNK):
+                yield from add(and_(s.name == name, p.position >= start,
+                                    p.position < start + CHUNK), min(CHUNK, n - start))
+        else:
+            for part in chunks(positions, CHUNK - 1):  # with its set's name
+                yield from add(and_(s.name == name, p.position.in_(part)), 1 + len(part))
     yield from flush()
 
 
-def _insert_first_keys(conn: Connection, names: Sequence[str], now: datetime) -> None:
+def _insert_first_keys(conn: Connection, names: Sequence[str], sizes: dict[str, int],
+                       now: datetime) -> None:
     """A stretch beginning now for every key of the sets ``names`` (which held none), copied
-    from their current profiles in the database."""
-    if not names:
-        return
+    from their current profiles in the database (as few rows a statement as the versions)."""
     p, s = profiles.c, profile_sets.c
     key = [p[c] for c in _KEY_NAMES[1:]]
-    conn.execute(insert(profile_keys).from_select(
-        [*_KEY_NAMES, "valid_from"],
-        select(s.name, *key, bindparam("at", now, type_=profile_keys.c.valid_from.type))
-        .join_from(profiles, profile_sets, p.set_id == s.id).where(s.name.in_(names))
-        .order_by(s.name, *key)))
+    at = bindparam("at", now, type_=profile_keys.c.valid_from.type)
+    for where in _fresh_rows(dict.fromkeys(names), sizes):
+        conn.execute(insert(profile_keys).from_select(
+            [*_KEY_NAMES, "valid_from"],
+            select(s.name, *key, at).join_from(profiles, profile_sets, p.set_id == s.id)
+            .where(where).order_by(s.name, *key)))
 
 
 def stored_time(moment: datetime) -> str:
