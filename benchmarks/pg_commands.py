@@ -166,12 +166,7 @@ def pair(name: str, args: list[str], urls: dict[str, str], repeats: int,
     if other is not None:
         opg, olite = runs["other_postgresql"], runs["other_sqlite"]
         extra = {"other": {"python": other.python, "source": str(other.source or "")},
-                 "other_postgresql_wall_s": statistics.median(r[0] for r in opg),
-                 "other_sqlite_wall_s": statistics.median(r[0] for r in olite),
-                 "other_postgresql_cpu_s": statistics.median(r[1] for r in opg),
-                 "other_sqlite_cpu_s": statistics.median(r[1] for r in olite),
-                 "other_ratio_wall": _ratio(opg, olite, 0),
-                 "other_ratio_cpu": _ratio(opg, olite, 1),
+                 **_medians(opg, olite, "other_"),
                  "other_vs_this_postgresql_wall": _ratio(opg, pg, 0),
                  "other_vs_this_postgresql_cpu": _ratio(opg, pg, 1),
                  "other_vs_this_sqlite_wall": _ratio(olite, lite, 0),
@@ -179,15 +174,20 @@ def pair(name: str, args: list[str], urls: dict[str, str], repeats: int,
     return {
         "command": name, "args": args,
         "exit": {b: sorted({r[2] for r in rs}) for b, rs in runs.items()},
-        "postgresql_wall_s": statistics.median(r[0] for r in pg),
-        "sqlite_wall_s": statistics.median(r[0] for r in lite),
-        "postgresql_cpu_s": statistics.median(r[1] for r in pg),
-        "sqlite_cpu_s": statistics.median(r[1] for r in lite),
-        "ratio_wall": _ratio(pg, lite, 0),
-        "ratio_cpu": _ratio(pg, lite, 1),
+        **_medians(pg, lite, ""),
         **extra,
         "runs": {b: [list(r[:2]) for r in rs] for b, rs in runs.items()},
     }
+
+
+def _medians(pg: list, lite: list, prefix: str) -> dict[str, float]:
+    """Each backend's median wall and CPU time, and their paired ratios, named with ``prefix``."""
+    return {f"{prefix}postgresql_wall_s": statistics.median(r[0] for r in pg),
+            f"{prefix}sqlite_wall_s": statistics.median(r[0] for r in lite),
+            f"{prefix}postgresql_cpu_s": statistics.median(r[1] for r in pg),
+            f"{prefix}sqlite_cpu_s": statistics.median(r[1] for r in lite),
+            f"{prefix}ratio_wall": _ratio(pg, lite, 0),
+            f"{prefix}ratio_cpu": _ratio(pg, lite, 1)}
 
 
 def _report(row: dict[str, Any]) -> None:
