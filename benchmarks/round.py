@@ -197,7 +197,8 @@ def measure_all(args: argparse.Namespace, record: dict, work: Path) -> None:
     as_of.PG_DATABASE = f"registry_bench_round_{os.getpid()}"
     grow_args = as_of.parse_args([
         "--grow", str(args.grow), "--profiles", str(args.grow_profiles), "--files",
-        str(args.grow_files), "--postgres-url", args.postgres_url, "--work-dir", str(work)])
+        str(args.grow_files), "--postgres-url", args.postgres_url, "--work-dir", str(work),
+        "--gc-paused"])  # each import as `registry import` runs it
     for name in BACKENDS:
         url = as_of._url(name, work, args.grow_profiles, args.postgres_url)
         try:
