@@ -149,11 +149,14 @@ def one_parameters(lookup: Lookup, order: Sequence[str], dialect: str = "sqlite"
     """``lookup``'s values in a one-run statement's parameter ``order``
     (:func:`~registry_db.resolve.statements.one_statement`; ``dialect``: how its time is bound)."""
     out: list[Any] = []
+    at = None  # the time, bound once: the as-of statement names it three times
     for name in order:
         if name.startswith("set_"):  # set_1 ... set_N: the scope's names
             out.append(lookup.scope[int(name[4:]) - 1])  # type: ignore[index]
         elif name == "as_of":
-            out.append(bound(lookup.as_of, dialect))  # type: ignore[arg-type]
+            if at is None:
+                at = bound(lookup.as_of, dialect)  # type: ignore[arg-type]
+            out.append(at)
         else:
             out.append(getattr(lookup, name))
     return tuple(out)
