@@ -104,6 +104,13 @@ def _convert(text: str, kind: str) -> Any:
 def plain_value(text: str) -> Any:
     """The value of an untagged plain scalar: ``text`` as :func:`scalar_kind` resolves it
     (:func:`_convert` to its own kind, classified once instead of twice)."""
+    # An unsigned decimal is converted on the spot (half an import's typed scalars); the same
+    # value as by its kind, which tests compare.
+    whole, dot, frac = text.partition(".")
+    if whole.isdigit() and whole.isascii() and (not frac or (frac.isdigit() and frac.isascii())):
+        if dot:
+            return float(text)
+        return int(text) if whole[0] != "0" or len(whole) == 1 else text
     return _VALUE_OF[scalar_kind(text)](text)
 
 

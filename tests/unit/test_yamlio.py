@@ -71,6 +71,19 @@ def _pattern_kind(text):
 @given(st.text(alphabet="0123456789.+-eE_x ٣²atrufalsenNTFI~", max_size=8))
 def test_scalar_kind_shortcuts_agree_with_the_patterns(text):
     assert yamlio.scalar_kind(text) == _pattern_kind(text)
+    _same_value(text)
+
+
+def _same_value(text):
+    """plain_value gives the value (and type) the patterns' kind converts ``text`` to."""
+    try:
+        want = yamlio._VALUE_OF[_pattern_kind(text)](text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            yamlio.plain_value(text)
+        return
+    got = yamlio.plain_value(text)
+    assert type(got) is type(want) and (got == want or got != got and want != want)
 
 
 @pytest.mark.parametrize("text", ["0", "00", "012", "1.", "01.5", "1.5.3", "٣", "²", "1.٣",
@@ -78,6 +91,7 @@ def test_scalar_kind_shortcuts_agree_with_the_patterns(text):
                                   "nan", "thinking", "False"])
 def test_scalar_kind_shortcuts_on_their_edges(text):
     assert yamlio.scalar_kind(text) == _pattern_kind(text)
+    _same_value(text)
 
 
 @pytest.mark.parametrize("text", [".nan", ".NaN", ".NAN"])
