@@ -116,6 +116,16 @@ def _build(get_event: Any) -> Any:
                 value = plain_value(value)
             if event.anchor is not None:
                 anchors[event.anchor] = (value, 1)
+            # Most nodes: a scalar into the open container (a scalar key is never complex).
+            if key is _KEY:
+                if value in top:  # a duplicate key: the loader's finding
+                    raise _LongWay
+                key = value
+                continue
+            if key is not None:
+                top[key] = value
+                key = _KEY
+                continue
         elif kind is MappingStartEvent or kind is SequenceStartEvent:
             total += 1
             if event.tag is not None or len(stack) >= max_depth - (top is not None):
@@ -141,7 +151,7 @@ def _build(get_event: Any) -> Any:
             if stack:
                 top, key, anchor, before = stack.pop()
             else:
-                top = None
+                top, key = None, None
         elif kind is AliasEvent:
             name = event.anchor
             if name in open_anchors or name not in anchors:
