@@ -182,17 +182,14 @@ PROVENANCE = Map("provenance", keys=PROVENANCE_KEYS, steps=(
 def _provenance(ck: Checker, raw: dict, m: dict, sub: str, got: dict) -> Provenance | None:
     # A provenance that aliases cite from several profiles is checked (and reported) once. One
     # written out again in full, to the letter (repr: same keys in the same order, and 1, 1.0
-    # and True apart), is the first copy's object unless that drew a finding: checked once, and
-    # hashed and written once.
+    # and True apart), is the first copy's object: checked once, hashed and written once. A
+    # refused one (None) is checked again at each copy, so each copy's findings are reported.
     key = ("provenance", id(raw))
     if key not in ck.memo:
         copy = ("provenance", repr(raw))
         found = ck.memo.get(copy)
         if found is None:
-            before = len(ck.findings)
-            found = PROVENANCE.load(ck, raw, sub)
-            if found is not None and len(ck.findings) == before:
-                ck.memo[copy] = found
+            found = ck.memo[copy] = PROVENANCE.load(ck, raw, sub)
         ck.memo[key] = found
     return ck.memo[key]
 

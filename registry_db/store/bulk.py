@@ -5,7 +5,7 @@ counts row, and the size of ``IN (...)`` lists; shared by the importer
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Boolean, DateTime, insert, select
 from sqlalchemy.engine import Connection
@@ -40,15 +40,14 @@ def insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]] | list[
         return
     postgresql = conn.dialect.name == "postgresql"
     bulk = len(rows) >= COPY_MIN_ROWS and (postgresql or plain_columns(table))
-    dicts: list[Any] = rows if columns is None else []
-    if not (bulk or (plain and not postgresql)):
-        conn.execute(insert(table), dicts or [dict(zip(columns or (), row)) for row in rows])
-        return
-    if columns is None:
+    values: list[Any] = rows
+    if columns is None:  # mappings: their keys are the columns
+        dicts = cast(list[dict[str, Any]], rows)
         columns = list(dicts[0])
-        values: list[Any] = [tuple([row[c] for c in columns]) for row in dicts]
-    else:
-        values = rows
+        values = [tuple([row[c] for c in columns]) for row in dicts]
+    if not (bulk or (plain and not postgresql)):
+        conn.execute(insert(table), [dict(zip(columns, row)) for row in values])
+        return
     names = ", ".join(f'"{c}"' for c in columns)
     dbapi_error = conn.dialect.loaded_dbapi.Error
     driver = conn.connection.driver_connection

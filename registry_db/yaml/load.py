@@ -70,13 +70,9 @@ def scalar_kind(text: str) -> str:
         return "str"
     if text[:1].isalpha():  # keys such as thinking, top_p: only null and bool start so
         return "null" if text in _NULLS else "bool" if text in _TRUE or text in _FALSE else "str"
-    # Unsigned decimals (K, counts, AL, rates): str methods, not three regexes; the same kinds
-    # as the patterns below (a leading zero keeps digits text), tests compare the two.
-    whole, dot, frac = text.partition(".")
-    if whole.isascii() and whole.isdigit() and (not frac or (frac.isascii() and frac.isdigit())):
-        if dot:
-            return "float"
-        return "int" if whole[0] != "0" or len(whole) == 1 else "str"
+    decimal = _unsigned_decimal(text)
+    if decimal is not None:
+        return decimal
     if text in _NULLS:
         return "null"
     if text in _TRUE or text in _FALSE:
@@ -89,6 +85,17 @@ def scalar_kind(text: str) -> str:
     if _FLOAT_RE.fullmatch(text) and not _DIGITS_RE.fullmatch(text):
         return "float"
     return "str"
+
+
+def _unsigned_decimal(text: str) -> str | None:
+    """The kind of an unsigned decimal (K, counts, AL, rates) told by ``str`` methods, not the
+    three patterns: int, float, or str for digits with a leading zero (the same kinds as the
+    patterns, which tests compare); None for any other text."""
+    whole, dot, frac = text.partition(".")
+    if not (whole.isdigit() and whole.isascii()) or (
+            frac and not (frac.isdigit() and frac.isascii())):
+        return None
+    return "float" if dot else "int" if whole[0] != "0" or len(whole) == 1 else "str"
 
 
 def _convert(text: str, kind: str) -> Any:
@@ -104,14 +111,14 @@ def _convert(text: str, kind: str) -> Any:
 def plain_value(text: str) -> Any:
     """The value of an untagged plain scalar: ``text`` as :func:`scalar_kind` resolves it
     (:func:`_convert` to its own kind, classified once instead of twice)."""
-    # An unsigned decimal is converted on the spot (half an import's typed scalars); the same
-    # value as by its kind, which tests compare.
-    whole, dot, frac = text.partition(".")
-    if whole.isdigit() and whole.isascii() and (not frac or (frac.isdigit() and frac.isascii())):
-        if dot:
-            return float(text)
-        return int(text) if whole[0] != "0" or len(whole) == 1 else text
-    return _VALUE_OF[scalar_kind(text)](text)
+    # Half an import's typed scalars are unsigned decimals: told first and converted directly
+    # (no inf or nan among them).
+    kind = _unsigned_decimal(text)
+    if kind == "float":
+        return float(text)
+    if kind == "int":
+        return int(text)
+    return _VALUE_OF[kind or scalar_kind(text)](text)
 
 
 def _float(text: str) -> float:
