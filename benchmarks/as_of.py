@@ -255,8 +255,8 @@ def _written() -> int:
     return 0
 
 
-#: Alternating runs of each 1,000-line batch: one takes 10-50 ms, so three medians moved the
-#: ratio by 0.2 between runs of one tree (1.39 / 1.63 for misses at 50 revisions).
+#: Alternating runs of each 1,000-line batch: one run is a few ms, and three medians moved the
+#: ratio between runs of one tree (docs/decisions.md, "An import's rounds").
 BATCH_REPEATS = 15
 
 

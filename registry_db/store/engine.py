@@ -52,8 +52,9 @@ from registry_db.store.urls import (
 DEFAULT_LOCK_TIMEOUT = 60.0
 #: pg_advisory_xact_lock key shared by every registry writer and migration.
 WRITE_LOCK_KEY = 0x5245_4749  # "REGI"
-#: SQLite page cache of a write transaction, KiB (readers keep the default 2 MiB): a 5% round
-#: of 20,000 profiles touches ~14 MiB of pages, which the default spills to the WAL and rewrites.
+#: SQLite page cache of a write transaction, KiB (readers keep the default): an import's changed
+#: pages outgrow the default, which spills them to the WAL and writes them again (figures in
+#: docs/decisions.md, "An import's rounds").
 WRITE_CACHE_KIB = 64 * 1024
 
 T = TypeVar("T")
@@ -347,8 +348,7 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
 def _write_cache(conn: Connection) -> Iterator[None]:
     """SQLite: :data:`WRITE_CACHE_KIB` of page cache and temporary files in memory while
     ``conn`` writes (an ``INSERT ... SELECT``'s statement journal would otherwise be written to
-    a file: 5.3 MiB in a 5% round of 20,000 profiles), its own settings again after (the pool
-    hands the connection to readers next)."""
+    a file), its own settings again after (the pool hands the connection to readers next)."""
     if conn.dialect.name != "sqlite":
         yield
         return
