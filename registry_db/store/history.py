@@ -271,7 +271,8 @@ _KEY_PARAMS = tuple(f"k_{c}" for c in _KEY_NAMES)
 
 def _open_versions(conn: Connection, names: Sequence[str]) -> dict[str, dict[tuple, int]]:
     """``name -> {content: version id}`` of the versions the latest revisions of ``names`` hold
-    (``ix_profile_versions_set_name_last_revision``: open ranges have no last revision)."""
+    (``ix_profile_versions_set_name_first_revision``, the open ranges, which have no last
+    revision, among them)."""
     if not names:
         return {}
     v = profile_versions.c
@@ -318,7 +319,8 @@ def _insert_versions(conn: Connection, fresh: dict[str, list[int] | None],
            .join_from(profile_versions, profile_sets, s.name == v.set_name)
            .join(profiles, and_(p.set_id == s.id,
                                 *(p[c] == v[c] for c in _KEY_NAMES[1:])))
-           .where(v.set_name.in_(names), v.last_revision.is_(None), v.valid_from == at)
+           .where(v.set_name.in_(names), v.first_revision == s.revision,
+                  v.last_revision.is_(None), v.valid_from == at)
            .subquery())
     r, c = profile_rates.c, profile_counts.c
     if rates:

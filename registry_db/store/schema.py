@@ -335,9 +335,9 @@ class ProfileVersionRow(Base):
         CheckConstraint("last_revision IS NULL OR last_revision >= first_revision",
                         name="revision_range"),
         CheckConstraint("(last_revision IS NULL) = (valid_until IS NULL)", name="open_range"),
-        # The versions a revision holds, and the open ones an import compares against.
-        Index(None, "set_name", "last_revision"),
-        Index(None, "provenance_id"),
+        # A set's versions by the revision they begin at: what a revision holds, an import's
+        # open and new ones; a round only appends to it (0009).
+        Index(None, "set_name", "first_revision"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -207,7 +207,7 @@ def test_an_unsupported_dialect_is_named():
         assert word in result.stderr
 
 
-@pytest.mark.parametrize("step", [["upgrade", "0009"], ["downgrade", "0042"],
+@pytest.mark.parametrize("step", [["upgrade", "0999"], ["downgrade", "0042"],
                                   ["upgrade", "--sql", "nope"]])
 def test_an_unknown_revision_names_the_known_ones(step, registry_db):
     result = CliRunner().invoke(main, ["-d", registry_db, "db", *step])

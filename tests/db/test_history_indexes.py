@@ -1,0 +1,75 @@
+"""The statements an import and a revision's read run against ``profile_versions`` search a
+set's versions by ``ix_profile_versions_set_name_first_revision`` (migration 0009), never scan the
+history: on SQLite, whose planner picks an index by the statement alone (PostgreSQL's choice
+depends on the table's statistics: reading a fifth of a small table, it rightly scans)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from sqlalchemy import event
+
+from registry_db import store
+from registry_db.store import history
+from registry_db.store import write as importer
+from tests.helpers import generated_sets
+
+INDEX = "ix_profile_versions_set_name_first_revision"
+
+
+def _changed(sets, round_: int):
+    """Each set with every tenth profile's value moved (a new version of it)."""
+    out = []
+    for s in sets:
+        profiles = list(s.profiles)
+        for i in range(round_ % 10, len(profiles), 10):
+            p = profiles[i]
+            al = 1.0 + (p.acceptance_length - 1.0) * 0.9
+            profiles[i] = dataclasses.replace(p, acceptance_length=round(al, 6))
+        out.append(dataclasses.replace(s, profiles=tuple(profiles)))
+    return out
+
+
+def _plans(engine, work) -> list[tuple[str, str]]:
+    """(statement, SQLite's plan) of every statement ``work`` runs that reads the versions."""
+    seen: list[tuple[str, object]] = []
+
+    def keep(conn, cursor, statement, parameters, context, executemany):
+        if "profile_versions" in statement and not executemany:
+            seen.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", keep)
+    try:
+        work()
+    finally:
+        event.remove(engine, "before_cursor_execute", keep)
+    out = []
+    with engine.connect() as conn:
+        cur = conn.connection.dbapi_connection.cursor()
+        for statement, parameters in seen:
+            rows = cur.execute(f"EXPLAIN QUERY PLAN {statement}", parameters).fetchall()
+            out.append((statement, "\n".join(str(r[-1]) for r in rows)))
+    return out
+
+
+def test_an_import_and_a_revision_search_the_versions_by_set(tmp_path):
+    engine = store.open_registry(f"sqlite:///{tmp_path / 'r.db'}")
+    try:
+        sets = generated_sets(per_set=300)
+        importer.import_sets(engine, sets)
+        for n in range(1, 4):
+            sets = _changed(sets, n)
+            importer.import_sets(engine, sets)
+        later = _changed(sets, 4)
+        plans = _plans(engine, lambda: importer.import_sets(engine, later))
+        plans += _plans(engine, lambda: history.load_revision(engine, sets[0].name, 2))
+        plans += _plans(engine, lambda: history.delete_sets(engine, [sets[1].name]))
+        assert len(plans) >= 6, plans  # open versions, rates, counts, new ones, a revision's...
+        for statement, plan in plans:
+            # Whatever else a plan does, it never walks the whole history table.
+            assert not re.search(r"^SCAN (profile_versions|p)\b", plan, re.M), (statement, plan)
+        searched = [plan for _, plan in plans if INDEX in plan]
+        assert len(searched) >= 4, plans
+    finally:
+        engine.dispose()
