@@ -5,7 +5,7 @@ mode or category would have matched. :func:`stored_variants` answers that in ONE
 profile key's index (its leading columns are model and method), made only when some answer is
 such a refusal: a run that is answered costs nothing more, and a batch pays one query however
 many of its lines are refused. The SQL is plain text on the DB-API cursor, so the resolver's
-path still loads no ORM models.
+path still loads no schema tables.
 """
 
 from __future__ import annotations

@@ -251,7 +251,7 @@ def script_heads() -> list[str]:
 
 
 def schema_differences(engine: Engine) -> list[str]:
-    """How the database's schema differs from the models (:mod:`registry_db.store.schema`),
+    """How the database's schema differs from the tables (:mod:`registry_db.store.schema`),
     as Alembic's autogenerate compares them (``alembic check``): one line per difference,
     none when they match. Views are the migrations' alone and not compared."""
     from alembic.autogenerate import compare_metadata

@@ -46,6 +46,19 @@ def test_resolve_does_not_load_alembic(tmp_path):
         assert unused not in mods, unused
 
 
+def test_engine_commands_do_not_load_the_orm(tmp_path):
+    """The schema is Core tables: a command that opens an engine (an import, a listing) loads
+    the tables but not SQLAlchemy's ORM, which nothing here uses."""
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    for args in (["import", str(SEED)], ["list"]):
+        mods = _modules_after(
+            "from registry_db.cli import main\n"
+            f"try:\n    main(['-d', {url!r}] + {args!r}, prog_name='registry')\n"
+            "except SystemExit as e:\n    assert e.code in (0, None), e.code\n")
+        assert "registry_db.store.schema" in mods, args
+        assert "sqlalchemy.orm" not in mods, args
+
+
 def test_sqlite_resolve_does_not_load_sqlalchemy(tmp_path):
     """A SQLite registry at the head is read through sqlite3 alone (store.sqlite_read): a hit,
     a refusal and a batch import no SQLAlchemy; with the fast path switched off they do."""
