@@ -77,16 +77,42 @@ profile_sets = Table(
     CheckConstraint("name <> ''", name="name_not_empty"),
 )
 
-#: A caveat of a set, in file order (0-based ``position``).
-set_caveats = Table(
-    "set_caveats", metadata,
-    Column("set_id", ForeignKey("profile_sets.id", ondelete="CASCADE"), nullable=False),
-    Column("position", Integer, nullable=False),
-    Column("text", Text, nullable=False),
-    PrimaryKeyConstraint("set_id", "position"),
-    CheckConstraint("text <> ''", name="text_not_empty"),
-    CheckConstraint("position >= 0", name="position"),
-)
+
+def _caveats(name: str, owner: str, parent: str) -> Table:
+    """The caveats of a row of ``parent`` (by ``owner``), in file order (0-based ``position``)."""
+    return Table(
+        name, metadata,
+        Column(owner, ForeignKey(f"{parent}.id", ondelete="CASCADE"), nullable=False),
+        Column("position", Integer, nullable=False),
+        Column("text", Text, nullable=False),
+        PrimaryKeyConstraint(owner, "position"),
+        CheckConstraint("text <> ''", name="text_not_empty"),
+        CheckConstraint("position >= 0", name="position"),
+    )
+
+
+def _value_columns() -> list[Column]:
+    """What a profile states beside its key, as the current profiles and the versions hold it."""
+    return [
+        Column("acceptance_length", Double, nullable=False),
+        Column("method", ForeignKey("methods.name"), nullable=False),
+        Column("provenance_id", ForeignKey("provenances.id")),
+        Column("rationale", Text),
+        Column("copied_from", Text),
+    ]
+
+
+def _key_checks() -> list[CheckConstraint]:
+    """Fresh checks of a key's thinking and K and of the AL's range (the convention names them)."""
+    return [
+        CheckConstraint("thinking IN ('on', 'off')", name="thinking"),
+        CheckConstraint("num_spec_tokens >= 1", name="k"),
+        CheckConstraint("acceptance_length >= 1 AND acceptance_length <= num_spec_tokens + 1",
+                        name="al_range"),
+    ]
+
+
+set_caveats = _caveats("set_caveats", "set_id", "profile_sets")
 
 #: The methods vocabulary and what each requires (seeded by the first migration).
 methods = Table(
@@ -151,11 +177,7 @@ profiles = Table(
     Column("set_id", ForeignKey("profile_sets.id", ondelete="CASCADE"), nullable=False),
     Column("position", Integer, nullable=False),  # 0-based order in the file (export keeps it)
     *_key_columns(),
-    Column("acceptance_length", Double, nullable=False),
-    Column("method", ForeignKey("methods.name"), nullable=False),
-    Column("provenance_id", ForeignKey("provenances.id")),
-    Column("rationale", Text),
-    Column("copied_from", Text),
+    *_value_columns(),
     # Key columns first and set last, so that the constraint's index also serves the
     # resolver's lookup across all sets.
     UniqueConstraint("model", "speculative_method", "num_spec_tokens", "thinking",
@@ -163,10 +185,7 @@ profiles = Table(
     CheckConstraint("model <> ''", name="model_not_empty"),
     CheckConstraint("speculative_method <> ''", name="method_name_not_empty"),
     CheckConstraint("category <> ''", name="category_not_empty"),
-    CheckConstraint("thinking IN ('on', 'off')", name="thinking"),
-    CheckConstraint("num_spec_tokens >= 1", name="k"),
-    CheckConstraint("acceptance_length >= 1 AND acceptance_length <= num_spec_tokens + 1",
-                    name="al_range"),
+    *_key_checks(),
     CheckConstraint("method <> 'not_charged'", name="method_charged"),
     CheckConstraint("method = 'assumed' OR provenance_id IS NOT NULL",
                     name="provenance_required"),
@@ -242,16 +261,7 @@ revisions = Table(
     Index(None, "set_name", "imported_at"),
 )
 
-#: A caveat of a set revision, in file order.
-revision_caveats = Table(
-    "revision_caveats", metadata,
-    Column("revision_id", ForeignKey("revisions.id", ondelete="CASCADE"), nullable=False),
-    Column("position", Integer, nullable=False),
-    Column("text", Text, nullable=False),
-    PrimaryKeyConstraint("revision_id", "position"),
-    CheckConstraint("text <> ''", name="text_not_empty"),
-    CheckConstraint("position >= 0", name="position"),
-)
+revision_caveats = _caveats("revision_caveats", "revision_id", "revisions")
 
 #: One version of a profile of a set, stored once and held by a range of the set's revisions
 #: (``first_revision`` … ``last_revision``; NULL: up to the latest), written at ``valid_from``
@@ -266,19 +276,12 @@ profile_versions = Table(
     Column("valid_until", DateTime(timezone=True)),
     Column("position", Integer, nullable=False),
     *_key_columns(),
-    Column("acceptance_length", Double, nullable=False),
-    Column("method", ForeignKey("methods.name"), nullable=False),
-    Column("provenance_id", ForeignKey("provenances.id")),
-    Column("rationale", Text),
-    Column("copied_from", Text),
+    *_value_columns(),
     # Key columns first: the as-of lookup searches this index by key, and finds the
     # versions current at a time in the index itself (it covers the times).
     UniqueConstraint("model", "speculative_method", "num_spec_tokens", "thinking",
                      "category", "set_name", "valid_from", "valid_until", name="key"),
-    CheckConstraint("thinking IN ('on', 'off')", name="thinking"),
-    CheckConstraint("num_spec_tokens >= 1", name="k"),
-    CheckConstraint("acceptance_length >= 1 AND acceptance_length <= num_spec_tokens + 1",
-                    name="al_range"),
+    *_key_checks(),
     CheckConstraint("first_revision >= 1", name="first_revision"),
     CheckConstraint("last_revision IS NULL OR last_revision >= first_revision",
                     name="revision_range"),
