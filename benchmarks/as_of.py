@@ -69,22 +69,36 @@ def _url(backend: str, work: Path, profiles: int, postgres_url: str) -> str:
     return _with_database(postgres_url, PG_DATABASE)
 
 
+def _sqlite_path(url: str) -> Path:
+    return Path(url.split(":///", 1)[1])
+
+
+def _remove_sqlite(url: str) -> None:
+    """The SQLite registry at ``url`` deleted, its WAL and shared memory with it."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{_sqlite_path(url)}{suffix}").unlink(missing_ok=True)
+
+
+def _pg_admin(postgres_url: str, statements: list[str]) -> None:
+    """``statements`` (``CREATE DATABASE`` and the like) run outside a transaction."""
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        for statement in statements:
+            conn.execute(text(statement))
+    admin.dispose()
+
+
 def _fresh(backend: str, url: str, postgres_url: str) -> None:
     """An empty registry at ``url`` (the SQLite file or the PostgreSQL database recreated)."""
     from registry_db import store
 
     if backend == "sqlite":
-        path = Path(url.split(":///", 1)[1])
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        _remove_sqlite(url)
     else:
-        from sqlalchemy import create_engine, text
-
-        admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{PG_DATABASE}"'))
-            conn.execute(text(f'CREATE DATABASE "{PG_DATABASE}"'))
-        admin.dispose()
+        _pg_admin(postgres_url, [f'DROP DATABASE IF EXISTS "{PG_DATABASE}"',
+                                 f'CREATE DATABASE "{PG_DATABASE}"'])
     store.open_registry(url).dispose()
 
 
@@ -124,7 +138,7 @@ def build(backend: str, url: str, folder: Path, postgres_url: str) -> dict[str, 
 
 def _settle(backend: str, url: str) -> None:
     if backend == "sqlite":
-        _checkpoint(Path(url.split(":///", 1)[1]))
+        _checkpoint(_sqlite_path(url))
         return
     from sqlalchemy import create_engine, text
 
@@ -242,7 +256,7 @@ def _size(backend: str, url: str) -> int:
     """The registry's bytes on disk, settled (checkpointed; vacuumed on PostgreSQL)."""
     _settle(backend, url)
     if backend == "sqlite":
-        path = Path(url.split(":///", 1)[1])
+        path = _sqlite_path(url)
         return sum(Path(f"{path}{x}").stat().st_size for x in ("", "-wal")
                    if Path(f"{path}{x}").exists())
     from sqlalchemy import create_engine, text
@@ -315,7 +329,7 @@ def measure_depth(backend: str, url: str, layout: Any, between: datetime, reques
 def _copies(backend: str, url: str, postgres_url: str, n: int) -> list[str]:
     """``n`` copies of the registry at ``url`` (closed: no connection may be open), as URLs."""
     if backend == "sqlite":
-        path = Path(url.split(":///", 1)[1])
+        path = _sqlite_path(url)
         out = []
         for i in range(n):
             copy = path.with_name(f"{path.stem}-again-{i}{path.suffix}")
@@ -324,32 +338,21 @@ def _copies(backend: str, url: str, postgres_url: str, n: int) -> list[str]:
                     shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
             out.append(f"sqlite:///{copy}")
         return out
-    from sqlalchemy import create_engine, text
-
-    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
     names = [f"{PG_DATABASE}_again_{i}" for i in range(n)]
-    with admin.connect() as conn:
-        for name in names:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-            conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{PG_DATABASE}"'))
-    admin.dispose()
+    _pg_admin(postgres_url, [s for name in names for s in (
+        f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}" TEMPLATE "{PG_DATABASE}"')])
     return [_with_database(postgres_url, name) for name in names]
 
 
 def _drop_copies(backend: str, urls: list[str], postgres_url: str) -> None:
     if backend == "sqlite":
         for url in urls:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{url.split(':///', 1)[1]}{suffix}").unlink(missing_ok=True)
+            _remove_sqlite(url)
         return
-    from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
-    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        for url in urls:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}"'))
-    admin.dispose()
+    _pg_admin(postgres_url,
+              [f'DROP DATABASE IF EXISTS "{make_url(url).database}"' for url in urls])
 
 
 def _import_cpu(url: str, content: Any, paused: Any) -> float:

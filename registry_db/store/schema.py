@@ -3,7 +3,8 @@
 Migrations in ``migrations/versions`` create and change the schema; these tables describe the
 head so that the library can query it and a test can prove the two agree (autogenerate finds
 nothing). Core tables, not ORM classes: nothing maps rows to objects, and the ORM's import and
-declarations cost every command that opens an engine about 0.1 s (``docs/decisions.md``).
+declarations were a share of the start-up of every command that opens an engine
+(``docs/decisions.md``).
 Every constraint has a name from the naming convention, identical on SQLite and PostgreSQL and
 at most 63 characters; multi-column keys carry short explicit names.
 
