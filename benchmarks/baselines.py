@@ -149,10 +149,11 @@ def build_rows(paths: Sequence[Path]) -> dict[str, list[tuple]]:
                    float(p["acceptance_length"]), p["method"], prov_id, p.get("rationale"),
                    p.get("copied_from"))
             rows["profiles"].append(row)
-            # The set's revision 1 opens a version and a key stretch of each profile.
-            rows["profile_versions"].append((profile_id, doc["name"], 1, None, now, None)
-                                            + row[2:])
+            # The set's revision 1 opens a key stretch and a version of each profile (the
+            # version in the stretch of the same id).
             rows["profile_keys"].append((profile_id, doc["name"]) + row[3:8] + (now, None))
+            rows["profile_versions"].append((profile_id, doc["name"], 1, None, now, None)
+                                            + row[2:] + (profile_id,))
             rates = [(profile_id, i, float(r))
                      for i, r in enumerate(p.get("per_position_rates") or (), 1)]
             rows["profile_rates"].extend(rates)
@@ -172,12 +173,12 @@ _COLUMNS = {
     "revisions": "id, set_name, revision, action, imported_at, source_file, content_hash, "
                  "profile_count",
     "revision_caveats": "revision_id, position, text",
+    "profile_keys": "id, set_name, model, speculative_method, num_spec_tokens, thinking, "
+                    "category, valid_from, valid_until",
     "profile_versions": "id, set_name, first_revision, last_revision, valid_from, valid_until, "
                         "position, model, speculative_method, num_spec_tokens, thinking, "
                         "category, acceptance_length, method, provenance_id, rationale, "
-                        "copied_from",
-    "profile_keys": "id, set_name, model, speculative_method, num_spec_tokens, thinking, "
-                    "category, valid_from, valid_until",
+                        "copied_from, key_id",
     "version_rates": "profile_id, position, rate",
     "import_files": "path, bytes_hash, rules, set_name, content_hash, profiles",
 }
@@ -311,7 +312,8 @@ _COPIES = {
     "profile_versions": "SELECT p.id, s.name, 1, NULL, {at}, NULL, p.position, p.model, "
                         "p.speculative_method, p.num_spec_tokens, p.thinking, p.category, "
                         "p.acceptance_length, p.method, p.provenance_id, p.rationale, "
-                        "p.copied_from FROM profiles p JOIN profile_sets s ON s.id = p.set_id",
+                        "p.copied_from, p.id "
+                        "FROM profiles p JOIN profile_sets s ON s.id = p.set_id",
     "profile_keys": "SELECT p.id, s.name, p.model, p.speculative_method, p.num_spec_tokens, "
                     "p.thinking, p.category, {at}, NULL FROM profiles p "
                     "JOIN profile_sets s ON s.id = p.set_id",

@@ -25,8 +25,17 @@ _PREFIX = ("{a}.model = {b}.model AND {a}.speculative_method = {b}.speculative_m
 #: A candidate's counts and their stderr, read by primary key beside its value (null without).
 _COUNTS = "cn.drafts, cn.draft_tokens, cn.accepted_tokens, cn.accepted_per_position, cn.al_stderr"
 
-#: A profile version ``p`` was current at time ``at``: written by then, not yet replaced.
+#: A stretch of a key ``p`` (``profile_keys``) was current at time ``at``: begun by then, not
+#: yet ended.
 _CURRENT_AT = "p.valid_from <= {at} AND (p.valid_until IS NULL OR p.valid_until > {at})"
+
+
+def _version_at(stretch: str, revision: str) -> str:
+    """The id of the version of stretch ``stretch`` that revision ``revision`` of its set held:
+    the stretch's latest to begin at or before it (a stretch's versions follow one another
+    without gap or overlap), one probe of ``uq_profile_versions_stretch``."""
+    return (f"(SELECT q.id FROM profile_versions q WHERE q.key_id = {stretch}"
+            f" AND q.first_revision <= {revision} ORDER BY q.first_revision DESC LIMIT 1)")
 
 
 def _revision_at(name: str, at: str) -> str:
@@ -69,17 +78,22 @@ WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens 
       SELECT 1 FROM profiles q{join_q}
       WHERE """ + _PREFIX.format(a="q", b="p") + """ AND q.category = :category{scope_q})){scope}"""
 
-#: One run as of a time: the key's versions (category or fallback) current at that time are
-#: found once (``c``: a few rows, by the key index, each version's range on its own row), then
-#: the same rules as above decide among them; each candidate's revision number is one probe of
-#: the revisions' time index.
-_LOOKUP_ONE_AS_OF = """WITH c AS (
-    SELECT p.id, p.category, p.acceptance_length, p.method, p.copied_from, p.provenance_id,
-           p.set_name, """ + _revision_at("p.set_name", ":as_of") + """ AS revision
-    FROM profile_versions p
+#: One run as of a time: the stretches of the key (category or fallback) current at that time
+#: are found once by ``profile_keys``' key index (``k``: a set's each), with each set's revision
+#: of that time (one probe of the revisions' time index) and the version it held (``c``), then
+#: the same rules as above decide among them.
+_LOOKUP_ONE_AS_OF = """WITH k AS (
+    SELECT p.id, p.category, p.set_name,
+           """ + _revision_at("p.set_name", ":as_of") + """ AS revision
+    FROM profile_keys p
     WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens = :k
       AND p.thinking = :thinking AND p.category IN (:category, :fallback){scope}
       AND """ + _CURRENT_AT.format(at=":as_of") + """
+),
+c AS (
+    SELECT p.id, k.category, p.acceptance_length, p.method, p.copied_from, p.provenance_id,
+           k.set_name, k.revision
+    FROM k JOIN profile_versions p ON p.id = """ + _version_at("k.id", "k.revision") + """
 )
 SELECT 0 AS lookup_id, c.category,
        (SELECT COUNT(*) FROM c AS h WHERE h.category = c.category) AS set_count,
@@ -147,14 +161,15 @@ LOOKUP_ONE = {d: one_statement(d, 0)[0] for d in _MARKER}
 #: that the rows come out of the key table in (lookup, preference) order. The one window then
 #: needs no sort on SQLite: its rank-1 rows are the preferred category that some set in scope
 #: holds, and their count (the window's default frame ends at the current row's last peer) is
-#: the number of those sets. As of a time, each key row carries the time too (``as_of``) and the
-#: candidates are the profile versions current then, each with its set's revision of that time.
+#: the number of those sets. As of a time, each key row carries the time too (``as_of``), the
+#: candidates are the keys' stretches current then, each with its set's revision of that time,
+#: and each winner's version is looked up after the window (the narrow shape, both dialects).
 _RANKED = """RANK() OVER w AS place, COUNT(*) OVER w AS set_count"""
 _CANDIDATES = """FROM {source}
     JOIN {profiles} p ON """ + _PREFIX.format(a="p", b="t") + """ AND p.category = t.category{join}
     WHERE {where}"""
 _WINDOW = "WINDOW w AS (PARTITION BY {w}lookup_id ORDER BY {w}preference)"
-#: PostgreSQL's shape: the candidates' whole rows go through the window.
+#: PostgreSQL's shape for the current registry: the candidates' whole rows go through the window.
 _LOOKUP_MANY = """WITH candidates AS (
     SELECT t.lookup_id, t.preference, p.category, p.id AS profile_id, {set_name} AS set_name,
            p.acceptance_length, p.method, p.copied_from, p.provenance_id, {revision}
@@ -176,33 +191,39 @@ WHERE r.place = 1"""
 #: SQLite's shape, the same rows: the window runs over narrow rows (the lookup and the
 #: profile's id, read from the key index alone) and the winners' columns are read afterwards by
 #: primary key. SQLite's window buffers each partition, so narrow rows are cheaper there; on
-#: PostgreSQL the second join by id costs more than the window's width, so each dialect has its
-#: own (docs/decisions.md).
+#: PostgreSQL the second join by id costs more than the window's width, so for the current
+#: registry each dialect has its own (docs/decisions.md). As of a time both use this one: a
+#: winner's version is a lookup of its own, made for the winners only.
 _LOOKUP_MANY_NARROW = """WITH ranked AS (
     SELECT t.lookup_id, p.id AS profile_id, """ + _RANKED + """{ranked}
     """ + _CANDIDATES + """
     """ + _WINDOW.format(w="t.") + """
 )
-SELECT r.lookup_id, p.category, r.set_count, r.profile_id, {set_name},
+SELECT r.lookup_id, p.category, r.set_count, p.id, {set_name},
        p.acceptance_length, p.method, p.copied_from, pr.source, pr.hardware,
        rt.position, rt.rate, {winner_revision}, """ + _COUNTS + """
 FROM ranked r
-JOIN {profiles} p ON p.id = r.profile_id{winner_join}
+JOIN {winner}{winner_join}
 LEFT JOIN provenances pr ON pr.id = p.provenance_id
-LEFT JOIN {rates} rt ON rt.profile_id = r.profile_id
-LEFT JOIN {counts} cn ON cn.profile_id = r.profile_id
+LEFT JOIN {rates} rt ON rt.profile_id = p.id
+LEFT JOIN {counts} cn ON cn.profile_id = p.id
 WHERE r.place = 1"""
-#: What the many-runs statements read: the current registry, or the versions as of a time.
+#: What the many-runs statements read: the current registry, or as of a time the stretches of
+#: the keys current then (``profile_ids`` are then stretches') and, for each winner, the version
+#: its set's revision of that time held.
 _CURRENT = {"profiles": "profiles", "rates": "profile_rates", "counts": "profile_counts",
             "join": "\n    JOIN profile_sets s ON s.id = p.set_id", "set_name": "s.name",
             "revision": "s.revision", "ranked": "", "winner_revision": "s.revision",
+            "winner": "profiles p ON p.id = r.profile_id",
             "winner_join": "\nJOIN profile_sets s ON s.id = p.set_id",
             "where": "t.set_name = '' OR t.set_name = s.name"}
-_AS_OF = {"profiles": "profile_versions", "rates": "version_rates", "counts": "version_counts",
+_AS_OF = {"profiles": "profile_keys", "rates": "version_rates", "counts": "version_counts",
           "join": "", "set_name": "p.set_name",
-          "revision": _revision_at("p.set_name", "t.as_of") + " AS revision",
           "ranked": ", " + _revision_at("p.set_name", "t.as_of") + " AS revision",
-          "winner_revision": "r.revision", "winner_join": "",
+          "winner_revision": "r.revision",
+          "winner": ("profile_versions p ON p.id = "
+                     + _version_at("r.profile_id", "r.revision")),
+          "winner_join": "",
           "where": ("(t.set_name = '' OR t.set_name = p.set_name)\n      AND "
                     + _CURRENT_AT.format(at="t.as_of"))}
 
@@ -237,7 +258,8 @@ _PG_ROWS = ("(SELECT (v->>0)::INTEGER AS lookup_id, (v->>1)::INTEGER AS preferen
             " v->>5 AS thinking, v->>6 AS category, v->>7 AS set_name{more}"
             " FROM jsonb_array_elements(%(rows)s::jsonb) AS e(v) LIMIT %(count)s) t")
 PG_LOOKUP_MANY = _LOOKUP_MANY.format(source=_PG_ROWS.format(more=""), **_CURRENT)
-PG_LOOKUP_MANY_AS_OF = _LOOKUP_MANY.format(
+#: As of a time, the narrow shape on PostgreSQL too: only the winners' versions are looked up.
+PG_LOOKUP_MANY_AS_OF = _LOOKUP_MANY_NARROW.format(
     source=_PG_ROWS.format(more=", (v->>8)::TIMESTAMPTZ AS as_of"), **_AS_OF)
 
 

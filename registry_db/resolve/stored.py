@@ -113,8 +113,8 @@ def stored_variants_as_of(bind: ReadBind,
                           wanted: Iterable[tuple[str, str, datetime]], *, per_set: bool = True,
                           ) -> dict[tuple[str, str, datetime], StoredVariants]:
     """For each (model, method, time), what the registry held then: computed in the database
-    over the versions' key index, one statement per :data:`AS_OF_CHUNK` of them, in one
-    snapshot. Without ``per_set`` the sets are not told apart, as for
+    over the stretches' key index (``profile_keys``), one statement per :data:`AS_OF_CHUNK`
+    of them, in one snapshot. Without ``per_set`` the sets are not told apart, as for
     :func:`stored_variants`."""
     from registry_db.resolve.lookup import bound, cursor
 

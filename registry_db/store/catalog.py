@@ -326,6 +326,8 @@ TABLES: dict[str, Relation] = {r.name: r for r in (
                  C("provenance_id", "Where it was measured (`provenances.id`)."),
                  C("rationale", "The reasoning behind a value that was not measured."),
                  C("copied_from", "For `copied`: the source profile's label."),
+                 C("key_id", "The stretch of time its set held its key (`profile_keys.id`): "
+                   "the as-of lookup finds a version by it and its first revision."),
              )),
     Relation("profile_keys", "table", "When each set held each profile key, whatever its "
              "values: one row per unbroken stretch (a removal or the set's deletion ends it).", (

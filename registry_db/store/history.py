@@ -237,13 +237,14 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
                 .values(valid_until=now), gone)
         picked = [p for name in chunk for p in _at(by_name[name].profiles, fresh[name])]
         sizes = {name: len(by_name[name].profiles) for name in chunk}
-        _insert_versions(conn, fresh, sizes, now, any(p.per_position_rates for p in picked),
-                         any(p.counts is not None for p in picked))
+        # The stretches first: each new version names its key's open one.
         _insert_first_keys(conn, first, sizes, now)
         # SQLite stores a time as text: written in its stored format, as for the versions.
         at: Any = stored_time(now) if conn.dialect.name == "sqlite" else now
         insert_many(conn, profile_keys, [{**row, "valid_from": at} for row in new_keys],
                     plain=True)
+        _insert_versions(conn, fresh, sizes, now, any(p.per_position_rates for p in picked),
+                         any(p.counts is not None for p in picked))
 
 
 def _content(position: int, p: Profile, prov_ids: dict[int, int]) -> tuple:
@@ -305,14 +306,17 @@ def _insert_versions(conn: Connection, fresh: dict[str, list[int] | None],
     any of them has rates/counts."""
     if not any(positions is None or positions for positions in fresh.values()):
         return
-    p, s, v = profiles.c, profile_sets.c, profile_versions.c
+    p, s, v, k = profiles.c, profile_sets.c, profile_versions.c, profile_keys.c
     at = bindparam("at", now, type_=v.valid_from.type)
     for where in _fresh_rows(fresh, sizes):
         conn.execute(insert(profile_versions).from_select(
-            ["set_name", "first_revision", "valid_from", "position", *_VERSION_COPIED],
-            select(s.name, s.revision, at, p.position, *(p[c] for c in _VERSION_COPIED))
-            .join_from(profiles, profile_sets, p.set_id == s.id).where(where)
-            .order_by(s.name, p.position)))
+            ["set_name", "first_revision", "valid_from", "position", *_VERSION_COPIED,
+             "key_id"],
+            select(s.name, s.revision, at, p.position, *(p[c] for c in _VERSION_COPIED), k.id)
+            .join_from(profiles, profile_sets, p.set_id == s.id)
+            .join(profile_keys, and_(k.set_name == s.name, k.valid_until.is_(None),
+                                     *(k[c] == p[c] for c in _KEY_NAMES[1:])))
+            .where(where).order_by(s.name, p.position)))
     # The versions this import began are the open ones from its time on.
     names = sorted(fresh)
     new = (select(v.id, p.id.label("pid"))

@@ -278,10 +278,10 @@ profile_versions = Table(
     Column("position", Integer, nullable=False),
     *_key_columns(),
     *_value_columns(),
-    # Key columns first: the as-of lookup searches this index by key, and finds the
-    # versions current at a time in the index itself (it covers the times).
-    UniqueConstraint("model", "speculative_method", "num_spec_tokens", "thinking",
-                     "category", "set_name", "valid_from", "valid_until", name="key"),
+    # The stretch of time its set held its key: the as-of lookup goes key -> stretch (by
+    # profile_keys' key index) -> the set's revision then -> this index (0010).
+    Column("key_id", ForeignKey("profile_keys.id"), nullable=False),
+    UniqueConstraint("key_id", "first_revision", name="stretch"),
     *_key_checks(),
     CheckConstraint("first_revision >= 1", name="first_revision"),
     CheckConstraint("last_revision IS NULL OR last_revision >= first_revision",

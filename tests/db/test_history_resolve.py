@@ -360,7 +360,8 @@ def _index(conn, table: str, columns: list[str]) -> str:
     """The index on ``columns`` of ``table`` (SQLite names a unique constraint's itself)."""
     if conn.dialect.name != "sqlite":
         return {"revisions": "ix_revisions_set_name_imported_at",
-                "profile_versions": "uq_profile_versions_key"}[table]
+                "profile_keys": "uq_profile_keys_key",
+                "profile_versions": "uq_profile_versions_stretch"}[table]
     for row in conn.exec_driver_sql(f"PRAGMA index_list({table})"):
         found = [r[2] for r in conn.exec_driver_sql(f"PRAGMA index_info('{row[1]}')")]
         if found == columns:
@@ -385,23 +386,27 @@ def _plan(conn, sql: str, params) -> str:
 
 
 def _assert_searches(conn, plan: str, scanned: tuple[str, ...] = ()) -> None:
-    """``plan`` finds profiles and later revisions by index; it scans nothing but ``scanned``
-    (on SQLite: the batch's key table and the statement's own intermediate results)."""
-    key = _index(conn, "profile_versions", KEY_COLUMNS)
+    """``plan`` finds stretches, later revisions and versions by index; it scans nothing but
+    ``scanned`` (on SQLite: the batch's key table and the statement's own intermediate
+    results)."""
+    key = _index(conn, "profile_keys", KEY_COLUMNS)
+    stretch = _index(conn, "profile_versions", ["key_id", "first_revision"])
     later = _index(conn, "revisions", ["set_name", "imported_at"])
     if conn.dialect.name == "sqlite":
-        # Every profile version found by its whole key; each set's revision of the time read
-        # in one probe of (set_name, imported_at).
-        # (from the index alone where the statement reads nothing else of the row there)
-        assert any(f"SEARCH p {SEARCH_KEY.format(how=how, index=key)}" in plan
-                   for how in ("", "COVERING ")), plan
+        # Every stretch found by its whole key (from the index alone); each set's revision of
+        # the time read in one probe of (set_name, imported_at); the version it held in one
+        # probe of (key_id, first_revision), then its row by primary key.
+        assert f"SEARCH p {SEARCH_KEY.format(how='COVERING ', index=key)}" in plan, plan
         assert f"SEARCH n USING INDEX {later} (set_name=? AND imported_at<?)" in plan, plan
+        assert (f"SEARCH q USING COVERING INDEX {stretch} (key_id=? AND first_revision<?)"
+                in plan), plan
+        assert "SEARCH p USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
         scans = re.findall(r"^SCAN (\S+)", plan, re.M)
         assert all(name in scanned or name.startswith("(subquery") for name in scans), plan
     else:
-        assert key in plan and later in plan, plan
-        assert "Seq Scan on profile_versions" not in plan, plan
-        assert "Seq Scan on revisions" not in plan, plan
+        assert key in plan and stretch in plan and later in plan, plan
+        for table in ("profile_keys", "profile_versions", "revisions"):
+            assert f"Seq Scan on {table}" not in plan, plan
 
 
 @pytest.mark.parametrize("scoped", [0, 2])
@@ -414,8 +419,9 @@ def test_one_run_as_of_searches_the_history_indexes(long_history, scoped):
     with long_history.connect() as conn:
         statement, order = one_statement(conn.dialect.name, scoped, True)
         plan = _plan(conn, statement, one_parameters(lookup, order, conn.dialect.name))
-        # c (and h, the same): the run's few candidates, the statement's own CTE.
-        _assert_searches(conn, plan, scanned=("c", "h"))
+        # k, c (and h, the same): the run's few stretches and candidates, the statement's own
+        # CTEs.
+        _assert_searches(conn, plan, scanned=("k", "c", "h"))
 
 
 def test_batch_as_of_probes_the_history_indexes_for_a_few_keys(long_history):
