@@ -21,6 +21,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -957,3 +958,94 @@ def spy_on_open(monkeypatch, module) -> list[bool]:
 
     monkeypatch.setattr(module, "open_readonly", spy)
     return calls
+
+
+# --- a history as schema revision 0006 held it (migration tests) -------------------------------
+
+#: The times of its imports and deletion.
+HISTORY_TIMES = _T = [datetime(2026, m, 1, 9, 30, tzinfo=UTC) for m in (1, 2, 3, 4, 5)]
+
+#: (model, method, K, thinking, category, AL, how, provenance, rationale, rates, counts)
+_A1 = ("m", "mtp", 3, "on", "coding", 2.5, "measured", 1, None, (0.8, 0.5, 0.2), None)
+_A2 = ("m", "mtp", 3, "on", "coding", 2.6, "measured", 1, None, (0.8, 0.6, 0.2), None)
+_B = ("m", "mtp", 3, "on", "chat", 2.25, "measured", 1, None, None, (4, 12, 5, "[3,1,1]", 0.5))
+_C = ("m", "mtp", 3, "on", "math", 2.0, "assumed", None, "a guess", None, None)
+_V = ("v", "eagle", 2, "off", "coding", 1.75, "assumed", None, "vendor", None, None)
+
+#: set -> its revisions: (time, action, caveats, profiles in file order). golden: A edited,
+#: then back to its first value (a new version: not consecutive), B kept for two revisions
+#: then removed, C added; vendor: added, deleted, added again with the same content.
+HISTORY_0006 = {
+    "golden": [(_T[0], "added", ("c1",), (_A1, _B)), (_T[1], "updated", ("c1",), (_A2, _B)),
+               (_T[3], "updated", ("c2",), (_A1, _C))],
+    "vendor": [(_T[0], "added", (), (_V,)), (_T[2], "deleted", (), ()),
+               (_T[4], "added", (), (_V,))],
+}
+
+
+def fill_history_0006(engine) -> None:
+    """The registry and its history :data:`HISTORY_0006` as 0006's importer and deleter wrote
+    them (the migration tests of 0007 and 0010 start from it)."""
+    rev_id = profile_id = current_id = 0
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO provenances (id, content_hash, source, hardware, engine_image, "
+            "temperature) VALUES (1, :h, 'https://example.org/run', 'b300', 'vllm:1', 0.0)"),
+            {"h": "p" * 64})
+        for set_id, (name, revisions) in enumerate(HISTORY_0006.items(), 1):
+            for number, (at, action, caveats, profiles) in enumerate(revisions, 1):
+                rev_id += 1
+                h = None if action == "deleted" else f"{set_id}{number}" * 32
+                conn.execute(text(
+                    "INSERT INTO revisions (id, set_name, revision, action, imported_at, "
+                    "source_file, content_hash, profile_count, message) VALUES (:i, :n, :r, "
+                    ":a, :t, :f, :h, :c, :m)"),
+                    {"i": rev_id, "n": name, "r": number, "a": action, "t": at,
+                     "f": f"acceptance/{name}.yaml", "h": h, "c": len(profiles),
+                     "m": f"{name} {number}"})
+                for pos, caveat in enumerate(caveats):
+                    conn.execute(text("INSERT INTO revision_caveats VALUES (:r, :p, :t)"),
+                                 {"r": rev_id, "p": pos, "t": caveat})
+                for pos, p in enumerate(profiles):
+                    profile_id += 1
+                    _history_profile(conn, "revision_profiles", "revision_id", rev_id, profile_id,
+                             pos, p, "revision_rates", "revision_counts")
+            at, action, caveats, profiles = revisions[-1]
+            if action == "deleted":
+                continue
+            conn.execute(text(
+                "INSERT INTO profile_sets (id, name, source_file, content_hash, imported_at, "
+                "revision) VALUES (:i, :n, :f, :h, :t, :r)"),
+                {"i": set_id, "n": name, "f": f"acceptance/{name}.yaml",
+                 "h": f"{set_id}{len(revisions)}" * 32, "t": at, "r": len(revisions)})
+            for pos, caveat in enumerate(caveats):
+                conn.execute(text("INSERT INTO set_caveats VALUES (:s, :p, :t)"),
+                             {"s": set_id, "p": pos, "t": caveat})
+            for pos, p in enumerate(profiles):
+                current_id += 1
+                _history_profile(conn, "profiles", "set_id", set_id, current_id, pos, p,
+                         "profile_rates", "profile_counts")
+        if conn.dialect.name == "postgresql":
+            for table in ("provenances", "revisions", "revision_profiles", "profile_sets",
+                          "profiles"):
+                conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                                  f"(SELECT MAX(id) FROM {table}))"))
+
+
+def _history_profile(conn, table, parent, parent_id, pid, pos, p, rates, counts) -> None:
+    model, method, k, thinking, category, al, how, prov, rationale, rs, cs = p
+    conn.execute(text(
+        f"INSERT INTO {table} (id, {parent}, position, model, speculative_method, "
+        "num_spec_tokens, thinking, category, acceptance_length, method, provenance_id, "
+        "rationale, copied_from) VALUES (:i, :s, :p, :m, :sm, :k, :th, :c, :al, :how, :pr, "
+        ":ra, NULL)"),
+        {"i": pid, "s": parent_id, "p": pos, "m": model, "sm": method, "k": k, "th": thinking,
+         "c": category, "al": al, "how": how, "pr": prov, "ra": rationale})
+    for i, rate in enumerate(rs or (), 1):
+        conn.execute(text(f"INSERT INTO {rates} VALUES (:i, :p, :r)"),
+                     {"i": pid, "p": i, "r": rate})
+    if cs is not None:
+        conn.execute(text(
+            f"INSERT INTO {counts} (profile_id, drafts, draft_tokens, accepted_tokens, "
+            "accepted_per_position, al_stderr) VALUES (:i, :d, :t, :a, :pp, :e)"),
+            {"i": pid, "d": cs[0], "t": cs[1], "a": cs[2], "pp": cs[3], "e": cs[4]})

@@ -13,8 +13,10 @@ from sqlalchemy import text
 from registry_db import store
 from registry_db.resolve.lookup import bound
 from registry_db.resolve.statements import named_one_statement
-from tests.db.test_versions_migration import HISTORY, T, _fill
+from tests.helpers import HISTORY_0006 as HISTORY
+from tests.helpers import HISTORY_TIMES as T
 from tests.helpers import broken_foreign_keys, migrated_to
+from tests.helpers import fill_history_0006 as _fill
 
 #: The one-run as-of statement as 0009's code ran it (copied, not imported: today's reads the
 #: stretches), over every set or ``:set_1`` alone.

@@ -9,102 +9,17 @@ upgrading again; and nothing is lost, so ``db downgrade`` needs no --force."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 from registry_db import store
+from tests.helpers import HISTORY_0006 as HISTORY
+from tests.helpers import HISTORY_TIMES as T
 from tests.helpers import broken_foreign_keys, migrated_to, run_cli
+from tests.helpers import fill_history_0006 as _fill
 
 PREVIOUS = "0006"
-T = [datetime(2026, m, 1, 9, 30, tzinfo=UTC) for m in (1, 2, 3, 4, 5)]
-
-#: (model, method, K, thinking, category, AL, how, provenance, rationale, rates, counts)
-A1 = ("m", "mtp", 3, "on", "coding", 2.5, "measured", 1, None, (0.8, 0.5, 0.2), None)
-A2 = ("m", "mtp", 3, "on", "coding", 2.6, "measured", 1, None, (0.8, 0.6, 0.2), None)
-B = ("m", "mtp", 3, "on", "chat", 2.25, "measured", 1, None, None, (4, 12, 5, "[3,1,1]", 0.5))
-C = ("m", "mtp", 3, "on", "math", 2.0, "assumed", None, "a guess", None, None)
-V = ("v", "eagle", 2, "off", "coding", 1.75, "assumed", None, "vendor", None, None)
-
-#: set -> its revisions: (time, action, caveats, profiles in file order). golden: A edited,
-#: then back to its first value (a new version: not consecutive), B kept for two revisions
-#: then removed, C added; vendor: added, deleted, added again with the same content.
-HISTORY = {
-    "golden": [(T[0], "added", ("c1",), (A1, B)), (T[1], "updated", ("c1",), (A2, B)),
-               (T[3], "updated", ("c2",), (A1, C))],
-    "vendor": [(T[0], "added", (), (V,)), (T[2], "deleted", (), ()),
-               (T[4], "added", (), (V,))],
-}
-
-
-def _fill(engine) -> None:
-    """The registry and its history as 0006's importer and deleter wrote them."""
-    rev_id = profile_id = current_id = 0
-    with engine.begin() as conn:
-        conn.execute(text(
-            "INSERT INTO provenances (id, content_hash, source, hardware, engine_image, "
-            "temperature) VALUES (1, :h, 'https://example.org/run', 'b300', 'vllm:1', 0.0)"),
-            {"h": "p" * 64})
-        for set_id, (name, revisions) in enumerate(HISTORY.items(), 1):
-            for number, (at, action, caveats, profiles) in enumerate(revisions, 1):
-                rev_id += 1
-                h = None if action == "deleted" else f"{set_id}{number}" * 32
-                conn.execute(text(
-                    "INSERT INTO revisions (id, set_name, revision, action, imported_at, "
-                    "source_file, content_hash, profile_count, message) VALUES (:i, :n, :r, "
-                    ":a, :t, :f, :h, :c, :m)"),
-                    {"i": rev_id, "n": name, "r": number, "a": action, "t": at,
-                     "f": f"acceptance/{name}.yaml", "h": h, "c": len(profiles),
-                     "m": f"{name} {number}"})
-                for pos, caveat in enumerate(caveats):
-                    conn.execute(text("INSERT INTO revision_caveats VALUES (:r, :p, :t)"),
-                                 {"r": rev_id, "p": pos, "t": caveat})
-                for pos, p in enumerate(profiles):
-                    profile_id += 1
-                    _profile(conn, "revision_profiles", "revision_id", rev_id, profile_id,
-                             pos, p, "revision_rates", "revision_counts")
-            at, action, caveats, profiles = revisions[-1]
-            if action == "deleted":
-                continue
-            conn.execute(text(
-                "INSERT INTO profile_sets (id, name, source_file, content_hash, imported_at, "
-                "revision) VALUES (:i, :n, :f, :h, :t, :r)"),
-                {"i": set_id, "n": name, "f": f"acceptance/{name}.yaml",
-                 "h": f"{set_id}{len(revisions)}" * 32, "t": at, "r": len(revisions)})
-            for pos, caveat in enumerate(caveats):
-                conn.execute(text("INSERT INTO set_caveats VALUES (:s, :p, :t)"),
-                             {"s": set_id, "p": pos, "t": caveat})
-            for pos, p in enumerate(profiles):
-                current_id += 1
-                _profile(conn, "profiles", "set_id", set_id, current_id, pos, p,
-                         "profile_rates", "profile_counts")
-        if conn.dialect.name == "postgresql":
-            for table in ("provenances", "revisions", "revision_profiles", "profile_sets",
-                          "profiles"):
-                conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                                  f"(SELECT MAX(id) FROM {table}))"))
-
-
-def _profile(conn, table, parent, parent_id, pid, pos, p, rates, counts) -> None:
-    model, method, k, thinking, category, al, how, prov, rationale, rs, cs = p
-    conn.execute(text(
-        f"INSERT INTO {table} (id, {parent}, position, model, speculative_method, "
-        "num_spec_tokens, thinking, category, acceptance_length, method, provenance_id, "
-        "rationale, copied_from) VALUES (:i, :s, :p, :m, :sm, :k, :th, :c, :al, :how, :pr, "
-        ":ra, NULL)"),
-        {"i": pid, "s": parent_id, "p": pos, "m": model, "sm": method, "k": k, "th": thinking,
-         "c": category, "al": al, "how": how, "pr": prov, "ra": rationale})
-    for i, rate in enumerate(rs or (), 1):
-        conn.execute(text(f"INSERT INTO {rates} VALUES (:i, :p, :r)"),
-                     {"i": pid, "p": i, "r": rate})
-    if cs is not None:
-        conn.execute(text(
-            f"INSERT INTO {counts} (profile_id, drafts, draft_tokens, accepted_tokens, "
-            "accepted_per_position, al_stderr) VALUES (:i, :d, :t, :a, :pp, :e)"),
-            {"i": pid, "d": cs[0], "t": cs[1], "a": cs[2], "pp": cs[3], "e": cs[4]})
-
-
 def _copies(engine) -> list[tuple]:
     """0006's history by content: each revision's profiles with their rates and counts."""
     with engine.connect() as conn:
