@@ -308,14 +308,17 @@ def _insert_versions(conn: Connection, fresh: dict[str, list[int] | None],
         return
     p, s, v, k = profiles.c, profile_sets.c, profile_versions.c, profile_keys.c
     at = bindparam("at", now, type_=v.valid_from.type)
+    # Each row's open stretch, probed by the stretches' key index: a subquery rather than a
+    # join, which SQLite would drive from every open stretch of the set.
+    stretch = (select(k.id).where(*(k[c] == p[c] for c in _KEY_NAMES[1:]),
+                                  k.set_name == s.name, k.valid_until.is_(None))
+               .scalar_subquery())
     for where in _fresh_rows(fresh, sizes):
         conn.execute(insert(profile_versions).from_select(
             ["set_name", "first_revision", "valid_from", "position", *_VERSION_COPIED,
              "key_id"],
-            select(s.name, s.revision, at, p.position, *(p[c] for c in _VERSION_COPIED), k.id)
+            select(s.name, s.revision, at, p.position, *(p[c] for c in _VERSION_COPIED), stretch)
             .join_from(profiles, profile_sets, p.set_id == s.id)
-            .join(profile_keys, and_(k.set_name == s.name, k.valid_until.is_(None),
-                                     *(k[c] == p[c] for c in _KEY_NAMES[1:])))
             .where(where).order_by(s.name, p.position)))
     # The versions this import began are the open ones from its time on.
     names = sorted(fresh)

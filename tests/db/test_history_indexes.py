@@ -1,7 +1,8 @@
 """The statements an import and a revision's read run against ``profile_versions`` search a
 set's versions by ``ix_profile_versions_set_name_first_revision`` (migration 0009), never scan the
-history: on SQLite, whose planner picks an index by the statement alone (PostgreSQL's choice
-depends on the table's statistics: reading a fifth of a small table, it rightly scans)."""
+history, and an import finds each new version's stretch by its key: on SQLite, whose planner
+picks an index by the statement alone (PostgreSQL's choice depends on the table's statistics:
+reading a fifth of a small table, it rightly scans)."""
 
 from __future__ import annotations
 
@@ -70,6 +71,11 @@ def test_an_import_and_a_revision_search_the_versions_by_set(tmp_path):
             # Whatever else a plan does, it never walks the whole history table.
             assert not re.search(r"^SCAN (profile_versions|profile_keys|p)\b", plan, re.M), (
                 statement, plan)
+        for statement, plan in plans:
+            if statement.startswith("INSERT INTO profile_versions"):
+                # Each new version's stretch by its key, not by walking the set's open ones.
+                assert re.search(r"SEARCH profile_keys USING COVERING INDEX \S+ \(model=\?",
+                                 plan), (statement, plan)
         searched = [plan for _, plan in plans if INDEX in plan]
         assert len(searched) >= 4, plans
     finally:
