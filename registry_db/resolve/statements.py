@@ -79,21 +79,21 @@ WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens 
       WHERE """ + _PREFIX.format(a="q", b="p") + """ AND q.category = :category{scope_q})){scope}"""
 
 #: One run as of a time: the stretches of the key (category or fallback) current at that time
-#: are found once by ``profile_keys``' key index (``k``: a set's each), with each set's revision
-#: of that time (one probe of the revisions' time index) and the version it held (``c``), then
-#: the same rules as above decide among them.
-_LOOKUP_ONE_AS_OF = """WITH k AS (
-    SELECT p.id, p.category, p.set_name,
-           """ + _revision_at("p.set_name", ":as_of") + """ AS revision
-    FROM profile_keys p
-    WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens = :k
-      AND p.thinking = :thinking AND p.category IN (:category, :fallback){scope}
-      AND """ + _CURRENT_AT.format(at=":as_of") + """
-),
-c AS (
+#: are found by ``profile_keys``' key index (``k``: a set's each), each with its set's revision
+#: of that time (one probe of the revisions' time index) and the version that revision held
+#: (``c``: a few rows, found once), then the same rules as above decide among them. ``k`` is a
+#: subquery that SQLite flattens into ``c``: as a CTE of its own it was materialized, a few µs
+#: a run (docs/decisions.md).
+_LOOKUP_ONE_AS_OF = """WITH c AS (
     SELECT p.id, k.category, p.acceptance_length, p.method, p.copied_from, p.provenance_id,
            k.set_name, k.revision
-    FROM k JOIN profile_versions p ON p.id = """ + _version_at("k.id", "k.revision") + """
+    FROM (SELECT p.id, p.category, p.set_name,
+                 """ + _revision_at("p.set_name", ":as_of") + """ AS revision
+          FROM profile_keys p
+          WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens = :k
+            AND p.thinking = :thinking AND p.category IN (:category, :fallback){scope}
+            AND """ + _CURRENT_AT.format(at=":as_of") + """) k
+    JOIN profile_versions p ON p.id = """ + _version_at("k.id", "k.revision") + """
 )
 SELECT 0 AS lookup_id, c.category,
        (SELECT COUNT(*) FROM c AS h WHERE h.category = c.category) AS set_count,
