@@ -308,11 +308,13 @@ def _insert_versions(conn: Connection, fresh: dict[str, list[int] | None],
         return
     p, s, v, k = profiles.c, profile_sets.c, profile_versions.c, profile_keys.c
     at = bindparam("at", now, type_=v.valid_from.type)
-    # Each row's open stretch, probed by the stretches' key index: a subquery rather than a
-    # join, which SQLite would drive from every open stretch of the set.
+    # Each row's open stretch, its set's latest of the key, in one probe of the stretches'
+    # key index: a subquery rather than a join, which SQLite drove from every open stretch of
+    # the set; and by time rather than "valid_until IS NULL", which PostgreSQL searched in the
+    # set's open stretches (ix_profile_keys_set_name_valid_until), all of them per row.
     stretch = (select(k.id).where(*(k[c] == p[c] for c in _KEY_NAMES[1:]),
-                                  k.set_name == s.name, k.valid_until.is_(None))
-               .scalar_subquery())
+                                  k.set_name == s.name)
+               .order_by(k.valid_from.desc()).limit(1).scalar_subquery())
     for where in _fresh_rows(fresh, sizes):
         conn.execute(insert(profile_versions).from_select(
             ["set_name", "first_revision", "valid_from", "position", *_VERSION_COPIED,
