@@ -84,9 +84,9 @@ def test_an_import_and_a_revision_search_the_versions_by_set(tmp_path):
 
 def test_each_new_version_finds_its_stretch_by_the_key_index(engine):
     """The versions an import begins name their key's stretch, found in one probe of
-    ``uq_profile_keys_key`` per row on both backends: searched by the set's open stretches
-    instead (PostgreSQL's choice for ``valid_until IS NULL``), a 100,000-profile import spent
-    ten seconds there."""
+    ``uq_profile_keys_key`` per row on both backends. Searched among the set's open stretches
+    instead (PostgreSQL's choice for ``valid_until IS NULL``), ``round.py``'s 100,000-profile
+    import on PostgreSQL took 33.8 s against 21.5 s without stretches."""
     sets = generated_sets(per_set=300)
     importer.import_sets(engine, sets)
     seen: list[tuple[str, object]] = []
