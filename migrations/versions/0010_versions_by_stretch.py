@@ -105,7 +105,7 @@ def _rebuild(target: sa.Table, key_id: str | None = None) -> None:
 def _versions(stretch: bool) -> sa.Table:
     """``profile_versions`` as this revision leaves it (``stretch``) or as 0009 left it, under
     a temporary name (:func:`_rebuild`), with stubs of the tables it refers to."""
-    table = "profile_versions"
+    table = TABLE
     meta = sa.MetaData()
     for name, key in (("methods", "name"), ("provenances", "id"), ("profile_keys", "id")):
         sa.Table(name, meta, sa.Column(key, sa.Integer(), primary_key=True))

@@ -82,8 +82,8 @@ WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens 
 #: are found by ``profile_keys``' key index (``k``: a set's each), each with its set's revision
 #: of that time (one probe of the revisions' time index) and the version that revision held
 #: (``c``: a few rows, found once), then the same rules as above decide among them. ``k`` is a
-#: subquery that SQLite flattens into ``c``: as a CTE of its own it was materialized, a few µs
-#: a run (docs/decisions.md).
+#: subquery that SQLite flattens into ``c``: as a CTE of its own it was materialized on every
+#: run (docs/decisions.md).
 _LOOKUP_ONE_AS_OF = """WITH c AS (
     SELECT p.id, k.category, p.acceptance_length, p.method, p.copied_from, p.provenance_id,
            k.set_name, k.revision

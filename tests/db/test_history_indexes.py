@@ -32,12 +32,14 @@ def _changed(sets, round_: int):
     return out
 
 
-def _plans(engine, work) -> list[tuple[str, str]]:
-    """(statement, SQLite's plan) of every statement ``work`` runs that reads the versions."""
+def _plans(engine, work, wanted=lambda statement: "profile_versions" in statement
+           ) -> list[tuple[str, str]]:
+    """(statement, the backend's plan) of every statement ``work`` runs that is ``wanted``
+    (by default: those that read the versions)."""
     seen: list[tuple[str, object]] = []
 
     def keep(conn, cursor, statement, parameters, context, executemany):
-        if "profile_versions" in statement and not executemany:
+        if wanted(statement) and not executemany:
             seen.append((statement, parameters))
 
     event.listen(engine, "before_cursor_execute", keep)
@@ -46,11 +48,14 @@ def _plans(engine, work) -> list[tuple[str, str]]:
     finally:
         event.remove(engine, "before_cursor_execute", keep)
     out = []
+    sqlite = engine.dialect.name == "sqlite"
     with engine.connect() as conn:
         cur = conn.connection.dbapi_connection.cursor()
         for statement, parameters in seen:
-            rows = cur.execute(f"EXPLAIN QUERY PLAN {statement}", parameters).fetchall()
-            out.append((statement, "\n".join(str(r[-1]) for r in rows)))
+            cur.execute(("EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN ") + statement,
+                        parameters)
+            rows = cur.fetchall()
+            out.append((statement, "\n".join(str(r[-1] if sqlite else r[0]) for r in rows)))
     return out
 
 
@@ -84,30 +89,16 @@ def test_an_import_and_a_revision_search_the_versions_by_set(tmp_path):
 
 def test_each_new_version_finds_its_stretch_by_the_key_index(engine):
     """The versions an import begins name their key's stretch, found in one probe of
-    ``uq_profile_keys_key`` per row on both backends. Searched among the set's open stretches
-    instead (PostgreSQL's choice for ``valid_until IS NULL``), ``round.py``'s 100,000-profile
-    import on PostgreSQL took 33.8 s against 21.5 s without stretches."""
+    ``uq_profile_keys_key`` per row on both backends, never among the set's open stretches
+    (PostgreSQL's choice for ``valid_until IS NULL``, which cost an import a search of the
+    whole set per row: docs/decisions.md, "Versions found by their key's stretch")."""
     sets = generated_sets(per_set=300)
     importer.import_sets(engine, sets)
-    seen: list[tuple[str, object]] = []
-
-    def keep(conn, cursor, statement, parameters, context, executemany):
-        if statement.startswith("INSERT INTO profile_versions"):
-            seen.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", keep)
-    try:
-        importer.import_sets(engine, _changed(sets, 1))
-    finally:
-        event.remove(engine, "before_cursor_execute", keep)
-    assert seen
-    with engine.connect() as conn:
-        cur = conn.connection.dbapi_connection.cursor()
-        sqlite = engine.dialect.name == "sqlite"
-        for statement, parameters in seen:
-            cur.execute(("EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN ") + statement,
-                        parameters)
-            plan = "\n".join(str(r[-1] if sqlite else r[0]) for r in cur.fetchall())
-            index = "sqlite_autoindex_profile_keys_1" if sqlite else "uq_profile_keys_key"
-            assert index in plan, plan
-            assert "ix_profile_keys_set_name_valid_until" not in plan, plan
+    plans = _plans(engine, lambda: importer.import_sets(engine, _changed(sets, 1)),
+                   lambda statement: statement.startswith("INSERT INTO profile_versions"))
+    assert plans
+    index = ("sqlite_autoindex_profile_keys_1" if engine.dialect.name == "sqlite"
+             else "uq_profile_keys_key")
+    for _, plan in plans:
+        assert index in plan, plan
+        assert "ix_profile_keys_set_name_valid_until" not in plan, plan
