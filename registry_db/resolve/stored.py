@@ -10,10 +10,10 @@ path still loads no schema tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
@@ -97,15 +97,22 @@ def stored_variants(bind: ReadBind,
 #: each wanted (model, method, time) is a row of ``w`` (numbered ``i``), joined to the stretches
 #: of time each set held each key of that model and method (``profile_keys``: a new value does
 #: not make a new stretch, so about one row per key, as in ``profiles``), aggregated as
-#: :data:`_SELECT` does.
-_SELECT_AS_OF = ("WITH w (i, model, method, at) AS (VALUES {{rows}}) "
-                 "SELECT w.i, {{name}}, {ks}, {modes}, {categories} FROM w "
+#: :data:`_SELECT` does. ``{{source}}``: where ``w``'s rows come from.
+_SELECT_AS_OF = ("SELECT w.i, {{name}}, {ks}, {modes}, {categories} FROM {{source}} "
                  "JOIN profile_keys p ON p.model = w.model AND p.speculative_method = w.method"
                  " AND p.valid_from <= w.at AND (p.valid_until IS NULL OR p.valid_until > w.at) "
                  "GROUP BY w.i{{by_set}}")
 
-#: Wanted (model, method, time) rows per statement: four parameters each, far below either
-#: driver's limit.
+#: On SQLite ``w`` is a TEMP table keyed by ``i`` (in the connection's own temp database, so a
+#: read-only connection can make it): read in key order, the joined rows come grouped by ``i``
+#: and the grouping needs no sort. From a VALUES list SQLite sorted every joined key row first
+#: (docs/decisions.md, "What was stored, as of a time").
+_SQLITE_WANTED = "registry_stored_as_of"
+_SQLITE_WANTED_DDL = (f"CREATE TEMP TABLE {_SQLITE_WANTED} (i INTEGER PRIMARY KEY, "
+                      "model TEXT NOT NULL, method TEXT NOT NULL, at TEXT NOT NULL)")
+
+#: Wanted (model, method, time) rows per PostgreSQL statement (a VALUES list): four parameters
+#: each, far below the driver's limit.
 AS_OF_CHUNK = 200
 
 
@@ -113,32 +120,49 @@ def stored_variants_as_of(bind: ReadBind,
                           wanted: Iterable[tuple[str, str, datetime]], *, per_set: bool = True,
                           ) -> dict[tuple[str, str, datetime], StoredVariants]:
     """For each (model, method, time), what the registry held then: computed in the database
-    over the stretches' key index (``profile_keys``), one statement per :data:`AS_OF_CHUNK`
-    of them, in one snapshot. Without ``per_set`` the sets are not told apart, as for
-    :func:`stored_variants`."""
+    over the stretches' key index (``profile_keys``), in one snapshot (one statement on SQLite,
+    one per :data:`AS_OF_CHUNK` of them on PostgreSQL). Without ``per_set`` the sets are not
+    told apart, as for :func:`stored_variants`."""
     from registry_db.resolve.lookup import bound, cursor
 
     wanted = sorted(set(wanted))
     found: dict[int, dict[str, tuple[frozenset, frozenset, frozenset]]] = {
         i: {} for i in range(len(wanted))}
+    terms = {"name": "p.set_name" if per_set else "''",
+             "by_set": ", p.set_name" if per_set else ""}
     with cursor(bind, snapshot=True) as c:
-        marker = "?" if c.dialect == "sqlite" else "%s"
-        # Typed once, in the first row, for PostgreSQL (VALUES takes its types from it).
-        first = (f"(CAST({marker} AS INTEGER), {marker}, {marker}, "
-                 f"{'CAST(%s AS TIMESTAMPTZ)' if c.dialect == 'postgresql' else marker})")
-        rest = f"({marker}, {marker}, {marker}, {marker})"
-        for start in range(0, len(wanted), AS_OF_CHUNK):
-            chunk = wanted[start:start + AS_OF_CHUNK]
-            rows = ", ".join([first] + [rest] * (len(chunk) - 1))
-            params = tuple(v for i, (model, method, at) in enumerate(chunk, start)
-                           for v in (i, model, method, bound(at, c.dialect)))
-            c.cur.execute(_statement(_SELECT_AS_OF, c.dialect).format(
-                rows=rows, name="p.set_name" if per_set else "''",
-                by_set=", p.set_name" if per_set else ""), params)
-            for i, name, ks, modes, categories in c.cur.fetchall():
-                found[i][name] = (frozenset(map(int, ks.split(","))),
-                                  frozenset(modes.split(",")), frozenset(categories.split(",")))
+        rows = [(i, model, method, bound(at, c.dialect))
+                for i, (model, method, at) in enumerate(wanted)]
+        for i, name, ks, modes, categories in (_sqlite_as_of(c, rows, terms)
+                                               if c.dialect == "sqlite"
+                                               else _pg_as_of(c, rows, terms)):
+            found[i][name] = (frozenset(map(int, ks.split(","))),
+                              frozenset(modes.split(",")), frozenset(categories.split(",")))
     return {key: StoredVariants(found[i]) for i, key in enumerate(wanted)}
+
+
+def _sqlite_as_of(c: Any, rows: list[tuple], terms: dict[str, str]) -> list[tuple]:
+    c.cur.execute(f"DROP TABLE IF EXISTS temp.{_SQLITE_WANTED}")
+    c.cur.execute(_SQLITE_WANTED_DDL)
+    try:
+        c.cur.executemany(f"INSERT INTO temp.{_SQLITE_WANTED} VALUES (?, ?, ?, ?)", rows)
+        c.cur.execute(_statement(_SELECT_AS_OF, "sqlite").format(
+            source=f"temp.{_SQLITE_WANTED} w", **terms))
+        return list(c.cur.fetchall())
+    finally:
+        c.cur.execute(f"DROP TABLE IF EXISTS temp.{_SQLITE_WANTED}")
+
+
+def _pg_as_of(c: Any, rows: list[tuple], terms: dict[str, str]) -> Iterator[tuple]:
+    # Typed once, in the first row (VALUES takes its types from it).
+    first, rest = "(CAST(%s AS INTEGER), %s, %s, CAST(%s AS TIMESTAMPTZ))", "(%s, %s, %s, %s)"
+    for start in range(0, len(rows), AS_OF_CHUNK):
+        chunk = rows[start:start + AS_OF_CHUNK]
+        values = ", ".join([first] + [rest] * (len(chunk) - 1))
+        c.cur.execute(_statement(_SELECT_AS_OF, "postgresql").format(
+            source=f"(VALUES {values}) AS w (i, model, method, at)", **terms),
+            tuple(v for row in chunk for v in row))
+        yield from c.cur.fetchall()
 
 
 def _rows(bind: ReadBind,

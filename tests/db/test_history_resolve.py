@@ -280,6 +280,34 @@ def test_no_match_as_of_says_what_was_stored_then(two_sets, engine):
         _one(engine, r) for r in requests]
 
 
+def test_many_misses_as_of_say_what_was_stored_each_then(two_sets, engine):
+    """More distinct (model, method, time) misses than one PostgreSQL statement takes
+    (``AS_OF_CHUNK``), across every set and in named sets, and times where nothing was: the
+    batch (one statement on SQLite's TEMP table) says what each one-by-one answer says."""
+    from registry_db.resolve.stored import AS_OF_CHUNK
+
+    url, (t1, t2, t3) = two_sets
+    times = [t1 + i * US for i in range(AS_OF_CHUNK + 5)] + [t2, t3, t1 - timedelta(days=1)]
+    requests = [Request(*KEY, "on", "cat9", as_of=at, sets=sets)
+                for at in times for sets in (None, ("second",), ("first", "second"))]
+    answers = [a.to_json() for a in resolve_many(engine, requests)]
+    assert answers == [_one(engine, r) for r in requests]
+    said = {re.search(r"(nothing is )?stored for .*", a["refused"]["message"])[0]
+            for a in answers if a["refused"]["reason"] == "no_match"}
+    assert said == {"stored for model-a/mtp there: K 3; thinking on; categories cat0, cat1, cat2",
+                    "stored for model-a/mtp there: K 3; thinking on; "
+                    "categories cat0, cat1, cat2, cat3",
+                    "stored for model-a/mtp there: K 3; thinking on; categories cat1, cat2, cat3",
+                    "nothing is stored for model-a/mtp there"}
+    if url.startswith("sqlite"):  # the command line's read-only path says the same
+        conn = sqlite_read.open_readonly(url)
+        assert conn is not None
+        try:
+            assert [a.to_json() for a in resolve_many(conn, requests)] == answers
+        finally:
+            conn.close()
+
+
 def test_emit_as_of(two_sets):
     url, (t1, _, _) = two_sets
     args = [*ARGS[:-1], "cat1", "--emit", "vllm", "--as-of", t1.isoformat()]
