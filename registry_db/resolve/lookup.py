@@ -138,10 +138,9 @@ def bound(moment: datetime, dialect: str) -> Any:
     bound: PostgreSQL compares ``timestamptz`` values; SQLite compares text, in the stored
     format."""
     if dialect == "sqlite":
-        # Not strftime: its %Y writes year 1 as "1" on glibc, which would sort after "2026".
-        m = moment
-        return (f"{m.year:04d}-{m.month:02d}-{m.day:02d} {m.hour:02d}:{m.minute:02d}:"
-                f"{m.second:02d}.{m.microsecond:06d}")
+        # isoformat writes year 1 as "0001" (strftime's %Y writes "1" on glibc, which would sort
+        # after "2026"); the first 26 characters leave out the zone, which is UTC.
+        return moment.isoformat(" ", "microseconds")[:26]
     return moment
 
 

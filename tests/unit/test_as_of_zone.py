@@ -33,3 +33,18 @@ def test_a_zone_out_of_range_is_refused_in_one_plain_line(value):
 ])
 def test_zones_in_range_still_read(value, utc):
     assert as_of_utc(value) == utc
+
+
+@pytest.mark.parametrize("moment, text", [
+    (datetime(1, 1, 1, tzinfo=UTC), "0001-01-01 00:00:00.000000"),
+    (datetime(2026, 12, 1, 8, 37, 57, tzinfo=UTC), "2026-12-01 08:37:57.000000"),
+    (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), "9999-12-31 23:59:59.999999"),
+])
+def test_a_time_is_bound_on_sqlite_in_the_stored_format(moment, text):
+    """SQLite compares times as text: the bound time has the stored format's fixed width
+    (``store.schema``'s ``DateTime``: year in four digits, always six fraction digits), so year
+    1 sorts before 2026, and no zone."""
+    from registry_db.resolve.lookup import bound
+
+    assert bound(moment, "sqlite") == text
+    assert bound(moment, "postgresql") is moment
