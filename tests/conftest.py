@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,6 +56,12 @@ def _require_pg() -> bool:
 
 
 def pytest_configure(config):
+    # A suite started in the background without job control (`cmd &` in a script) inherits
+    # SIGINT ignored, and so would every registry process the tests press Ctrl-C in, which
+    # then never hears it; a user's terminal does not ignore it. A handler here is reset to
+    # the default in each child at exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line(
         "markers", "only_backend(name): the test applies to one backend only; the other "
                    "backend's instance is deselected (not skipped: there is nothing to check)")
