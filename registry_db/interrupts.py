@@ -88,3 +88,32 @@ def commit(do_commit: Callable[[], None]) -> None:
     if held:
         raise InterruptedAfterCommit("interrupted after commit: the transaction's writes are "
                                      "in the database")
+
+
+def from_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while handling a Ctrl-C before any commit (a library's
+    cleanup failing half-way, as SQLAlchemy's does when SIGINT lands while it closes a
+    connection): the interrupt, not a new error, is what the user should hear of."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt) and not isinstance(cause,
+                                                                   InterruptedAfterCommit):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def quiet_about(logger: Any) -> None:
+    """Have ``logger`` drop the records that only report a Ctrl-C (SQLAlchemy's pool logs
+    "Exception closing connection" with the KeyboardInterrupt, then re-raises it): the
+    command line says "interrupted" once, without a library's traceback."""
+    filters = getattr(logger, "filters", None)  # None: SQLAlchemy's echo logger, no filters
+    if filters is not None and _interrupt_records not in filters:
+        logger.addFilter(_interrupt_records)
+
+
+def _interrupt_records(record: Any) -> bool:
+    info = record.exc_info
+    return not (info and info[0] is not None and issubclass(info[0], KeyboardInterrupt))

@@ -40,6 +40,13 @@ def handle_errors(fn: Callable) -> Callable:
             except KeyboardInterrupt:
                 click.echo("interrupted", err=True)
                 sys.exit(130)
+            except Exception as exc:
+                # Ctrl-C that landed inside a library's cleanup, which then failed on its own
+                # state: still an interrupt before any commit (commits hold SIGINT off).
+                if finishing.committed or not interrupts.from_interrupt(exc):
+                    raise
+                click.echo("interrupted", err=True)
+                sys.exit(130)
             finally:
                 if finishing.interrupted:
                     click.echo("interrupted after commit: everything was written, so the "

@@ -107,7 +107,9 @@ def make_engine(url: str, *, readonly: bool = False, timeout: float | None = Non
                          f"sqlite:///PATH) and PostgreSQL (postgresql://...), not {dialect!r}")
     try:
         if dialect == "sqlite":
-            return _sqlite_engine(url, readonly=readonly, timeout=timeout)
+            engine = _sqlite_engine(url, readonly=readonly, timeout=timeout)
+            interrupts.quiet_about(engine.pool.logger)
+            return engine
         connect_args: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT}
         if readonly:
             connect_args["options"] = READ_ONLY_OPTIONS
@@ -120,6 +122,7 @@ def make_engine(url: str, *, readonly: bool = False, timeout: float | None = Non
         raise UsageError(f"cannot read the database URL {redact(url)}: "
                          f"{scrub(str(exc), url)}") from None
     engine.update_execution_options(registry_lock_timeout=timeout)
+    interrupts.quiet_about(engine.pool.logger)
     return engine
 
 

@@ -179,3 +179,66 @@ def test_interrupted_before_its_commit_writes_nothing_and_exits_130(db_url, tmp_
     assert out == "" and "interrupted" in err and "after commit" not in err
     assert "Traceback" not in err
     assert _count(db_url, "SELECT COUNT(*) FROM revisions") == before
+
+
+def test_ctrl_c_while_the_pool_closes_a_connection_is_raised_not_logged(db_url, caplog):
+    """SQLAlchemy's pool logs "Exception closing connection" with a traceback when Ctrl-C lands
+    in a connection's close, then re-raises the KeyboardInterrupt: the registry's engines
+    drop that record (the command says "interrupted" once) and the interrupt still stops."""
+    from registry_db.store.engine import make_engine
+
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+
+    def interrupted(_dbapi_conn):  # noqa: ANN001
+        raise KeyboardInterrupt
+
+    engine.dialect.do_close = interrupted  # type: ignore[method-assign]
+    caplog.set_level("DEBUG", logger="sqlalchemy.pool")
+    with pytest.raises(KeyboardInterrupt):
+        engine.dispose()
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+    # Another failure there is still the pool's to log (and to swallow, as it does).
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+
+    def broken(_dbapi_conn):  # noqa: ANN001
+        raise OSError("the socket is gone")
+
+    real_close = engine.dialect.do_close
+    engine.dialect.do_close = broken  # type: ignore[method-assign]
+    engine.dispose()
+    assert any(r.getMessage().startswith("Exception closing connection")
+               for r in caplog.records if r.exc_info)
+    engine.dialect.do_close = real_close  # type: ignore[method-assign]
+    engine.dispose()
+
+
+def test_an_error_raised_while_handling_ctrl_c_is_the_interrupt():
+    """Ctrl-C inside a library's cleanup can leave it failing on its own state (SQLAlchemy's
+    ``assert not self.is_active`` when SIGINT lands as a connection's transaction closes, seen
+    on the schema check of an import): before any commit that is still exit 130,
+    "interrupted"; any other error is not hidden."""
+    import click
+    from click.testing import CliRunner
+
+    from registry_db.cli.output import handle_errors
+
+    @click.command()
+    @click.argument("how")
+    @handle_errors
+    def cmd(how: str) -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            if how == "cleanup":
+                raise AssertionError("a library's state after the interrupt")  # noqa: B904
+        raise ValueError("not an interrupt")
+
+    runner = CliRunner()
+    got = runner.invoke(cmd, ["cleanup"])
+    assert (got.exit_code, got.stderr) == (130, "interrupted\n")
+    got = runner.invoke(cmd, ["other"])
+    assert got.exit_code == 1 and isinstance(got.exception, ValueError)
