@@ -528,15 +528,26 @@ def wait_for(what: str, check: Callable[[], object], *, guard: float = GUARD) ->
 
 class _SqliteWriter:
     """A registry file watched from outside: whether a writer holds its lock (a probe
-    ``BEGIN IMMEDIATE`` fails at once) and whether its commit has begun (the WAL grew: the
-    writer keeps its pages in its own cache until it commits)."""
+    ``BEGIN IMMEDIATE`` fails at once) and whether its commit has happened (a reader sees more
+    revisions than before it began). Not the WAL's size: a transaction whose pages outgrow the
+    writer's cache spills them into the WAL before its commit."""
 
     def __init__(self, path: str):
-        self.path, self.wal = path, Path(f"{path}-wal")
-        self.wal_at_start = self._wal_size()
+        self.path = path
+        self.revisions_at_start = self._revisions()
 
-    def _wal_size(self) -> int:
-        return self.wal.stat().st_size if self.wal.exists() else 0
+    def _revisions(self) -> int:
+        if not Path(self.path).exists():
+            return 0
+        reader = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
+        try:
+            return reader.execute("SELECT COUNT(*) FROM revisions").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):  # not migrated yet: nothing committed
+                return 0
+            raise
+        finally:
+            reader.close()
 
     def _locked(self) -> bool:
         probe = sqlite3.connect(self.path, timeout=0, isolation_level=None)
@@ -555,7 +566,7 @@ class _SqliteWriter:
         return self._locked()
 
     def still_writing(self) -> bool:
-        return self._locked() and self._wal_size() == self.wal_at_start
+        return self._locked() and self._revisions() == self.revisions_at_start
 
     def close(self) -> None:
         pass
@@ -624,9 +635,9 @@ def kill_mid_write(url: str, proc: subprocess.Popen) -> None:
     Waits until the writer is inside its transaction (SQLite: it holds the write lock, a probe
     ``BEGIN IMMEDIATE`` fails at once; PostgreSQL: its backend holds the writers' advisory lock
     and has a transaction id, so it has written), stops it (SIGSTOP: a stopped process cannot
-    commit), checks that the transaction is still open and its commit not begun (SQLite: the
-    lock still held and the WAL unchanged; PostgreSQL: the backend idle in the same
-    transaction, waiting for the stopped client), then kills it. Fails when the process ended
+    commit), checks that the transaction is still open and not committed (SQLite: the lock
+    still held and no new revision visible to a reader; PostgreSQL: the backend idle in the
+    same transaction, waiting for the stopped client), then kills it. Fails when the process ended
     first or its transaction was over: then nothing was killed mid-write.
     """
     path = sqlite_path(url)
