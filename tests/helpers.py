@@ -536,15 +536,19 @@ class _SqliteWriter:
         self.path = path
         self.revisions_at_start = self._revisions()
 
-    def _revisions(self) -> int:
+    def _revisions(self, timeout: float = 10.0) -> int | None:
+        """How many revisions a reader sees; None when the reader is kept waiting, which a
+        writer stopped inside its commit does (it holds the WAL index's header)."""
         if not Path(self.path).exists():
             return 0
-        reader = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
+        reader = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=timeout)
         try:
             return reader.execute("SELECT COUNT(*) FROM revisions").fetchone()[0]
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):  # not migrated yet: nothing committed
                 return 0
+            if "locked" in str(exc) or "busy" in str(exc):
+                return None
             raise
         finally:
             reader.close()
@@ -566,7 +570,7 @@ class _SqliteWriter:
         return self._locked()
 
     def still_writing(self) -> bool:
-        return self._locked() and self._revisions() == self.revisions_at_start
+        return self._locked() and self._revisions(timeout=1.0) == self.revisions_at_start
 
     def close(self) -> None:
         pass
