@@ -142,7 +142,7 @@ def _sqlite_engine(url: str, *, readonly: bool, timeout: float) -> Engine:
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
         if not readonly and path:
-            cur.execute("PRAGMA journal_mode=WAL")
+            _wal_mode(cur, timeout)
         cur.close()
 
     @event.listens_for(engine, "begin")
@@ -157,6 +157,23 @@ def _sqlite_engine(url: str, *, readonly: bool, timeout: float) -> Engine:
 
 #: How long one slice of an SQLite writer's wait for the lock lasts (seconds).
 WAIT_SLICE = 0.1
+
+
+def _wal_mode(cur: Any, timeout: float) -> None:
+    """The file in WAL mode (once per file: the mode is stored in it), retried in slices of
+    :data:`WAIT_SLICE` up to ``timeout``: several processes opening a new file at once race
+    to switch it, and the switch can fail at once with "database is locked" whatever the
+    busy timeout (seen with four processes on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() >= deadline:
+                raise
+            time.sleep(WAIT_SLICE)
 
 
 def _begin_immediate(dbapi_conn: Any, timeout: float) -> bool:
