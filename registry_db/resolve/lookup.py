@@ -353,14 +353,22 @@ def _lookup_many(c: Cursor, lookups: list[Lookup], as_of: bool) -> dict[Lookup, 
         (SQLITE_AS_OF_TABLE, SQLITE_AS_OF_DDL, SQLITE_AS_OF_INSERT, SQLITE_LOOKUP_MANY_AS_OF)
         if as_of else
         (SQLITE_KEYS_TABLE, SQLITE_KEYS_DDL, SQLITE_KEYS_INSERT, SQLITE_LOOKUP_MANY))
-    # A TEMP table lives in the connection's own temp database, so it needs no write access to
-    # the registry (a read-only connection can make one) and no other connection sees it.
+    return winners(lookups, over_temp_rows(c, table, ddl, insert,
+                                           _lookup_rows(lookups, as_of, c.dialect), statement))
+
+
+def over_temp_rows(c: Cursor, table: str, ddl: str, insert: str, rows: Sequence[tuple],
+                   statement: str) -> list[tuple]:
+    """``statement``'s rows, run on SQLite over ``rows`` put first into TEMP table ``table``
+    (made by ``ddl``, filled by ``insert``, dropped afterwards). A TEMP table lives in the
+    connection's own temp database, so it needs no write access to the registry (a read-only
+    connection can make one) and no other connection sees it."""
     c.cur.execute(f"DROP TABLE IF EXISTS temp.{table}")
     c.cur.execute(ddl)
     try:
-        c.cur.executemany(insert, _lookup_rows(lookups, as_of, c.dialect))
+        c.cur.executemany(insert, rows)
         c.cur.execute(statement)
-        return winners(lookups, c.cur.fetchall())
+        return list(c.cur.fetchall())
     finally:
         c.cur.execute(f"DROP TABLE IF EXISTS temp.{table}")
 

@@ -142,15 +142,12 @@ def stored_variants_as_of(bind: ReadBind,
 
 
 def _sqlite_as_of(c: Any, rows: list[tuple], terms: dict[str, str]) -> list[tuple]:
-    c.cur.execute(f"DROP TABLE IF EXISTS temp.{_SQLITE_WANTED}")
-    c.cur.execute(_SQLITE_WANTED_DDL)
-    try:
-        c.cur.executemany(f"INSERT INTO temp.{_SQLITE_WANTED} VALUES (?, ?, ?, ?)", rows)
-        c.cur.execute(_statement(_SELECT_AS_OF, "sqlite").format(
-            source=f"temp.{_SQLITE_WANTED} w", **terms))
-        return list(c.cur.fetchall())
-    finally:
-        c.cur.execute(f"DROP TABLE IF EXISTS temp.{_SQLITE_WANTED}")
+    from registry_db.resolve.lookup import over_temp_rows
+
+    return over_temp_rows(c, _SQLITE_WANTED, _SQLITE_WANTED_DDL,
+                          f"INSERT INTO temp.{_SQLITE_WANTED} VALUES (?, ?, ?, ?)", rows,
+                          _statement(_SELECT_AS_OF, "sqlite").format(
+                              source=f"temp.{_SQLITE_WANTED} w", **terms))
 
 
 def _pg_as_of(c: Any, rows: list[tuple], terms: dict[str, str]) -> Iterator[tuple]:

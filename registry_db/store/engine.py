@@ -108,12 +108,12 @@ def make_engine(url: str, *, readonly: bool = False, timeout: float | None = Non
     try:
         if dialect == "sqlite":
             engine = _sqlite_engine(url, readonly=readonly, timeout=timeout)
-            interrupts.quiet_about(engine.pool.logger)
-            return engine
-        connect_args: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT}
-        if readonly:
-            connect_args["options"] = READ_ONLY_OPTIONS
-        engine = create_engine(url, connect_args=connect_args, pool_pre_ping=False)
+        else:
+            connect_args: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT}
+            if readonly:
+                connect_args["options"] = READ_ONLY_OPTIONS
+            engine = create_engine(url, connect_args=connect_args, pool_pre_ping=False)
+            engine.update_execution_options(registry_lock_timeout=timeout)
     except ImportError as exc:  # the driver is an extra: say which one
         raise DatabaseUnavailable(
             f"{redact(url)}: PostgreSQL needs the driver the postgres extra installs "
@@ -121,7 +121,6 @@ def make_engine(url: str, *, readonly: bool = False, timeout: float | None = Non
     except (ArgumentError, ValueError) as exc:
         raise UsageError(f"cannot read the database URL {redact(url)}: "
                          f"{scrub(str(exc), url)}") from None
-    engine.update_execution_options(registry_lock_timeout=timeout)
     interrupts.quiet_about(engine.pool.logger)
     return engine
 
@@ -159,6 +158,11 @@ def _sqlite_engine(url: str, *, readonly: bool, timeout: float) -> Engine:
 WAIT_SLICE = 0.1
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused for another connection's lock (worth another try)."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def _wal_mode(cur: Any, timeout: float) -> None:
     """The file in WAL mode (once per file: the mode is stored in it), retried in slices of
     :data:`WAIT_SLICE` up to ``timeout``: several processes opening a new file at once race
@@ -170,8 +174,7 @@ def _wal_mode(cur: Any, timeout: float) -> None:
             cur.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
-            busy = "locked" in str(exc) or "busy" in str(exc)
-            if not busy or time.monotonic() >= deadline:
+            if not _busy(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(WAIT_SLICE)
 
@@ -190,8 +193,7 @@ def _begin_immediate(dbapi_conn: Any, timeout: float) -> bool:
                 cur.execute("BEGIN IMMEDIATE")
                 return True
             except sqlite3.OperationalError as exc:
-                busy = "locked" in str(exc) or "busy" in str(exc)
-                if not busy or time.monotonic() >= deadline:
+                if not _busy(exc) or time.monotonic() >= deadline:
                     return False
     finally:
         cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
