@@ -149,7 +149,7 @@ kill_while_writing = kill_mid_write
 def test_connections_racing_to_a_new_sqlite_file_all_open_it(tmp_path):
     """Four connections opening one new file at the same moment each switch it to WAL; while
     one switches, another's switch can fail at once with "database is locked", busy timeout
-    or not (seen here in about one file in twelve, and in CI through four processes). Each
+    or not (seen here with threads, and in CI with four processes). Each
     switch is retried up to the lock timeout, so every one opens, file after file."""
     failed = []
     for n in range(100):
