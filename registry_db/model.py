@@ -413,24 +413,16 @@ class Profile(Keyed):
     #: The counts the value was computed from (None: not known).
     counts: Counts | None = None
 
-    def canonical(self, provenances: dict[int, Any] | None = None) -> dict[str, Any]:
+    def canonical(self) -> dict[str, Any]:
         """A JSON-able form used for the set's content hash (``counts`` only when known, so a
-        set without them keeps the hash it had before counts existed); ``provenances`` keeps
-        each provenance object's form, for profiles that share one."""
-        pv = self.provenance
-        if pv is None:
-            shown = None
-        elif provenances is None:
-            shown = pv.canonical()
-        elif (shown := provenances.get(id(pv))) is None:
-            shown = provenances[id(pv)] = pv.canonical()
+        set without them keeps the hash it had before counts existed)."""
         out = {
             "key": list(self.key),
             "acceptance_length": self.acceptance_length,
             "method": self.method,
             "per_position_rates": None if self.per_position_rates is None
             else list(self.per_position_rates),
-            "provenance": shown,
+            "provenance": None if self.provenance is None else self.provenance.canonical(),
             "rationale": self.rationale,
             "copied_from": self.copied_from,
         }
@@ -449,13 +441,19 @@ class ProfileSet:
     file: str | None = None
 
     def content_hash(self) -> str:
-        """SHA-256 of the set's meaning (not its bytes): comments and layout do not count."""
-        provenances: dict[int, Any] = {}  # by object: profiles citing one share its form
-        return _hash({
-            "name": self.name,
-            "caveats": list(self.caveats),
-            "profiles": [p.canonical(provenances) for p in self.profiles],
-        })
+        """SHA-256 of the set's meaning (not its bytes): comments and layout do not count.
+
+        The digest of :func:`_canonical_json` of ``{"name", "caveats", "profiles": [each
+        profile's canonical form]}``; each profile's text is :func:`_profile_json`'s template
+        where it applies (the same text, a third of the time: docs/decisions.md, Speed).
+        """
+        import hashlib  # see _hash
+
+        provenances: dict[int, str] = {}  # by object: profiles citing one share its text
+        pieces = [_profile_json(p, provenances) for p in self.profiles]
+        text = (f'{{"caveats":{_canonical_json(list(self.caveats))},"name":'
+                f'{_canonical_json(self.name)},"profiles":[{",".join(pieces)}]}}')
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -478,10 +476,45 @@ class Pin:
     fallback_category: str | None = None
 
 
+def _canonical_json(obj: Any) -> str:
+    """The text content hashes digest: sorted keys, no spaces, non-ASCII kept."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _hash(obj: Any) -> str:
     # Imported here: every command loads this module, and hashlib's start-up (OpenSSL's, mostly)
     # serves only the import and export.
     import hashlib
 
-    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_canonical_json(obj).encode("utf-8")).hexdigest()
+
+
+_text_json = json.encoder.encode_basestring  # type: ignore[attr-defined]  # json's own, C
+_float_json = float.__repr__  # what json writes for a finite float
+
+
+def _profile_json(p: Profile, provenances: dict[int, str]) -> str:
+    """``_canonical_json(p.canonical())``: by template when the fields have the types a checked
+    profile has (text, an int K, finite floats), else by the encoder; ``provenances`` keeps
+    each provenance object's text."""
+    pv, rates, al, k = p.provenance, p.per_position_rates, p.acceptance_length, p.num_spec_tokens
+    if pv is None:
+        shown = "null"
+    elif (shown := provenances.get(id(pv))) is None:
+        shown = provenances[id(pv)] = _canonical_json(pv.canonical())
+    try:  # a value of another type (an int AL, a None model) is refused by json's functions
+        # A sum that overflows only sends a good profile the encoder's way; json writes a
+        # bool K as true, so only an int takes the template.
+        if type(k) is not int or not math.isfinite(al + (sum(rates) if rates else 0.0)):
+            raise TypeError
+        listed = "null" if rates is None else f'[{",".join(map(_float_json, rates))}]'
+        copied = "null" if p.copied_from is None else _text_json(p.copied_from)
+        why = "null" if p.rationale is None else _text_json(p.rationale)
+        counts = "" if p.counts is None else f'"counts":{_canonical_json(p.counts.to_json())},'
+        return (f'{{"acceptance_length":{_float_json(al)},"copied_from":{copied},{counts}"key":['
+                f'{_text_json(p.model)},{_text_json(p.speculative_method)},{int.__repr__(k)},'
+                f'{_text_json(p.thinking)},{_text_json(p.category)}],"method":'
+                f'{_text_json(p.method)},"per_position_rates":{listed},"provenance":{shown},'
+                f'"rationale":{why}}}')
+    except TypeError:
+        return _canonical_json(p.canonical())
