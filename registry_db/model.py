@@ -489,7 +489,7 @@ def _hash(obj: Any) -> str:
     return hashlib.sha256(_canonical_json(obj).encode("utf-8")).hexdigest()
 
 
-_text_json = json.encoder.encode_basestring  # type: ignore[attr-defined]  # json's own, C
+_text_json = json.encoder.encode_basestring  # json's own (C) string writer
 _float_json = float.__repr__  # what json writes for a finite float
 
 
@@ -500,7 +500,9 @@ def _profile_json(p: Profile, provenances: dict[int, str]) -> str:
     pv, rates, al, k = p.provenance, p.per_position_rates, p.acceptance_length, p.num_spec_tokens
     if pv is None:
         shown = "null"
-    elif (shown := provenances.get(id(pv))) is None:
+    elif id(pv) in provenances:
+        shown = provenances[id(pv)]
+    else:
         shown = provenances[id(pv)] = _canonical_json(pv.canonical())
     try:  # a value of another type (an int AL, a None model) is refused by json's functions
         # A sum that overflows only sends a good profile the encoder's way; json writes a
