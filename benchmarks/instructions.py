@@ -7,8 +7,9 @@ count from run to run, whatever else the machine does), for the floor (``baselin
 libyaml's events, then the bulk write into every table an import writes) and for
 ``import_paths`` of each source tree (this checkout's code by default; each ``--source`` is
 another checkout's folder, whose ``registry_db`` is put first on ``sys.path``): a process that
-sets up and runs the step, less one that only sets up (interpreter, imports, an open database,
-the floor's rows loaded), with ``PYTHONHASHSEED=0``. Prints one JSON object: each step's
+sets up and runs the step, less one that only sets up (interpreter, an open database, the
+floor's rows loaded, and every module the step loads, as a warm-up run outside valgrind lists
+them), with ``PYTHONHASHSEED=0``. Prints one JSON object: each step's
 instructions, ours ÷ the floor per tree, and each tree against the first.
 
 Instructions are not time: a cache miss or a system call costs more than its count says, and
@@ -20,6 +21,7 @@ machine, CPU steal) is larger than the change; each process runs about 50 times 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -34,6 +36,10 @@ HERE = Path(__file__).resolve().parent
 _COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
 
 
+#: ``--steps``: the floor's two, then ours (each after those before it, not counted).
+STEPS = ("floor_events", "floor_write", "plain", "checks", "hashes", "import_sets")
+
+
 def collected(stderr: str) -> int:
     """The instruction count callgrind prints on exit (``==PID== Collected : N``)."""
     found = _COLLECTED.findall(stderr)
@@ -43,32 +49,70 @@ def collected(stderr: str) -> int:
 
 
 def _child(kind: str, url: str, folder: str, rows: str, run: bool) -> None:
-    """One measured process: set up ``kind`` (``floor`` or ``ours``) and, with ``run``, run it."""
+    """One measured process: set up ``kind`` (``floor``, ``ours`` or one of :data:`STEPS`)
+    and, with ``run``, run it.
+
+    Set-up imports the modules the step loads on its way (the warm-up lists them), so that
+    neither side's count holds the other's imports: the step is its work alone.
+    """
+    listed = os.environ.get("INSTRUCTIONS_MODULES")
+    for name in Path(listed).read_text().split() if listed else ():
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001  (a module that only loads in its context)
+            pass
+    go, close = _setup(kind, url, folder, rows)
+    before = set(sys.modules)
+    try:
+        if run:
+            go()
+    finally:
+        close()
+    record = os.environ.get("INSTRUCTIONS_RECORD")
+    if record:
+        Path(record).write_text("\n".join(sorted(set(sys.modules) - before)) + "\n")
+
+
+def _setup(kind: str, url: str, folder: str, rows: str) -> tuple[Any, Any]:
+    """``(step, close)`` for ``kind``, everything before the step done."""
     sys.path.insert(0, str(HERE))
     paths = sorted(Path(folder).glob("*.yaml"))
-    if kind == "floor":
+    if kind in ("floor", "floor_events", "floor_write"):
         import marshal
 
         import baselines
 
         data = marshal.loads(Path(rows).read_bytes())
-        if run:
-            baselines.parse_events(paths)
-            baselines.write_rows(url, data)
-        return
-    import registry_db.sources.profile_set  # noqa: F401  (set-up: loaded either way)
-    import registry_db.store.history  # noqa: F401
+        events = lambda: baselines.parse_events(paths)  # noqa: E731
+        write_ = lambda: baselines.write_rows(url, data)  # noqa: E731
+        if kind == "floor":
+            return lambda: (events(), write_()), lambda: None
+        return events if kind == "floor_events" else write_, lambda: None
     from registry_db import store
     from registry_db.gcpause import gc_paused
-    from registry_db.store.write import import_paths
+    from registry_db.inputs.profile_set import check_profile_set
+    from registry_db.store import write
+    from registry_db.yaml.plain import load_plain_file
 
     engine = store.open_registry(url)
-    try:
+    with gc_paused():  # the steps' inputs, built as the import builds them
+        # The import's steps (`--steps`), each after the ones before it, as import_phases.py.
+        docs = [] if kind in ("ours", "plain") else [load_plain_file(p) for p in paths]
+        sets = [] if kind in ("ours", "plain", "checks") else [
+            check_profile_set(d, str(p))[0] for d, p in zip(docs, paths)]
+    steps = {
+        "ours": lambda: write.import_paths(engine, [Path(folder)]),
+        "plain": lambda: [load_plain_file(p) for p in paths],
+        "checks": lambda: [check_profile_set(d, str(p)) for d, p in zip(docs, paths)],
+        "hashes": lambda: [s.content_hash() for s in sets],
+        "import_sets": lambda: write.import_sets(engine, sets),
+    }
+
+    def paused() -> None:
         with gc_paused():  # as `registry import` runs it
-            if run:
-                import_paths(engine, [Path(folder)])
-    finally:
-        engine.dispose()
+            steps[kind]()
+
+    return paused, engine.dispose
 
 
 def count(kind: str, source: Path | None, template: Path, folder: Path, rows: Path,
@@ -80,7 +124,8 @@ def count(kind: str, source: Path | None, template: Path, folder: Path, rows: Pa
     shutil.copyfile(template, db)
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
            *_child_command(kind, db, folder, rows, run)]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(source),
+    env = {**_env(source), "INSTRUCTIONS_MODULES": str(_modules_file(kind, work))}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env,
                           cwd=str(source or HERE.parent))
     if done.returncode != 0:
         raise RuntimeError(f"{kind} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -94,8 +139,13 @@ def warm_up(kind: str, source: Path | None, template: Path, folder: Path, rows: 
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     shutil.copyfile(template, db)
-    subprocess.run(_child_command(kind, db, folder, rows, True), check=True,
-                   env=_env(source), cwd=str(source or HERE.parent), capture_output=True)
+    env = {**_env(source), "INSTRUCTIONS_RECORD": str(_modules_file(kind, work))}
+    subprocess.run(_child_command(kind, db, folder, rows, True), check=True, env=env,
+                   cwd=str(source or HERE.parent), capture_output=True)
+
+
+def _modules_file(kind: str, work: Path) -> Path:
+    return work / f"instructions-{kind}-modules.txt"
 
 
 def _child_command(kind: str, db: Path, folder: Path, rows: Path, run: bool) -> list[str]:
@@ -134,6 +184,9 @@ def main(argv: list[str]) -> int:
                         help="another checkout's folder (repeatable); default: this one")
     parser.add_argument("--work-dir", type=Path, default=None)
     parser.add_argument("--json-out", type=Path, default=None)
+    parser.add_argument("--steps", action="store_true",
+                        help="also each step: the floor's events and write; our plain values, "
+                             "checks, content hashes, import_sets (hashes included)")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("instructions.py: valgrind is not installed (apt-get install valgrind)",
@@ -160,6 +213,10 @@ def main(argv: list[str]) -> int:
         for source in sources:
             name = str(source or HERE.parent)
             out["ours"][name] = step("ours", source, template, folder, rows, work)
+        if args.steps:
+            out["steps"] = {name: {kind: step(kind, source, template, folder, rows, work)
+                                   for kind in STEPS}
+                            for source in sources for name in [str(source or HERE.parent)]}
         out["ratio_vs_floor"] = {n: v / out["floor"] for n, v in out["ours"].items()}
         first = next(iter(out["ours"].values()))
         out["vs_first"] = {n: v / first for n, v in out["ours"].items()}
