@@ -632,6 +632,10 @@ class _PgWriter:
         self.engine.dispose()
 
 
+#: Stops :func:`kill_mid_write` may make before one lands inside the write transaction.
+KILL_ATTEMPTS = 50
+
+
 def kill_mid_write(url: str, proc: subprocess.Popen) -> None:
     """SIGKILL ``proc`` inside its write transaction, before its commit, as the database itself
     shows it (no wall-clock pause decides the moment).
@@ -641,17 +645,26 @@ def kill_mid_write(url: str, proc: subprocess.Popen) -> None:
     and has a transaction id, so it has written), stops it (SIGSTOP: a stopped process cannot
     commit), checks that the transaction is still open and not committed (SQLite: the lock
     still held and no new revision visible to a reader; PostgreSQL: the backend idle in the
-    same transaction, waiting for the stopped client), then kills it. Fails when the process ended
-    first or its transaction was over: then nothing was killed mid-write.
+    same transaction, waiting for the stopped client), then kills it. A stop that lands
+    outside the transaction (SQLite: the probe also fails while a connection opening or
+    closing the file recovers or checkpoints its WAL, a few milliseconds) lets the process go
+    on (SIGCONT) and looks again. Fails when the process ended first or its transaction was
+    over: then nothing was killed mid-write.
     """
     path = sqlite_path(url)
     watch: _SqliteWriter | _PgWriter = _SqliteWriter(path) if path else _PgWriter(url)
+    open_transaction = False
     try:
-        wait_for("the import writing", lambda: proc.poll() is not None or watch.writing())
-        stopped = proc.poll() is None
-        if stopped:
+        for _ in range(KILL_ATTEMPTS):
+            wait_for("the import writing", lambda: proc.poll() is not None or watch.writing())
+            if proc.poll() is not None:
+                break
             proc.send_signal(signal.SIGSTOP)
-        open_transaction = stopped and watch.still_writing()
+            if watch.still_writing():
+                open_transaction = True
+                break
+            proc.send_signal(signal.SIGCONT)
+            time.sleep(0.01)  # past the moment the stop landed on
     finally:
         # Killed whatever the checks found: a stopped writer left behind holds the lock forever.
         if proc.poll() is None:
