@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # baselines, measure, run: this folder's modules
 _COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
 
 
@@ -75,7 +76,6 @@ def _child(kind: str, url: str, folder: str, rows: str, run: bool) -> None:
 
 def _setup(kind: str, url: str, folder: str, rows: str) -> tuple[Any, Any]:
     """``(step, close)`` for ``kind``, everything before the step done."""
-    sys.path.insert(0, str(HERE))
     paths = sorted(Path(folder).glob("*.yaml"))
     if kind in ("floor", "floor_events", "floor_write"):
         import marshal
@@ -118,10 +118,7 @@ def _setup(kind: str, url: str, folder: str, rows: str) -> tuple[Any, Any]:
 def count(kind: str, source: Path | None, template: Path, folder: Path, rows: Path,
           run: bool, work: Path) -> int:
     """Instructions of one child process (a fresh copy of ``template`` as its database)."""
-    db = work / "measured.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    shutil.copyfile(template, db)
+    db = _fresh_db(template, work / "measured.db")
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
            *_child_command(kind, db, folder, rows, run)]
     env = {**_env(source), "INSTRUCTIONS_MODULES": str(_modules_file(kind, work))}
@@ -135,13 +132,18 @@ def count(kind: str, source: Path | None, template: Path, folder: Path, rows: Pa
 def warm_up(kind: str, source: Path | None, template: Path, folder: Path, rows: Path,
             work: Path) -> None:
     """One run outside valgrind, so that every module's bytecode is cached before counting."""
-    db = work / "warm-up.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    shutil.copyfile(template, db)
+    db = _fresh_db(template, work / "warm-up.db")
     env = {**_env(source), "INSTRUCTIONS_RECORD": str(_modules_file(kind, work))}
     subprocess.run(_child_command(kind, db, folder, rows, True), check=True, env=env,
                    cwd=str(source or HERE.parent), capture_output=True)
+
+
+def _fresh_db(template: Path, db: Path) -> Path:
+    """``db`` as a fresh copy of ``template`` (an empty registry at the schema head)."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(template, db)
+    return db
 
 
 def _modules_file(kind: str, work: Path) -> Path:
@@ -192,7 +194,6 @@ def main(argv: list[str]) -> int:
         print("instructions.py: valgrind is not installed (apt-get install valgrind)",
               file=sys.stderr)
         return 2
-    sys.path.insert(0, str(HERE))
     import measure
     import run as run_py
 

@@ -444,16 +444,13 @@ class ProfileSet:
         """SHA-256 of the set's meaning (not its bytes): comments and layout do not count.
 
         The digest of :func:`_canonical_json` of ``{"name", "caveats", "profiles": [each
-        profile's canonical form]}``; each profile's text is :func:`_profile_json`'s template
-        where it applies (the same text, a third of the time: docs/decisions.md, Speed).
+        profile's canonical form]}``; each profile's text is :func:`_profile_json`'s (the same
+        text; docs/decisions.md, Speed, says why it is built by template).
         """
-        import hashlib  # see _hash
-
         provenances: dict[int, str] = {}  # by object: profiles citing one share its text
         pieces = [_profile_json(p, provenances) for p in self.profiles]
-        text = (f'{{"caveats":{_canonical_json(list(self.caveats))},"name":'
-                f'{_canonical_json(self.name)},"profiles":[{",".join(pieces)}]}}')
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return _digest(f'{{"caveats":{_canonical_json(list(self.caveats))},"name":'
+                       f'{_canonical_json(self.name)},"profiles":[{",".join(pieces)}]}}')
 
 
 @dataclass(frozen=True)
@@ -481,12 +478,16 @@ def _canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _hash(obj: Any) -> str:
+def _digest(text: str) -> str:
     # Imported here: every command loads this module, and hashlib's start-up (OpenSSL's, mostly)
     # serves only the import and export.
     import hashlib
 
-    return hashlib.sha256(_canonical_json(obj).encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _hash(obj: Any) -> str:
+    return _digest(_canonical_json(obj))
 
 
 _text_json = json.encoder.encode_basestring  # json's own (C) string writer
