@@ -35,7 +35,7 @@ def _cpu(fn: Any) -> tuple[Any, float]:
 
 
 def phases(folder: Path) -> dict[str, float]:
-    """CPU seconds of each step over ``folder``'s ``*.yaml`` files."""
+    """CPU seconds of each step over ``folder``'s ``*.yaml`` files, and the two ratios."""
     from registry_db import store
     from registry_db.gcpause import gc_paused
     from registry_db.inputs.profile_set import check_profile_set
