@@ -108,8 +108,8 @@ def build(backend: str, url: str, folder: Path, postgres_url: str) -> dict[str, 
     from sqlalchemy import text
 
     from registry_db import store
+    from registry_db.importing.write import import_sets
     from registry_db.sources.profile_set import read
-    from registry_db.store.write import import_sets
 
     _fresh(backend, url, postgres_url)
     sets, _ = read([folder])
@@ -358,7 +358,7 @@ def _drop_copies(backend: str, urls: list[str], postgres_url: str) -> None:
 def _import_cpu(url: str, content: Any, paused: Any) -> float:
     """The CPU seconds of importing ``content`` into the registry at ``url``, as a round."""
     from registry_db import store
-    from registry_db.store.write import import_sets
+    from registry_db.importing.write import import_sets
 
     engine = store.open_registry(url)
     try:
@@ -376,8 +376,8 @@ def grow(backend: str, url: str, folder: Path, layout: Any, args: argparse.Names
     import contextlib
 
     from registry_db import store
+    from registry_db.importing.write import import_sets
     from registry_db.sources.profile_set import read
-    from registry_db.store.write import import_sets
 
     # --gc-paused: each import as `registry import` runs it; else the collector sees this
     # process's own heap (the library leaves it on).

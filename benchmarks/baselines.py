@@ -377,7 +377,7 @@ def ours_import(url: str, folder: Path) -> dict[str, Any]:
     collector paused as the command pauses it."""
     from registry_db import store
     from registry_db.gcpause import gc_paused
-    from registry_db.store.write import import_paths
+    from registry_db.importing.write import import_paths
 
     engine = store.open_registry(url)
     try:

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             url = backend.fresh()
             if args.what == "import":
-                from registry_db.store.write import import_paths
+                from registry_db.importing.write import import_paths
 
                 engine = store.open_registry(url)
                 _profile(lambda: import_paths(engine, paths), out, args.top, args.pyinstrument)

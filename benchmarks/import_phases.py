@@ -38,8 +38,8 @@ def phases(folder: Path) -> dict[str, float]:
     """CPU seconds of each step over ``folder``'s ``*.yaml`` files, and the two ratios."""
     from registry_db import store
     from registry_db.gcpause import gc_paused
+    from registry_db.importing import write
     from registry_db.inputs.profile_set import check_profile_set
-    from registry_db.store import write
     from registry_db.yaml.plain import load_plain_file
 
     paths = sorted(folder.glob("*.yaml"))

@@ -90,8 +90,8 @@ def _setup(kind: str, url: str, folder: str, rows: str) -> tuple[Any, Any]:
         return events if kind == "floor_events" else write_, lambda: None
     from registry_db import store
     from registry_db.gcpause import gc_paused
+    from registry_db.importing import write
     from registry_db.inputs.profile_set import check_profile_set
-    from registry_db.store import write
     from registry_db.yaml.plain import load_plain_file
 
     engine = store.open_registry(url)

@@ -28,8 +28,8 @@ from backends import Backend
 HERE = Path(__file__).resolve().parent
 
 #: Modules the ``resolve`` command has no use for: importing one is start-up paid for nothing.
-UNUSED_BY_RESOLVE = ("alembic", "mako", "yaml", "registry_db.store.write",
-                     "registry_db.inputs.profile_set", "registry_db.store.export", "hypothesis",
+UNUSED_BY_RESOLVE = ("alembic", "mako", "yaml", "registry_db.importing.write",
+                     "registry_db.inputs.profile_set", "registry_db.importing.export", "hypothesis",
                      "pytest")
 
 

@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-dir", type=Path, default=HERE / "work")
     args = ap.parse_args(argv)
     from registry_db import store
+    from registry_db.importing.write import import_sets
     from registry_db.sources.profile_set import read
-    from registry_db.store.write import import_sets
 
     args.work_dir.mkdir(parents=True, exist_ok=True)
     _, folder = registry_folder(args.work_dir, args.profiles, args.files)

@@ -136,7 +136,7 @@ def write_set(folder: Path, name: str, n: int = 3, **kw) -> Path:
 
 
 #: Tables that are caches, not the registry's content: ``import_files`` remembers what files
-#: held (store/unchanged.py), so another file, a downgrade or a truncation forgets it.
+#: held (importing/unchanged.py), so another file, a downgrade or a truncation forgets it.
 CACHES = ("import_files",)
 
 
@@ -961,7 +961,7 @@ class Server:
 def seed_with_overlap(url: str, tmp_path: Path) -> str:
     """``url``'s registry holding the seed and two small sets that share a key (a conflict)."""
     from registry_db import store
-    from registry_db.store import write as importer
+    from registry_db.importing import write as importer
 
     write_set(tmp_path / "sets", "first")
     write_set(tmp_path / "sets", "second", al=3.0)

@@ -7,7 +7,7 @@ Create Date: 2026-12-01
 One new table, ``import_files``: a file's path, the SHA-256 of its bytes, the version of the
 reading rules that read them, and what they gave (the set's name, content hash, profile count and
 the file's warnings). ``registry import`` skips a file whose bytes and rules match while the stored
-set still has that content (``store/unchanged.py`` in the package). It is a cache: the downgrade
+set still has that content (``importing/unchanged.py`` in the package). It is a cache: the downgrade
 drops it and loses nothing a full read cannot give back. Its PostgreSQL comments are this file's
 own copy of the catalog's words (as ``0006_comments.py`` carries the others).
 """

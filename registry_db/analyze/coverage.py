@@ -22,9 +22,9 @@ from typing import Any
 from sqlalchemy import column, select, table
 from sqlalchemy.engine import Connection
 
+from registry_db import history
 from registry_db.errors import EmptySelection, NotFound
 from registry_db.model import THINKING_MODES, Uncertainty
-from registry_db.store import history
 from registry_db.store.engine import Bind
 from registry_db.store.read import _connect, set_names, unknown_set_message
 from registry_db.store.schema import profile_sets, profiles

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from registry_db.analyze.coverage import Coverage, describe
 from registry_db.errors import MissingExtra, RegistryError
-from registry_db.sources.render import refuse_overwrites, write_atomically
+from registry_db.yaml.render import refuse_overwrites, write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes

@@ -1,8 +1,8 @@
 """``registry check``: a measured run against the registry, for CI (exit 0 consistent, 1 drift).
 
 Thin over the library: the run's counters are read by the counter sources' shared reader
-(:func:`registry_db.sources.measure.measure_run`, as ``registry ingest`` reads them), the run's
-terms by ``registry resolve``'s own flags, and the comparison is
+(:func:`registry_db.sources.counters.detect.measure_run`, as ``registry ingest`` reads them),
+the run's terms by ``registry resolve``'s own flags, and the comparison is
 :mod:`registry_db.resolve.check`'s; this module parses and renders.
 """
 
@@ -16,7 +16,7 @@ import click
 from registry_db.cli.output import emit_json, handle_errors, json_option
 from registry_db.cli.resolve import _request, _run_options
 from registry_db.inputs.layers import FLAGS
-from registry_db.sources.measure import COUNTER_SOURCES
+from registry_db.sources.counters.detect import COUNTER_SOURCES
 
 #: The run's flags a check takes (``resolve``'s rows): which stored value the run is held to.
 #: Flags that state a value are left out: a check measures the value instead.
@@ -117,7 +117,7 @@ def _check_one(settings: Any, after: str, before: str | None, source: str | None
     from registry_db.errors import ResolutionRefused
     from registry_db.resolve import check as checking
     from registry_db.resolve.reading import reading
-    from registry_db.sources.measure import measure_run
+    from registry_db.sources.counters.detect import measure_run
 
     dep = None
     if deployment is not None:

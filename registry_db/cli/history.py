@@ -1,10 +1,10 @@
 """``registry history``, ``diff``, ``delete`` and ``restore``: the revisions every import and
 deletion leaves.
 
-Thin over :mod:`registry_db.store.history`: parse, call, render. ``history`` lists revisions
+Thin over :mod:`registry_db.history`: parse, call, render. ``history`` lists revisions
 newest first; ``diff`` prints one line per changed field (``old → new``); ``delete`` removes sets
 from the current registry in one transaction, each deletion a revision of its own; ``restore``
-writes an earlier revision's content back as a new one (:mod:`registry_db.store.restore`).
+writes an earlier revision's content back as a new one (:mod:`registry_db.importing.restore`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool,
         registry history
         registry history inferencex-golden-al --json
     """
-    from registry_db.store import history as store
+    from registry_db import history as store
 
     with settings.registry(readonly=True) as engine:
         found = store.history(engine, set_name)
@@ -90,7 +90,7 @@ def diff(settings: Any, set_name: str, from_: int | None, to: int | None,
         registry diff inferencex-golden-al
         registry diff inferencex-golden-al --from 1 --to 3 --json
     """
-    from registry_db.store import history as store
+    from registry_db import history as store
 
     with settings.registry(readonly=True) as engine:
         found = store.diff(engine, set_name, from_, to)
@@ -128,7 +128,7 @@ def delete(settings: Any, names: tuple[str, ...], message: str | None, as_json: 
     Example:
         registry delete old-golden-curves -m "superseded by inferencex-golden-al"
     """
-    from registry_db.store import history as store
+    from registry_db import history as store
 
     with settings.registry() as engine:
         gone = store.delete_sets(engine, names, message)
@@ -165,7 +165,7 @@ def restore(settings: Any, set_name: str, revision: int | None, message: str | N
         registry restore inferencex-golden-al --revision 2 -m "the re-run was wrong"
     """
     from registry_db.cli.output import report_findings
-    from registry_db.store.restore import restore as restore_set
+    from registry_db.importing.restore import restore as restore_set
 
     with settings.registry() as engine:
         done = restore_set(engine, set_name, revision, message)

@@ -1,8 +1,8 @@
 """``registry import``: profile-set files into the database, all or nothing.
 
-Thin over :mod:`registry_db.store.write`: validate every file first (nothing is opened or written
-when one is invalid), then open the database and write every set in one transaction. A progress
-bar goes to stderr for large imports, and only when stderr is a terminal
+Thin over :mod:`registry_db.importing.write`: validate every file first (nothing is opened or
+written when one is invalid), then open the database and write every set in one transaction. A
+progress bar goes to stderr for large imports, and only when stderr is a terminal
 (:func:`registry_db.cli.output.progress`).
 """
 
@@ -57,7 +57,7 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
     """
     from registry_db.cli.output import report_findings
     from registry_db.gcpause import gc_paused
-    from registry_db.store import write as importer
+    from registry_db.importing import write as importer
 
     # The command's bulk work builds many small objects and no cycles (registry_db.gcpause);
     # the pause is the command's, so a library caller's collector is left as it is.
@@ -82,7 +82,7 @@ def _known(settings: Any, hashes: Any) -> Any:
     """The files unchanged since their last import, read through a read-only connection; none
     when the registry cannot be read now (opening it to write says why, after validation)."""
     from registry_db.errors import RegistryError
-    from registry_db.store import unchanged
+    from registry_db.importing import unchanged
 
     try:
         with settings.registry(readonly=True) as engine, engine.connect() as conn:
@@ -95,7 +95,7 @@ def _dry_run(settings: Any, loaded: Any, prune: bool) -> Any:
     """What the import would do, read through a read-only connection; against no registry (a
     missing file, an empty database) every set would be added, and nothing is created."""
     from registry_db.errors import NoRegistry
-    from registry_db.store import write as importer
+    from registry_db.importing import write as importer
 
     try:
         with settings.registry(readonly=True) as engine:

@@ -97,7 +97,7 @@ def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
             --engine-image vllm/vllm-openai:v0.22.0 -o acceptance/inferencex-golden-al.yaml
     """
     from registry_db.errors import RegistryError
-    from registry_db.sources import inferencex as source
+    from registry_db.sources.inferencex import read as source
 
     _json_needs_a_file(as_json, out)
     curve_map = source.load_map(map_file) if map_file is not None else None
@@ -192,8 +192,8 @@ def _facts(flags: dict[str, Any], out: str, as_json: bool) -> tuple[Any, dict[st
     """The run's facts from the flags (every missing required flag named at once), and the
     reader's keywords (--round, --name)."""
     from registry_db.model import Sampling
-    from registry_db.sources.counters import Facts
-    from registry_db.sources.output import safe_name
+    from registry_db.sources.counters.common import Facts
+    from registry_db.sources.ingested import safe_name
 
     missing = [f"--{n.replace('_', '-')}" for n in _REQUIRED if flags.get(n) is None]
     if missing:
@@ -246,7 +246,7 @@ def vllm_metrics(after: str, before: str | None, out: str, model_name: str | Non
             --hardware b300 --engine-image vllm/vllm-openai:v0.22.0 --temperature 0.6 \\
             -o acceptance/example-model-eagle3.yaml
     """
-    from registry_db.sources.vllm_metrics import read_vllm_metrics
+    from registry_db.sources.counters.vllm import read_vllm_metrics
 
     facts, options = _facts(flags, out, as_json)
     _scrapes(after, before)
@@ -276,7 +276,7 @@ def atom_metrics(after: str, before: str | None, out: str, as_json: bool,
             --model kimi-k3 --method dspark --k 7 --thinking on --category coding \\
             --hardware mi355x --engine-image rocm/atom:IMAGE --temperature 1.0 -o kimi.yaml
     """
-    from registry_db.sources.atom_metrics import read_atom_metrics
+    from registry_db.sources.counters.atom import read_atom_metrics
 
     facts, options = _facts(flags, out, as_json)
     _scrapes(after, before)
@@ -301,7 +301,7 @@ def sglang(path: str, out: str, as_json: bool, **flags: Any) -> None:
             --thinking on --category coding --hardware h200 --engine-image IMAGE \\
             --temperature 1.0 -o acceptance/glm-5.2-eagle.yaml
     """
-    from registry_db.sources.sglang import read_sglang
+    from registry_db.sources.counters.sglang import read_sglang
 
     facts, options = _facts(flags, out, as_json)
     _finish(read_sglang(path, facts, **options), out, as_json)
@@ -326,7 +326,7 @@ def trtllm_stats(path: str, out: str, as_json: bool, **flags: Any) -> None:
             --thinking on --category coding --hardware gb300 --engine-image IMAGE \\
             --temperature 1.0 -o acceptance/deepseek-v4-mtp.yaml
     """
-    from registry_db.sources.trtllm_stats import read_trtllm_stats
+    from registry_db.sources.counters.trtllm import read_trtllm_stats
 
     facts, options = _facts(flags, out, as_json)
     _finish(read_trtllm_stats(path, facts, **options), out, as_json)
@@ -341,7 +341,7 @@ def _json_needs_a_file(as_json: bool, out: str) -> None:
 
 def _finish(result: Any, out: str, as_json: bool = False) -> None:
     """Write the sets; report warnings and what was written (text on stderr, or --json)."""
-    from registry_db.sources.output import write
+    from registry_db.sources.ingested import write
 
     warnings = list(result.warnings)
     misnamed = _name_not_file(result, out)

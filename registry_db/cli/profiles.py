@@ -3,7 +3,7 @@
 Browsing without SQL: what AL and rate the registry holds for a model, method, K, thinking mode
 or category, in which set and from which source. Thin over
 :func:`registry_db.store.read.list_profiles` (and, as of a time,
-:func:`registry_db.store.history.profiles_as_of`); rows are ordered by profile key, then set, so
+:func:`registry_db.history.profiles_as_of`); rows are ordered by profile key, then set, so
 the output can be diffed and tested.
 """
 
@@ -71,7 +71,7 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
         registry profiles --k 5 --thinking off --category coding --json
         registry profiles --set inferencex-golden-al --csv > profiles.csv
     """
-    from registry_db.store.history import profiles_as_of
+    from registry_db.history import profiles_as_of
     from registry_db.store.read import list_profiles
 
     filters: dict[str, Any] = {"model": model, "method": method, "k": k,

@@ -1,6 +1,6 @@
 """``registry list``, ``show``, ``conflicts`` and ``export``: what the imports left behind.
 
-Thin over :mod:`registry_db.store.read` and :mod:`registry_db.store.export`. Every listing is
+Thin over :mod:`registry_db.store.read` and :mod:`registry_db.importing.export`. Every listing is
 ordered (sets by name, conflicts by key), so output can be diffed and tested.
 """
 
@@ -89,7 +89,7 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
         registry show inferencex-golden-al --json
         registry show old-golden-curves --as-of 2026-11-30T12:00:00Z
     """
-    from registry_db.store.export import set_document
+    from registry_db.importing.export import set_document
 
     with settings.registry(readonly=True) as engine, engine.connect() as conn:
         ps, imported_at, revision = _shown(conn, set_name, as_of)
@@ -139,8 +139,8 @@ def _lines(text: str) -> str:
 
 def _shown(conn: Any, name: str, as_of: Any) -> tuple[Any, Any, int]:
     """The set ``show`` shows, its time and revision: now, or as of a time (the history)."""
+    from registry_db import history
     from registry_db.errors import NotFound
-    from registry_db.store import history
     from registry_db.store import read as store
 
     if as_of is not None:
@@ -218,8 +218,8 @@ def export(settings: Any, names: tuple[str, ...], out_dir: str, revision: int | 
         registry export inferencex-golden-al -o -
         registry export old-golden-curves --revision 2 -o acceptance/
     """
-    from registry_db.store import export as exporter
-    from registry_db.store import history
+    from registry_db import history
+    from registry_db.importing import export as exporter
 
     if revision is not None and as_of is not None:
         raise click.UsageError("--revision and --as-of cannot be used together")

@@ -36,11 +36,11 @@ class Source(Protocol):
 #: name -> module; modules are imported on first use.
 SOURCES: dict[str, str] = {
     "profile-set": "registry_db.sources.profile_set",
-    "inferencex": "registry_db.sources.inferencex",
-    "vllm-metrics": "registry_db.sources.vllm_metrics",
-    "atom-metrics": "registry_db.sources.atom_metrics",
-    "sglang": "registry_db.sources.sglang",
-    "trtllm-stats": "registry_db.sources.trtllm_stats",
+    "inferencex": "registry_db.sources.inferencex.read",
+    "vllm-metrics": "registry_db.sources.counters.vllm",
+    "atom-metrics": "registry_db.sources.counters.atom",
+    "sglang": "registry_db.sources.counters.sglang",
+    "trtllm-stats": "registry_db.sources.counters.trtllm",
 }
 
 

@@ -1,7 +1,9 @@
-"""The database: engines, locks and error translation (:mod:`.engine`), migrations and the schema
-check (:mod:`.migrate`), the tables (:mod:`.schema`), writing (:mod:`.write`), reading back
-(:mod:`.read`), YAML export (:mod:`.export`), analysts' queries (:mod:`.query`) and the columns'
-meanings (:mod:`.catalog`).
+"""How the registry talks to its database: engines, locks and error translation (:mod:`.engine`),
+URLs (:mod:`.urls`), migrations and the schema check (:mod:`.migrate`), the tables
+(:mod:`.schema`), bulk writes (:mod:`.bulk`), reading back (:mod:`.read`), analysts' queries
+(:mod:`.query`), roles (:mod:`.roles`), the columns' meanings (:mod:`.catalog`), and the
+DB-API readers that skip SQLAlchemy (:mod:`.sqlite_read`, :mod:`.pg_read`). It knows nothing
+of files: importing them is :mod:`registry_db.importing`, their history :mod:`registry_db.history`.
 
 The store's public functions are re-exported here and loaded on first use, so that
 ``from registry_db import store; store.open_registry(url)`` costs only what it calls.
@@ -21,8 +23,6 @@ for _module, _names in {
                "migrations_dir seed_dir HEAD_REVISION run_migrations_on registry stamp "
                "revision_history require_existing",
     "read": "list_sets set_summary conflicts load_set load_sets set_names SetSummary Conflict",
-    "write": "import_paths import_sets load_paths ImportReport SetResult",
-    "export": "export_sets render_set",
     "query": "run_query QueryResult QueryError",
 }.items():
     _LAZY.update(dict.fromkeys(_names.split(), _module))

@@ -1,6 +1,6 @@
 """Writing many rows at once: bulk inserts, provenances deduplicated by content, a profile's
 counts row, and the size of ``IN (...)`` lists; shared by the importer
-(:mod:`registry_db.store.write`) and the history (:mod:`registry_db.store.history`)."""
+(:mod:`registry_db.importing.write`) and the history (:mod:`registry_db.history`)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ provenance has hardware; K rates per profile; rates that sum to AL − 1) is the
 ``profile_sets`` … ``profile_counts`` are the current registry (what resolution reads); the
 ``revisions`` table and ``profile_versions`` (each profile version once, over a range of
 revisions) keep every revision of every set beside it (see
-:mod:`registry_db.store.history`).
+:mod:`registry_db.history`).
 """
 
 from __future__ import annotations
@@ -312,7 +312,7 @@ version_rates = _rates("version_rates", "profile_versions")
 version_counts = _counts("version_counts", "profile_versions")
 
 #: What one file's bytes were found to hold when last read (a re-import skips the file while
-#: the stored set still has that content, :mod:`registry_db.store.unchanged`): the SHA-256 of
+#: the stored set still has that content, :mod:`registry_db.importing.unchanged`): the SHA-256 of
 #: its bytes, the reading rules' version, the set's content hash, and its warnings as a JSON
 #: array (NULL when none).
 import_files = Table(

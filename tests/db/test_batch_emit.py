@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
+from registry_db.importing import write as importer
 from registry_db.resolve.engines import ENGINES
-from registry_db.store import write as importer
 from tests.helpers import SEED, run_cli
 
 KEY = {"model": "deepseek-v4.1-flash", "method": "dspark", "k": 5, "thinking": "off",

@@ -20,10 +20,10 @@ from sqlalchemy import text
 
 from registry_db import store
 from registry_db.cli.batch_json import ENCODER, answer_line
+from registry_db.importing import write as importer
 from registry_db.inputs.batch_stream import chunks
 from registry_db.resolve.batch import Seen, answer_chunks
 from registry_db.resolve.reading import reading
-from registry_db.store import write as importer
 from tests.helpers import ROOT, SEED, run_cli
 
 KEY = {"model": "deepseek-v4.1-flash", "method": "dspark", "k": 5, "thinking": "off",

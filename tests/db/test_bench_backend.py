@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, text
 
+from registry_db.importing.write import import_paths
 from registry_db.store import make_engine
-from registry_db.store.write import import_paths
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))

@@ -11,10 +11,11 @@ import math
 
 from sqlalchemy import text
 
+from registry_db import history
+from registry_db.importing import export
+from registry_db.importing import write as importer
 from registry_db.model import Counts
-from registry_db.store import export, history
 from registry_db.store import read as reader
-from registry_db.store import write as importer
 from tests.helpers import broken_foreign_keys, run_cli
 
 #: tests/unit/test_counts.py's case: X = 0, 1, 3, 2 over four steps at K = 3; by hand

@@ -16,7 +16,7 @@ import pytest
 
 from registry_db.analyze.coverage import Selection, read_coverage
 from registry_db.errors import EmptySelection, NotFound
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from tests.helpers import ALPHA, BETA, SEED, write_grid_set
 
 

@@ -18,8 +18,8 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 
 from registry_db.cli.group import main
+from registry_db.importing import write as importer
 from registry_db.store import catalog as views
-from registry_db.store import write as importer
 from registry_db.store.query import QueryError, parse_param, run_query
 from tests.helpers import ROOT, SEED, reader_role
 

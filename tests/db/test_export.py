@@ -8,11 +8,11 @@ import pytest
 from sqlalchemy import text
 
 from registry_db.errors import NotFound, RegistryError
+from registry_db.importing import export
+from registry_db.importing import write as importer
 from registry_db.model import Profile, ProfileSet, Provenance, Sampling
 from registry_db.sources.profile_set import check_paths
-from registry_db.store import export as export
 from registry_db.store import read as store
-from registry_db.store import write as importer
 from registry_db.yaml.load import load_yaml
 from tests.helpers import SEED, SEED_FILE, broken_foreign_keys, dump, write_set
 

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from registry_db import store
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from tests.helpers import EMPTY_PUBLIC, PG_SHAPE, SEED, PgWorkspace, dump
 
 

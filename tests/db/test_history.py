@@ -9,10 +9,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from registry_db import store
+from registry_db import history, store
 from registry_db.errors import NotFound
-from registry_db.store import history
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from tests.helpers import SEED_FILE, broken_foreign_keys, orphan_provenances, run_cli, write_set
 
 REVISION_KEYS = ["set", "revision", "action", "imported_at", "file", "profiles",

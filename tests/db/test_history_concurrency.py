@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from registry_db import store
-from registry_db.store import history
+from registry_db import history, store
 from tests.helpers import (
     broken_foreign_keys,
     concurrent_runs,

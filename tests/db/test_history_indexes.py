@@ -11,9 +11,8 @@ import re
 
 from sqlalchemy import event
 
-from registry_db import store
-from registry_db.store import history
-from registry_db.store import write as importer
+from registry_db import history, store
+from registry_db.importing import write as importer
 from tests.helpers import generated_sets
 
 INDEX = "ix_profile_versions_set_name_first_revision"

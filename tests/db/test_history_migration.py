@@ -86,7 +86,7 @@ def test_a_filled_registry_upgrades_to_history_and_back(empty_url, tmp_path):
         shown = run_cli("-d", empty_url, "diff", "golden", "--json")
         assert [(c["profile"], c["change"]) for c in json.loads(shown.stdout)["changes"]] == [
             ("m/mtp/k3/thinking-on/chat", "added"), ("m/mtp/k3/thinking-on/coding", "added")]
-        from registry_db.store import history
+        from registry_db import history
 
         golden = history.load_revision(engine, "golden", 1)
         assert store.load_set(engine, "golden") == golden

@@ -366,7 +366,7 @@ def long_history(engine):
     thousands and choose as they would on a registry that has been in use for a while."""
     import dataclasses
 
-    from registry_db.store import write as importer
+    from registry_db.importing import write as importer
     from tests.helpers import generated_sets
 
     sets = generated_sets()

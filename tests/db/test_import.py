@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import select, text
 
 from registry_db.errors import InvalidInput, NotFound, RegistryError
+from registry_db.importing import write as importer
 from registry_db.store import read as store
-from registry_db.store import write as importer
 from registry_db.store.schema import profile_sets, profiles, provenances
 from tests.helpers import (
     SEED,

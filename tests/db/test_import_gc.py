@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from tests.helpers import write_set
 
 

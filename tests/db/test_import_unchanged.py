@@ -1,4 +1,4 @@
-"""Unchanged files are skipped before parsing (store/unchanged.py): a re-import reads only what
+"""Unchanged files are skipped before parsing (importing/unchanged.py): a re-import reads only what
 changed, and says exactly what a full read says — statuses, JSON, warnings, errors."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import shutil
 import pytest
 from sqlalchemy import delete, func, select
 
+from registry_db import history
 from registry_db.errors import InvalidInput
-from registry_db.store import history, restore, unchanged
-from registry_db.store import write as importer
+from registry_db.importing import restore, unchanged
+from registry_db.importing import write as importer
 from registry_db.store.schema import import_files
 from tests.helpers import dump, run_cli, set_yaml, write_set
 

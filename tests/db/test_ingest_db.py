@@ -14,8 +14,8 @@ from pathlib import Path
 
 from registry_db import store
 from registry_db.model import Counts, Sampling
-from registry_db.sources.inferencex import read_inferencex
-from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics
+from registry_db.sources.counters.vllm import Facts, read_vllm_metrics
+from registry_db.sources.inferencex.read import read_inferencex
 from tests.helpers import run_cli as run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources"

@@ -101,7 +101,7 @@ def test_up_down_consistency(empty_url):
 
 def test_data_survives_downgrade_of_later_revision(engine):
     """Rows inserted at the head survive a downgrade of the views revision and the way back."""
-    from registry_db.store.write import import_paths
+    from registry_db.importing.write import import_paths
     from tests.helpers import SEED
 
     import_paths(engine, [SEED])

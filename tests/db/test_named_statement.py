@@ -10,10 +10,10 @@ import sqlite3
 import pytest
 
 from registry_db import store
+from registry_db.importing import write as importer
 from registry_db.model import Profile, ProfileSet, Provenance, Sampling
 from registry_db.resolve.lookup import Lookup, cursor, one_parameters, one_statement
 from registry_db.resolve.statements import named_one_statement
-from registry_db.store import write as importer
 
 PV = Provenance("https://example.org/r", hardware="b300", engine_image="vllm:1",
                 sampling=Sampling(1.0))

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from tests.helpers import ALPHA, BETA, ROOT, SEED, png_size, run_cli, write_grid_set
 
 SEED_TABLE = """\

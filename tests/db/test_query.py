@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import inspect, text
 
 from registry_db import store
+from registry_db.importing import write as importer
 from registry_db.model import Profile, ProfileSet
-from registry_db.store import write as importer
 from registry_db.store.query import QueryError, parse_param, parse_value, placeholders, run_query
 from tests.helpers import reader_role, run_cli
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from registry_db import store
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from registry_db.yaml.load import load_yaml
 from tests.helpers import SEED, SEED_FILE, write_set
 from tests.helpers import run_on as run

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from registry_db import store
-from registry_db.store.write import import_paths
+from registry_db.importing.write import import_paths
 from tests.helpers import ROOT, SEED
 
 README = (ROOT / "README.md").read_text()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from registry_db.errors import ResolutionRefused
+from registry_db.importing import write as importer
 from registry_db.model import Refusal, RefusalReason
 from registry_db.resolve import Request, resolve, resolve_many
-from registry_db.store import write as importer
 from tests.helpers import SEED
 
 

@@ -8,10 +8,10 @@ import math
 import pytest
 
 from registry_db.errors import ResolutionRefused
+from registry_db.importing import write as importer
 from registry_db.model import InlineValue, Pin
 from registry_db.resolve.plan import Fallback, HardwareMismatch, Request, resolve
 from registry_db.resolve.rates import min_variance_rates
-from registry_db.store import write as importer
 from tests.helpers import SEED, SETS
 
 SEED_URL = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"

@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from registry_db.errors import ResolutionRefused
 from registry_db.gcpause import PAUSE_FROM as GC_PAUSE_FROM
+from registry_db.importing import write as importer
 from registry_db.model import InlineValue, Pin
 from registry_db.resolve.lookup import (
     LOOKUP_ONE,
@@ -24,7 +25,6 @@ from registry_db.resolve.lookup import (
     pg_parameters,
 )
 from registry_db.resolve.plan import Request, resolve, resolve_many
-from registry_db.store import write as importer
 from tests.helpers import CATEGORIES, CHIPS, SET_NAMES, generated_sets, random_key
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from tests.helpers import DATA, DSV, GLM, SEED, SOURCE, seed_answer
 from tests.helpers import run_resolve as run
 

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from registry_db.errors import ResolutionRefused
+from registry_db.importing import write as importer
 from registry_db.inputs.deployment import Deployment, Pool
 from registry_db.model import InlineValue, Pin
 from registry_db.resolve.deployment import resolve_deployment
 from registry_db.resolve.plan import Request, resolve
-from registry_db.store import write as importer
 from tests.helpers import SETS, make_set, prof
 from tests.helpers import run_resolve as run
 

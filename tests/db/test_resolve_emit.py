@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from tests.helpers import DSV, GLM, SEED, seed_answer
 from tests.helpers import run_resolve as run
 

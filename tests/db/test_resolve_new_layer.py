@@ -14,12 +14,12 @@ import enum
 import pytest
 
 from registry_db import model
+from registry_db.importing import write as importer
 from registry_db.inputs import layers
 from registry_db.inputs.inline import INLINE_VALUE
 from registry_db.inputs.run import Request, check
 from registry_db.model import InlineValue, Layer, Profile, ProfileSet, Provenance, Sampling
 from registry_db.resolve.plan import resolve, resolve_many
-from registry_db.store import write as importer
 
 #: The layers with one more on top: "pilot", above the command line.
 Extended = enum.StrEnum("Layer", {**{m.name: m.value for m in Layer}, "PILOT": "pilot"})

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from registry_db.errors import ResolutionRefused
+from registry_db.importing import write as importer
 from registry_db.model import Pin
 from registry_db.resolve.lookup import (
     Lookup,
@@ -22,7 +23,6 @@ from registry_db.resolve.lookup import (
     one_statement,
 )
 from registry_db.resolve.plan import Request, resolve
-from registry_db.store import write as importer
 from tests.helpers import CATEGORIES, ROOT, SETS, generated_sets
 
 

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from registry_db.cli.group import main
+from registry_db.importing import write as importer
 from registry_db.inputs.schema import nearest
-from registry_db.store import write as importer
 from registry_db.store.read import unknown_set_message
 from tests.helpers import SEED, run_cli
 

@@ -15,9 +15,8 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import event, select, text
 
-from registry_db import store
-from registry_db.store import history
-from registry_db.store import write as importer
+from registry_db import history, store
+from registry_db.importing import write as importer
 from registry_db.store.engine import WRITE_LOCK_KEY
 from registry_db.store.read import _utc
 from registry_db.store.schema import revisions

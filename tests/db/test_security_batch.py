@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from registry_db.cli.group import main
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from tests.helpers import SEED
 
 GOOD = {"model": "deepseek-v4.1-flash", "method": "dspark", "k": 5, "thinking": "off",

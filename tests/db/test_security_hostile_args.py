@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from registry_db.cli.group import COMMANDS, main
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from tests.helpers import ROOT, SEED
 
 

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from registry_db import store
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from tests.helpers import ROOT, SEED, run_cli
 
 pg_only = pytest.mark.only_backend("postgresql")

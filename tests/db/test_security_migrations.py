@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from registry_db import store
-from registry_db.store import history
-from registry_db.store import write as importer
+from registry_db import history, store
+from registry_db.importing import write as importer
 from registry_db.store.engine import WRITE_LOCK_KEY
 from tests.helpers import ROOT, dump, run_cli, write_set
 

@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import text
 
 from registry_db import store
+from registry_db.importing import write as importer
 from registry_db.model import MAX_SET_NAME_BYTES
-from registry_db.store import write as importer
 from tests.helpers import DATA, SEED, run_cli, set_yaml, write_set
 
 ESC = "\x1b]0;owned\x07\x1b[2J\x1b[31m"

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 from sqlalchemy import create_engine, text
 
+from registry_db.importing import write as importer
 from registry_db.store import roles
-from registry_db.store import write as importer
 from registry_db.store.urls import parse_url
 from tests.helpers import SEED, run_cli
 

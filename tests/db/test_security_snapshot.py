@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import text
 
 from registry_db import store
+from registry_db.importing import write as importer
 from registry_db.model import Refusal
 from registry_db.resolve.plan import Request, resolve_many
-from registry_db.store import write as importer
 from tests.helpers import SEED
 
 pytestmark = pytest.mark.only_backend("postgresql")

@@ -16,7 +16,7 @@ import stat
 import pytest
 
 from registry_db import store
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from registry_db.store.urls import sqlite_path
 from tests.helpers import SEED, as_user, run_cli
 

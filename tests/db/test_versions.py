@@ -11,12 +11,13 @@ from datetime import UTC, datetime
 
 from sqlalchemy import text
 
+from registry_db import history
 from registry_db.errors import ResolutionRefused
+from registry_db.importing.write import import_sets
 from registry_db.inputs.run import Request
 from registry_db.model import Counts, Profile, ProfileSet
 from registry_db.resolve.plan import resolve, resolve_many
-from registry_db.store import history, read
-from registry_db.store.write import import_sets
+from registry_db.store import read
 from tests.helpers import broken_foreign_keys, run_cli
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from registry_db.store import write as importer
+from registry_db.importing import write as importer
 from registry_db.store.query import run_query
 from tests.helpers import SEED
 

@@ -41,7 +41,7 @@ def test_resolve_does_not_load_alembic(tmp_path):
         f"try:\n    main(['-d', {url!r}, 'resolve', '--model', 'm', '--method', 'x', '--k', '3',"
         " '--thinking', 'on', '--category', 'coding', '--json'], prog_name='registry')\n"
         "except SystemExit:\n    pass\n")
-    for unused in ("alembic", "mako", "yaml", "registry_db.store.write",
+    for unused in ("alembic", "mako", "yaml", "registry_db.importing.write",
                    "registry_db.inputs.profile_set", "registry_db.store.schema"):
         assert unused not in mods, unused
 
@@ -63,7 +63,7 @@ def test_sqlite_resolve_does_not_load_sqlalchemy(tmp_path):
     """A SQLite registry at the head is read through sqlite3 alone (store.sqlite_read): a hit,
     a refusal and a batch import no SQLAlchemy; with the fast path switched off they do."""
     from registry_db import store
-    from registry_db.store.write import import_paths
+    from registry_db.importing.write import import_paths
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     engine = store.open_registry(url)

@@ -11,7 +11,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "registry_db"
 #: The stages, top to bottom, as docs/architecture.md draws them.
-STAGES = ("yaml", "inputs", "sources", "store", "resolve", "analyze", "cli")
+STAGES = ("yaml", "inputs", "sources", "store", "history", "importing", "resolve", "analyze",
+          "cli")
+#: Stages beside each other: neither imports the other (the database layer reads no producer).
+APART = (("sources", "store"),)
 #: Modules beside every stage: any stage may import them, and they import no stage.
 BESIDE = ("errors", "model", "gcpause", "interrupts", "_seed", "_migrations")
 
@@ -68,6 +71,21 @@ def test_a_stage_imports_only_from_the_stages_above_it(module):
         elif here in STAGES and there in STAGES and STAGES.index(there) > STAGES.index(here):
             upward.append(target)
     assert not upward, f"{module} ({here}/) imports from a later stage: {sorted(upward)}"
+
+
+@pytest.mark.parametrize("a, b", APART)
+def test_stages_apart_import_nothing_of_each_other(a, b):
+    crossing = sorted(f"{m} -> {t}" for m, targets in GRAPH.items() for t in targets
+                      if {_stage(m), _stage(t)} == {a, b})
+    assert crossing == []
+
+
+def test_the_database_layer_knows_no_files_and_no_history():
+    # store/ is how we talk to the database; reading files and keeping history live above it.
+    above = {"sources", "history", "importing"}
+    crossing = sorted(f"{m} -> {t}" for m, targets in GRAPH.items() if _stage(m) == "store"
+                      for t in targets if _stage(t) in above)
+    assert crossing == []
 
 
 def test_no_two_modules_import_each_other():

@@ -12,7 +12,7 @@ import pytest
 
 from registry_db.model import Sampling
 from registry_db.sources import get_source
-from registry_db.sources.counters import Facts
+from registry_db.sources.counters.common import Facts
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources"
 RUNS = [

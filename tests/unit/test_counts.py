@@ -23,8 +23,8 @@ from registry_db.model import (
     Sampling,
     z_score,
 )
-from registry_db.sources.render import render_set
 from registry_db.yaml.load import load_yaml
+from registry_db.yaml.render import render_set
 
 #: Four steps at K = 3 that accepted X = 0, 1, 3 and 2 drafts: D = 4, A = 6; a_i counts the
 #: steps with X >= i: a = (3, 2, 1). By hand: mean 1.5, E[X^2] = (0 + 1 + 9 + 4) / 4 = 3.5, so

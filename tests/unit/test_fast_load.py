@@ -13,9 +13,9 @@ import pytest
 
 from registry_db import store
 from registry_db.errors import InvalidInput
+from registry_db.importing.write import import_paths
 from registry_db.sources import profile_set as source
 from registry_db.sources.profile_set import check_paths
-from registry_db.store.write import import_paths
 from registry_db.yaml.load import load_file
 from registry_db.yaml.plain import load_plain, load_plain_file
 from tests.helpers import dump

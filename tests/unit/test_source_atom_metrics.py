@@ -21,8 +21,8 @@ import pytest
 from registry_db.errors import InvalidInput
 from registry_db.model import Counts, Sampling
 from registry_db.sources import get_source
-from registry_db.sources.atom_metrics import read_atom_metrics
-from registry_db.sources.counters import Facts
+from registry_db.sources.counters.atom import read_atom_metrics
+from registry_db.sources.counters.common import Facts
 from tests.helpers import run_cli as run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources" / "atom"

@@ -8,8 +8,8 @@ import pytest
 
 from registry_db.errors import InvalidInput
 from registry_db.model import Profile, ProfileSet
-from registry_db.sources.inferencex import load_map, read_inferencex
-from registry_db.sources.output import rendered
+from registry_db.sources.inferencex.read import load_map, read_inferencex
+from registry_db.sources.ingested import rendered
 from registry_db.sources.profile_set import check_paths
 from tests.helpers import run_cli as run
 

@@ -13,8 +13,8 @@ import yaml
 
 from registry_db.errors import InvalidInput
 from registry_db.model import Counts
-from registry_db.sources.inferencex import load_map, read_inferencex
-from registry_db.sources.inferencex_forms import FORMS, read_header
+from registry_db.sources.inferencex.forms import FORMS, read_header
+from registry_db.sources.inferencex.read import load_map, read_inferencex
 from registry_db.sources.profile_set import check_paths
 from tests.helpers import run_cli as run
 

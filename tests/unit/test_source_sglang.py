@@ -27,8 +27,8 @@ import pytest
 from registry_db.errors import InvalidInput
 from registry_db.model import Counts, Sampling
 from registry_db.sources import get_source
-from registry_db.sources.counters import Facts
-from registry_db.sources.sglang import read_sglang
+from registry_db.sources.counters.common import Facts
+from registry_db.sources.counters.sglang import read_sglang
 from tests.helpers import run_cli as run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources" / "sglang"

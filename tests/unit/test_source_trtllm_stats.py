@@ -24,8 +24,8 @@ import pytest
 from registry_db.errors import InvalidInput
 from registry_db.model import Counts, Sampling
 from registry_db.sources import get_source
-from registry_db.sources.counters import Facts
-from registry_db.sources.trtllm_stats import read_trtllm_stats
+from registry_db.sources.counters.common import Facts
+from registry_db.sources.counters.trtllm import read_trtllm_stats
 from tests.helpers import run_cli as run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources" / "trtllm"

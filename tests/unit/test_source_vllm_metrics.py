@@ -9,8 +9,8 @@ import pytest
 
 from registry_db.errors import InvalidInput
 from registry_db.model import Sampling
+from registry_db.sources.counters.vllm import Facts, read_vllm_metrics, round_rates
 from registry_db.sources.profile_set import check_paths
-from registry_db.sources.vllm_metrics import Facts, read_vllm_metrics, round_rates
 from tests.helpers import run_cli as run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sources" / "vllm"
@@ -352,7 +352,7 @@ def test_a_counter_declared_a_gauge_is_refused(tmp_path):
 
 
 def test_a_scrape_over_the_size_cap_is_refused(tmp_path, monkeypatch):
-    from registry_db.sources import counters
+    from registry_db.sources.counters import common as counters
 
     monkeypatch.setattr(counters, "MAX_INPUT_BYTES", 1000)
     (finding,) = refused(before=None)
@@ -441,7 +441,7 @@ def test_an_http_after_is_fetched(server, tmp_path):
 
 
 def test_a_url_over_the_cap_or_missing_is_one_clear_line(server, monkeypatch):
-    from registry_db.sources import counters
+    from registry_db.sources.counters import common as counters
 
     missing = run("ingest", "vllm-metrics", f"{server}/nothing", *ARGS)
     assert missing.exit_code == 1
@@ -468,7 +468,7 @@ def test_a_server_that_is_down_is_one_clear_line():
 def test_a_server_that_never_answers_times_out(monkeypatch):
     import socket
 
-    from registry_db.sources import counters
+    from registry_db.sources.counters import common as counters
 
     monkeypatch.setattr(counters, "FETCH_TIMEOUT", 0.2)
     with socket.socket() as listener:  # accepts connections, never answers

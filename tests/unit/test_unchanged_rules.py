@@ -1,4 +1,4 @@
-"""The reading rules' version (store/unchanged.py): any edit of a rule module changes it, so a
+"""The reading rules' version (importing/unchanged.py): any edit of a rule module changes it, so a
 re-import after new rules reads every file again; an edit elsewhere does not."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 import registry_db
-from registry_db.store import unchanged
+from registry_db.importing import unchanged
 
 PACKAGE = Path(registry_db.__file__).resolve().parent
 

@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 from registry_db.errors import Finding, InvalidInput
 from registry_db.inputs.readers import al_problem
 from registry_db.inputs.schema import is_int, is_number
-from registry_db.sources.inferencex_facts import Fact, Facts, Origin
-from registry_db.sources.inferencex_forms import read_header
-from registry_db.sources.inferencex_header import Header, read_counters
+from registry_db.sources.inferencex.facts import Fact, Facts, Origin
+from registry_db.sources.inferencex.forms import read_header
+from registry_db.sources.inferencex.header import Header, read_counters
 from registry_db.yaml.load import MAX_FILE_BYTES, key_pos, load_yaml, mark, pos
 
 MODES = {"thinking_on": "on", "thinking_off": "off"}

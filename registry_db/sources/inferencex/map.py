@@ -11,7 +11,7 @@ files:   {FILE.yaml: {model, method, category, hardware, engine_image, tp, bench
 The map is a schema table like every input (:mod:`registry_db.inputs.schema`): the provenance
 and sampling rows are the profile set's own, so a value the spec refuses is refused here with the
 same message, at the map's line. :func:`user_facts` turns the flags and a file's entry into
-:class:`~registry_db.sources.inferencex_facts.Fact` values that name where they were given.
+:class:`~registry_db.sources.inferencex.facts.Fact` values that name where they were given.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from registry_db.errors import InvalidInput
 from registry_db.inputs.profile_set import PROVENANCE, SAMPLING
 from registry_db.inputs.readers import category_check
 from registry_db.inputs.schema import Checker, Field, Map, join
-from registry_db.sources.inferencex_facts import Fact, Origin
+from registry_db.sources.inferencex.facts import Fact, Origin
 from registry_db.yaml.load import key_pos, load_file, pos
 
 Where = tuple[int, int]
@@ -128,7 +128,7 @@ class CurveMap:
         return None
 
     def facts(self, name: str) -> list[Fact]:
-        """File ``name``'s entry as facts (fields as :data:`~inferencex_facts.FIELDS` names
+        """File ``name``'s entry as facts (fields as :data:`~.facts.FIELDS` names
         them), each naming the map's line."""
         return [Fact(key, value, Origin(self.file or "", line, column,
                                         f"files.{name}.{key} in {self.file}"))

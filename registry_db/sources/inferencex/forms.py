@@ -5,7 +5,7 @@ Each row of :data:`FORMS` is a form of line that InferenceX's collectors (or the
 edited their output) write: its pattern and the field each group fills, and for a line holding a
 list (``name: value | ...``, ``(B300, vLLM MTP, draft: X)``, a JSON block) the reader of that
 list with its own table (:data:`ITEMS`, :data:`KEYS`). The fields are the spec's provenance
-(:data:`registry_db.sources.inferencex_facts.FIELDS`). ``tests/unit/test_source_inferencex_real.py``
+(:data:`registry_db.sources.inferencex.facts.FIELDS`). ``tests/unit/test_source_inferencex_real.py``
 tests each row on the real line it was made for, naming the file and commit.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from registry_db.sources.inferencex_header import (
+from registry_db.sources.inferencex.header import (
     Form,
     Header,
     ListReader,

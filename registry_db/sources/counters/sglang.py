@@ -24,7 +24,7 @@ from typing import Any
 
 from registry_db.errors import Finding, InvalidInput, UsageError
 from registry_db.model import ProfileSet
-from registry_db.sources.counters import (
+from registry_db.sources.counters.common import (
     Facts,
     Measured,
     Tally,
@@ -39,10 +39,10 @@ from registry_db.sources.counters import (
     read_input,
     stem,
 )
-from registry_db.sources.output import Ingested
-from registry_db.sources.scrape import (
+from registry_db.sources.counters.scrape import (
     prometheus_line,
 )
+from registry_db.sources.ingested import Ingested
 
 NAME = "sglang"
 DESCRIPTION = "SGLang's per-request meta_info (spec_verify_ct, spec_num_correct_drafts)"

@@ -6,8 +6,8 @@ write transaction (:func:`registry_db.store.run_write`). Inside that transaction
 lock, each set is classified ``added``, ``updated`` (its old rows are replaced) or ``unchanged``
 (same content hash: not rewritten), so concurrent importers agree with some serial order.
 Each added or updated set is also recorded as a new revision of itself
-(:mod:`registry_db.store.history`), in the same transaction; a value with counts that moves by
-more than 3 combined standard errors draws a warning (:mod:`registry_db.store.drift`);
+(:mod:`registry_db.history`), in the same transaction; a value with counts that moves by
+more than 3 combined standard errors draws a warning (:mod:`registry_db.history.drift`);
 ``prune`` deletes the stored sets the import does not declare, as ``deleted`` revisions.
 Provenances are deduplicated by content hash across profiles and sets, and kept while any
 revision cites them. Rows go in with Core ``executemany`` (``COPY`` on PostgreSQL), never one
@@ -29,15 +29,18 @@ from typing import Any
 from sqlalchemy import and_, bindparam, delete, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from registry_db import history
 from registry_db.errors import Finding, InvalidInput
+from registry_db.history.drift import drift_warnings
+from registry_db.importing import unchanged
+from registry_db.importing.unchanged import Known
 from registry_db.model import (
     ImportStatus,
     ProfileSet,
     profile_label,
 )
-from registry_db.store import history, read, unchanged
+from registry_db.store import read
 from registry_db.store.bulk import CHUNK, chunks, counts_row, insert_many, provenance_ids
-from registry_db.store.drift import drift_warnings
 from registry_db.store.engine import run_write
 from registry_db.store.schema import (
     profile_counts,
@@ -46,7 +49,6 @@ from registry_db.store.schema import (
     profiles,
     set_caveats,
 )
-from registry_db.store.unchanged import Known
 
 #: Shared keys named in an overlap warning; the rest are counted.
 OVERLAP_SHOWN = 3

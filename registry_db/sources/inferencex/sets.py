@@ -8,9 +8,9 @@ from pathlib import Path
 
 from registry_db.errors import Finding
 from registry_db.model import Profile, ProfileSet
-from registry_db.sources.inferencex_facts import Origin
-from registry_db.sources.inferencex_map import CurveMap
-from registry_db.sources.output import spec_problems
+from registry_db.sources.inferencex.facts import Origin
+from registry_db.sources.inferencex.map import CurveMap
+from registry_db.sources.ingested import spec_problems
 
 #: Where each fact of a set's profiles came from: ``(mode, field)`` for the provenance,
 #: ``(None, field)`` for the key, ``("cell", mode, K)`` for the value.

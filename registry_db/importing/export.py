@@ -1,6 +1,6 @@
 """Stored sets back to YAML files that import to the same rows.
 
-Each set is rendered by :mod:`registry_db.sources.render` (the spec's document, shared
+Each set is rendered by :mod:`registry_db.yaml.render` (the spec's document, shared
 provenances as anchor and aliases, numbers that round-trip) and goes to ``<name>.yaml`` in the
 output folder, written to a temporary file and renamed, so an interrupted export never leaves
 half a file. A set whose name is not a safe file name
@@ -15,17 +15,17 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from registry_db import history
 from registry_db.errors import NotFound, RegistryError
 from registry_db.model import ProfileSet
-from registry_db.sources.render import (
+from registry_db.store import read as store
+from registry_db.yaml.render import (
     file_name,
     refuse_overwrites,
     render_set,
     set_document,
     write_atomically,
 )
-from registry_db.store import history
-from registry_db.store import read as store
 
 __all__ = ["current_sets", "export_sets", "file_name", "one_set_only", "render_one",
            "render_set", "render_sets", "set_document", "write_sets"]

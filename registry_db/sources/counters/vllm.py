@@ -9,7 +9,7 @@ give the run's acceptance with vLLM's own definitions (``vllm/v1/spec_decode/met
 Without a BEFORE scrape the counters count from the server's start. Counters are summed over
 their label sets (one per engine); ``model_name`` picks one served model when there are several;
 series from several ``instance``/``job`` label sets are summed with a warning. The reading, the
-checks and the arithmetic are :mod:`registry_db.sources.counters`'; the counts go into the
+checks and the arithmetic are :mod:`registry_db.sources.counters.common`'; the counts go into the
 profile's ``counts`` and, as before, into the provenance's settings.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from registry_db.errors import Finding, InvalidInput
 from registry_db.model import ProfileSet
-from registry_db.sources.counters import (
+from registry_db.sources.counters.common import (
     Facts,
     Measured,
     Tally,
@@ -35,8 +35,7 @@ from registry_db.sources.counters import (
     round_rates,
     stem,
 )
-from registry_db.sources.output import Ingested
-from registry_db.sources.scrape import (
+from registry_db.sources.counters.scrape import (
     Scrape,
     by_label,
     deltas,
@@ -46,6 +45,7 @@ from registry_db.sources.scrape import (
     parse_scrape,
     total,
 )
+from registry_db.sources.ingested import Ingested
 
 __all__ = ["DESCRIPTION", "MARKERS", "NAME", "Facts", "measure", "read", "read_vllm_metrics",
            "round_rates"]

@@ -1,6 +1,6 @@
 """How an InferenceX curve's comment header is read by a table of line forms.
 
-The table itself is :data:`registry_db.sources.inferencex_forms.FORMS`; this module is what
+The table itself is :data:`registry_db.sources.inferencex.forms.FORMS`; this module is what
 reads by it: a :class:`Form` row (a pattern, the field each group fills, the reader of a group
 holding a list), the lines a row may continue over (a sentence wrapped in two, a JSON block),
 and the list readers the rows name. The first row that matches a line reads it. A line no row
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from registry_db.model import Counts
-from registry_db.sources.inferencex_facts import BadValue, Fact, Facts, Origin, read_value
+from registry_db.sources.inferencex.facts import BadValue, Fact, Facts, Origin, read_value
 
 _COPIED_RE = re.compile(r"\b(?:copied|provisional)(?:\b|_)", re.I)
 #: ``copied from GLM-5.2`` / ``copied from the base curve`` / ``copied from glm5.2_mtp.yaml``.

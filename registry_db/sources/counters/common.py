@@ -1,6 +1,6 @@
 """What every counter source shares: the run's facts, reading an input, JSON inputs with their
 lines, the exact arithmetic, and the measured profile with its counts (Prometheus scrapes are
-:mod:`registry_db.sources.scrape`'s).
+:mod:`registry_db.sources.counters.scrape`'s).
 
 An input is a file, ``-`` (stdin) or an ``http(s)://`` URL, read whole within
 :data:`MAX_INPUT_BYTES`. Counts stay exact (fractions of the counts) until the profile is
@@ -26,7 +26,7 @@ from registry_db.model import (
     Provenance,
     Sampling,
 )
-from registry_db.sources.output import Ingested, rendered, safe_name, spec_problems
+from registry_db.sources.ingested import Ingested, rendered, safe_name, spec_problems
 
 #: The most an input may hold: a scrape of a server with many engines is a few MB.
 MAX_INPUT_BYTES = 64 * 1024 * 1024

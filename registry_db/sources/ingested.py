@@ -1,7 +1,7 @@
 """What every source hands back, and how its sets become files that the registry accepts.
 
 A source reads foreign data into :class:`~registry_db.model.ProfileSet` objects. Before any byte
-is written, each set is rendered by :func:`~registry_db.sources.render.render_set` (so a
+is written, each set is rendered by :func:`~registry_db.yaml.render.render_set` (so a
 provenance shared by many profiles is one anchor, and numbers round-trip) and the text is read
 back and checked by the registry's own validator: a source can never write a file that
 ``registry validate`` would refuse. Writing is all or nothing per call: every target name is
@@ -18,8 +18,8 @@ from pathlib import Path
 from registry_db.errors import Finding, InvalidInput, RegistryError, UsageError
 from registry_db.inputs.profile_set import YAML_SUFFIXES, check_profile_set
 from registry_db.model import ProfileSet
-from registry_db.sources.render import file_name, render_set, write_atomically
 from registry_db.yaml.load import load_yaml
+from registry_db.yaml.render import file_name, render_set, write_atomically
 
 _UNSAFE_RE = re.compile(r"[^A-Za-z0-9._-]+")
 

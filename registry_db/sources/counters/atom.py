@@ -23,7 +23,7 @@ from typing import Any
 
 from registry_db.errors import Finding, InvalidInput
 from registry_db.model import ProfileSet
-from registry_db.sources.counters import (
+from registry_db.sources.counters.common import (
     Facts,
     Measured,
     Tally,
@@ -36,8 +36,7 @@ from registry_db.sources.counters import (
     problem,
     stem,
 )
-from registry_db.sources.output import Ingested
-from registry_db.sources.scrape import (
+from registry_db.sources.counters.scrape import (
     Scrape,
     by_label,
     deltas,
@@ -47,6 +46,7 @@ from registry_db.sources.scrape import (
     parse_scrape,
     total,
 )
+from registry_db.sources.ingested import Ingested
 
 NAME = "atom-metrics"
 DESCRIPTION = "ATOM's MTP counters, from /metrics scrapes around a run (exact per position)"

@@ -1,7 +1,7 @@
 """A set brought back from its history: ``registry restore SET [--revision N]``.
 
-The revision's content (read by :func:`registry_db.store.history.held`) is imported as any file
-would be (:func:`registry_db.store.write.import_sets`): one write transaction, a new revision
+The revision's content (read by :func:`registry_db.history.held`) is imported as any file
+would be (:func:`registry_db.importing.write.import_sets`): one write transaction, a new revision
 (``added`` for a deleted set, ``updated`` for one whose content differs, ``unchanged`` when it
 already holds that content), the overlap warnings of an import.
 """
@@ -13,8 +13,9 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from registry_db import history
+from registry_db.importing import write
 from registry_db.model import ImportStatus
-from registry_db.store import history, write
 
 
 @dataclass(frozen=True)

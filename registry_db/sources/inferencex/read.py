@@ -1,7 +1,7 @@
 """InferenceX's golden AL curves (``golden_al_distribution/*.yaml``) read as profile sets.
 
-A curve file (read by :mod:`registry_db.sources.inferencex_curve`) is a comment header of facts
-(:mod:`registry_db.sources.inferencex_forms`) and a body of cells ``MODEL: {thinking_on: {K:
+A curve file (read by :mod:`registry_db.sources.inferencex.curve`) is a comment header of facts
+(:mod:`registry_db.sources.inferencex.forms`) and a body of cells ``MODEL: {thinking_on: {K:
 AL}}``, a cell perhaps followed by a counter comment. Each (thinking mode, K) cell becomes one
 profile: the AL exactly as written, the counts when given,
 ``method: measured`` with a provenance per thinking mode built from the header's facts and what
@@ -34,12 +34,12 @@ from registry_db.model import (
     profile_label,
     set_name_problem,
 )
-from registry_db.sources.inferencex_curve import Cell, Curve, read_curve
-from registry_db.sources.inferencex_facts import Fact, Facts, Origin, field_label, shown
-from registry_db.sources.inferencex_header import rounds_to
-from registry_db.sources.inferencex_map import FLAGS, CurveMap, load_map, user_facts
-from registry_db.sources.inferencex_sets import Built, Where, merge, per_file, spec_say, unused
-from registry_db.sources.output import Ingested, rendered, safe_name
+from registry_db.sources.inferencex.curve import Cell, Curve, read_curve
+from registry_db.sources.inferencex.facts import Fact, Facts, Origin, field_label, shown
+from registry_db.sources.inferencex.header import rounds_to
+from registry_db.sources.inferencex.map import FLAGS, CurveMap, load_map, user_facts
+from registry_db.sources.inferencex.sets import Built, Where, merge, per_file, spec_say, unused
+from registry_db.sources.ingested import Ingested, rendered, safe_name
 from registry_db.sources.profile_set import collect_files
 
 __all__ = ["NAME", "DESCRIPTION", "CurveMap", "load_map", "read", "read_inferencex"]

@@ -1,8 +1,8 @@
 """A :class:`~registry_db.model.ProfileSet` as the spec's YAML file, written safely.
 
 The inverse of :mod:`registry_db.sources.profile_set`'s reader, shared by everything that writes
-set files: ``registry export`` (:mod:`registry_db.store.export`) and the sources' ``ingest``
-(:mod:`registry_db.sources.output`). A set becomes the spec's document: keys in the spec's
+set files: ``registry export`` (:mod:`registry_db.importing.export`) and the sources' ``ingest``
+(:mod:`registry_db.sources.ingested`). A set becomes the spec's document: keys in the spec's
 order, absent fields left out, numbers as Python's shortest round-tripping ``repr`` (4.07, never
 4.0699999). A provenance that several profiles of a set cite is one dict referenced several
 times, so :func:`registry_db.yaml.dump.dump_yaml` writes it once with an anchor (named after

@@ -11,17 +11,17 @@ import importlib
 from typing import Any
 
 from registry_db.errors import InvalidInput, UsageError
-from registry_db.sources.counters import Measured, label, problem, read_input
+from registry_db.sources.counters.common import Measured, label, problem, read_input
 
 __all__ = ["COUNTER_SOURCES", "detect", "measure_run"]
 
 #: ``registry check --source`` names -> the counter source's module (its ``measure``,
 #: ``MARKERS`` and ``WHAT``), in the order the input is tried.
 COUNTER_SOURCES: dict[str, str] = {
-    "vllm": "registry_db.sources.vllm_metrics",
-    "atom": "registry_db.sources.atom_metrics",
-    "sglang": "registry_db.sources.sglang",
-    "trtllm": "registry_db.sources.trtllm_stats",
+    "vllm": "registry_db.sources.counters.vllm",
+    "atom": "registry_db.sources.counters.atom",
+    "sglang": "registry_db.sources.counters.sglang",
+    "trtllm": "registry_db.sources.counters.trtllm",
 }
 
 

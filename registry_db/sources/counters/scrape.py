@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from registry_db.errors import Finding, InvalidInput
-from registry_db.sources.counters import label, number, problem, read_input
+from registry_db.sources.counters.common import label, number, problem, read_input
 
 Labels = tuple[tuple[str, str], ...]
 #: A series: the counter's name (as the engine spells it) and its labels (sorted pairs).
