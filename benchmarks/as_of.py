@@ -55,7 +55,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import generate  # noqa: E402
 import measure  # noqa: E402
 from backends import _checkpoint, _with_database, default_postgres_url, git_revision, machine  # noqa: E402,E501
-from run import registry_folder  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PG_DATABASE = "registry_bench_as_of"
@@ -488,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     PG_DATABASE = args.pg_database
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    layout, folder = registry_folder(args.work_dir, args.profiles, args.files)
+    layout, folder = generate.registry_folder(args.work_dir, args.profiles, args.files)
     lines = list(generate.hit_requests(layout, args.requests))
     results = []
     for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:

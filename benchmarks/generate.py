@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -262,6 +264,21 @@ def hit_requests(layout: Layout, n: int, seed: int = 7) -> Iterator[dict]:
             yield {"model": model, "method": spec, "k": k, "thinking": thinking,
                    "category": category}
 
+
+
+def registry_folder(work: Path, profiles: int, files: int) -> tuple[Layout, Path]:
+    """A generated registry under ``work``, written once and reused by every backend."""
+    layout = default_layout(profiles, files)
+    folder = work / f"registry-{profiles}-{files}"
+    done = folder / ".complete"
+    if not done.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        start = time.perf_counter()
+        write_registry(layout, folder)
+        done.write_text("")
+        print(f"  generated {layout.profiles:,} profiles in {files} files "
+              f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
+    return layout, folder
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: write a registry of ``--profiles`` profiles in ``--files`` files."""

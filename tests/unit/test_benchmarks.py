@@ -1,6 +1,6 @@
 """The benchmarks' own checks: the generator is deterministic and writes valid sets, and the
-runner works end to end in its smoke size. Speed is measured by ``benchmarks/run.py``, never
-asserted here.
+runner works end to end in its smoke size and publishes one file per scenario. Speed is measured
+by ``benchmarks/run.py``, never asserted here.
 """
 
 from __future__ import annotations
@@ -86,32 +86,31 @@ def test_runner_smoke(tmp_path):
     assert record["machine"]["cores"] >= 1 and record["machine"]["sqlite"]
 
 
-def test_round_table_reads_each_figure_and_judges_every_backend():
-    """``round.summary_rows`` quotes each step's ratio where the step wrote it, says "-" and
-    "not measured" where a step did not run, and a row is met only if every backend is."""
-    import round as round_
+def test_scenarios_are_named_and_unknown_ones_refused():
+    """The harness runs the named scenarios in its own order; the default is the registry's four;
+    an unknown name is a usage error naming the choices."""
+    import run
 
-    record = {"sizes": {"grow": 50}, "steps": {
-        "sqlite": {"import": {"ratio": 1.5, "inproc": {"ratio_cpu": 2.0},
-                              "reimport_ratio": 0.07},
-                   "peak": {"peak_rss_mib": 120.4},
-                   "grow": {"growth_per_revision_vs_first": 0.03,
-                            "depths": {"50": {"single": {"ratio": {
-                                "engine/as_of_first": 1.1, "sqlite3/as_of_first": 1.4}},
-                                "batch_ratio": {"hits": 1.2, "misses": 1.6}}}}},
-        "postgresql": {"import": {"ratio": 1.9, "inproc": {"ratio_cpu": 1.7}},
-                       "peak": {"peak_rss_mib": 250.0}},
-        "pg_vs_sqlite": {"ratio_wall": 1.8}}}
-    rows = {r[0]: r[1:] for r in round_.summary_rows(record)}
-    assert rows["`registry import`, whole process ÷ the floor (wall)"] == [
-        "1.50", "1.90", "≤ 1.8", "no"]
-    assert rows["`import_paths` in process ÷ the floor in process (CPU)"][-1] == "no"
-    assert rows["`registry import` again, unchanged ÷ the fresh import (wall)"] == [
-        "0.07", "-", "≤ 0.1", "yes"]
-    assert rows["`resolve --batch` of the peak lines, peak RSS (MiB)"][:2] == [
-        "120 MiB", "250 MiB"]
-    assert rows["one `resolve --json`, PostgreSQL ÷ SQLite (wall)"] == ["-", "1.80", "≤ 2", "yes"]
-    assert rows["`resolve --batch` ÷ the set-based join (wall)"][-1] == "not measured"
-    assert rows["one as-of resolution ÷ a current one (50 revisions)"][:2] == ["1.10", "-"]
-    assert rows["as-of batch ÷ current batch, misses (50 revisions)"][-1] == "no"
-    assert round_.markdown(record).count("\n") == len(rows) + 1
+    assert run.parse_args([]).scenarios == list(run.DEFAULT_SCENARIOS)
+    assert run.parse_args(["history", "import"]).scenarios == ["import", "history"]
+    with pytest.raises(SystemExit):
+        run.parse_args(["imports"])
+    assert set(run.SCENARIO_OF.values()) == set(run.SCENARIOS)
+
+
+def test_publish_writes_one_current_file_per_scenario(tmp_path, monkeypatch):
+    """``--publish`` writes each scenario's rows to ``published/SCENARIO.json``, replacing the
+    file a run before wrote: one current result a scenario, the history in git."""
+    import run
+
+    monkeypatch.setattr(run, "HERE", tmp_path)
+    record = {"command": "x", "git": "abc", "results": [
+        {"benchmark": "import", "backend": "sqlite"}, {"benchmark": "cli", "backend": "sqlite"},
+        {"benchmark": "growth", "backend": "sqlite"}, {"benchmark": "scaling"}]}
+    run.publish(record, ["import", "commands", "scaling"])
+    run.publish(record, ["import"])
+    files = sorted(p.name for p in (tmp_path / "published").iterdir())
+    assert files == ["commands.json", "import.json", "scaling.json"]
+    scaling = json.loads((tmp_path / "published" / "scaling.json").read_text())
+    assert scaling["scenario"] == "scaling" and scaling["git"] == "abc"
+    assert [r["benchmark"] for r in scaling["results"]] == ["growth", "scaling"]
