@@ -41,6 +41,15 @@ DATA = Path(__file__).resolve().parent / "data"
 SEED_FILE = SEED / "inferencex-golden-al.yaml"
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+#: Put before every database and role name the tests create on a server, so that a shared
+#: server's owner can grant the suite one namespace (``REGISTRY_TEST_PREFIX=ci_``).
+TEST_PREFIX = os.environ.get("REGISTRY_TEST_PREFIX", "")
+
+
+def unique_name(stem: str) -> str:
+    """A database or role name of this test session's own: the prefix, ``stem``, the process
+    and a random tag (sessions and pytest-xdist workers run side by side on one server)."""
+    return f"{TEST_PREFIX}{stem}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
 
 
 def pg_admin_url() -> str:
@@ -218,12 +227,9 @@ def orphan_provenances(engine) -> int:
 def reader_role(admin_url: str) -> Iterator[str]:
     """A PostgreSQL reader role for ``registry query`` on the registry at ``admin_url`` (made by
     the library's :func:`registry_db.store.roles.create_reader`), its URL; dropped afterwards."""
-    import os
-    import uuid
-
     from registry_db.store import roles
 
-    name = f"registry_reader_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    name = unique_name("registry_reader")
     engine = store.make_engine(admin_url)
     try:
         roles.create_reader(engine, name)
@@ -306,7 +312,7 @@ class PgServer:
 
     def __init__(self, admin: Engine, admin_url: str):
         self.admin, self.admin_url = admin, admin_url
-        self.prefix = f"registry_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        self.prefix = unique_name("registry_test")
         self._numbers = itertools.count(1)
 
     def create(self, template: str) -> str:

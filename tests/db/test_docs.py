@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import uuid
 from dataclasses import dataclass
 
 import pytest
@@ -21,7 +20,7 @@ from registry_db.cli.group import main
 from registry_db.importing import write as importer
 from registry_db.store import catalog as views
 from registry_db.store.query import QueryError, parse_param, run_query
-from tests.helpers import ROOT, SEED, reader_role
+from tests.helpers import ROOT, SEED, reader_role, unique_name
 
 SCHEMA_MD = ROOT / "docs" / "schema.md"
 
@@ -193,7 +192,7 @@ def test_every_constraint_is_documented(engine, backend):
 @pytest.mark.only_backend("postgresql")
 def test_the_read_only_recipe_gives_a_role_that_reads_and_cannot_write(seeded_url, backend):
     url = make_url(seeded_url)
-    role = f"analyst_{uuid.uuid4().hex[:10]}"
+    role = unique_name("analyst")
     sql = recipe("postgresql-read-only")
     sql = sql.replace("registry_analyst", role)
     sql = sql.replace("DATABASE registry ", f'DATABASE "{url.database}" ')

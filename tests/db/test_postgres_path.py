@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import uuid
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -14,7 +13,7 @@ from sqlalchemy.engine import make_url
 
 from registry_db import store
 from registry_db.store import roles
-from tests.helpers import ROOT, pg_admin_url, run_cli
+from tests.helpers import ROOT, pg_admin_url, run_cli, unique_name
 
 pytestmark = pytest.mark.only_backend("postgresql")
 
@@ -27,11 +26,11 @@ def _quick_start() -> list[str]:
 
 
 @pytest.fixture
-def scratch():
-    """A database name and a role name of this test's own, dropped afterwards."""
-    admin = create_engine(pg_admin_url(), isolation_level="AUTOCOMMIT")
-    tag = uuid.uuid4().hex[:8]
-    names = {"db": f"registry_qs_{tag}", "role": f"registry_reader_qs_{tag}"}
+def scratch(pg_server):
+    """A database name and a role name of this test's own, dropped afterwards (no server: the
+    test is skipped with the reason, as every PostgreSQL test is)."""
+    admin = pg_server.admin
+    names = {"db": unique_name("registry_qs"), "role": unique_name("registry_reader_qs")}
     yield names
     with admin.connect() as conn:
         conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -40,7 +39,6 @@ def scratch():
         if conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"),
                         {"r": names["role"]}).scalar():
             conn.execute(text(f'DROP ROLE "{names["role"]}"'))
-    admin.dispose()
 
 
 def test_the_readme_quick_start_ends_in_a_query_that_works(backend, scratch, monkeypatch):

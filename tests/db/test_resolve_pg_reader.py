@@ -14,7 +14,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from registry_db.errors import RegistryError
 from registry_db.resolve.lookup import cursor
 from registry_db.resolve.plan import Request, resolve_many
 from registry_db.store import pg_read, sqlite_read
-from tests.helpers import run_cli, seed_with_overlap, spy_on_open
+from tests.helpers import run_cli, seed_with_overlap, spy_on_open, unique_name
 
 pytestmark = pytest.mark.only_backend("postgresql")
 
@@ -184,7 +183,7 @@ def _swapped(url: str, **parts) -> str:
 @pytest.fixture
 def no_grant_role(pg_url):
     """A login role of this test's own with no grant on the registry's tables."""
-    name = f"registry_nogrant_{uuid.uuid4().hex[:8]}"
+    name = unique_name("registry_nogrant")
     engine = store.make_engine(pg_url)
     try:
         with engine.begin() as conn:
@@ -203,11 +202,11 @@ def test_failing_to_reach_the_registry_reads_the_same_both_ways(backend, pg_url,
     """Refused, no such database, no such role, a password in the URL, a role without its
     grant, libpq refusing the URL's options: one line each, the same words as the engine's,
     the password never shown."""
-    missing_db = _swapped(pg_url, database=f"registry_missing_{uuid.uuid4().hex[:8]}")
+    missing_db = _swapped(pg_url, database=unique_name("registry_missing"))
     urls = {
         "refused": _swapped(pg_url, port=1, password="s3cret-pw"),
         "no database": missing_db,
-        "no role": _swapped(pg_url, username=f"nobody_{uuid.uuid4().hex[:8]}"),
+        "no role": _swapped(pg_url, username=unique_name("nobody")),
         "no grant": _swapped(pg_url, username=no_grant_role),
         "no such option": f"{pg_url}?badparam=1",
         "a bad sslmode": f"{pg_url}?sslmode=bogus",
@@ -265,7 +264,7 @@ def test_ctrl_c_cancels_the_readers_statement_on_the_server(backend, pg_url):
     runs cancels it on the server before the client ends (a statement of ten minutes here)."""
     import signal
 
-    tag = f"registry_cancel_{uuid.uuid4().hex[:8]}"
+    tag = unique_name("registry_cancel")
     url = f"{pg_url}?application_name={tag}"
     script = ("import sys\nfrom registry_db.resolve.lookup import cursor\n"
               "from registry_db.store import pg_read\n"

@@ -75,7 +75,8 @@ def registry_db(tmp_path):
 
 
 #: Appended to every value the sweep gives `db reader` as a role name: roles belong to the
-#: whole server, where other sessions run this sweep at the same time.
+#: whole server, where other sessions run this sweep at the same time. (The values themselves
+#: are the test: the suite's REGISTRY_TEST_PREFIX is not put before them.)
 ROLE_SUFFIX = f"_{os.getpid()}_{uuid.uuid4().hex[:6]}"
 
 

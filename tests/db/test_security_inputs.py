@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 
 import pytest
 from sqlalchemy import create_engine, text
 
 from registry_db import store
 from registry_db.importing import write as importer
-from tests.helpers import ROOT, SEED, run_cli
+from tests.helpers import ROOT, SEED, run_cli, unique_name
 
 pg_only = pytest.mark.only_backend("postgresql")
 
@@ -38,7 +37,7 @@ def reader(seeded, backend):
     if backend != "postgresql":
         yield None
         return
-    name = f"registry_reader_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    name = unique_name("registry_reader")
     result = run_cli("-d", seeded, "db", "reader", name)
     assert result.exit_code == 0, result.stderr
     yield result.stdout.strip()

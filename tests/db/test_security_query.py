@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, text
 from registry_db import store
 from registry_db.errors import QueryInterrupted
 from registry_db.importing import write as importer
-from tests.helpers import SEED, run_cli
+from tests.helpers import SEED, run_cli, unique_name
 
 pg_only = pytest.mark.only_backend("postgresql")
 
@@ -43,7 +43,7 @@ def seeded(db_url, engine):
 @pytest.fixture
 def reader(seeded, backend):
     """A reader role made by `registry db reader`, its URL; dropped afterwards."""
-    name = f"registry_reader_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    name = unique_name("registry_reader")
     result = run_cli("-d", seeded, "db", "reader", name)
     assert result.exit_code == 0, result.stderr
     url = result.stdout.strip()

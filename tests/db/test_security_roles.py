@@ -9,8 +9,6 @@ here has a uuid-suffixed name and is dropped afterwards.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 
 import psycopg
@@ -20,13 +18,13 @@ from sqlalchemy import create_engine, text
 from registry_db.importing import write as importer
 from registry_db.store import roles
 from registry_db.store.urls import parse_url
-from tests.helpers import SEED, run_cli
+from tests.helpers import SEED, run_cli, unique_name
 
 pytestmark = pytest.mark.only_backend("postgresql")
 
 
 def _name(prefix: str) -> str:
-    return f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    return unique_name(prefix)
 
 
 @pytest.fixture
