@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import shlex
@@ -262,7 +263,7 @@ def _size(backend: str, url: str) -> int:
 
     eng = create_engine(url)
     with eng.connect() as conn:
-        size = int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar())
+        size = int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one())
     eng.dispose()
     return size
 
@@ -308,10 +309,10 @@ def measure_depth(backend: str, url: str, layout: Any, between: datetime, reques
             for name, reqs in (("hits", hits), ("misses", misses))}
     engine = store.open_registry(url, readonly=True)
     try:
-        calls = {}
+        calls: dict[str, Callable[[], Any]] = {}
         for name, reqs in (("hits", hits), ("misses", misses)):
-            calls[f"{name}/current"] = lambda reqs=reqs: resolve_many(engine, reqs)
-            calls[f"{name}/as_of_first"] = lambda reqs=then[name]: resolve_many(engine, reqs)
+            calls[f"{name}/current"] = functools.partial(resolve_many, engine, reqs)
+            calls[f"{name}/as_of_first"] = functools.partial(resolve_many, engine, then[name])
         took = _median_of(calls, BATCH_REPEATS)
         refused = sum(1 for a in resolve_many(engine, then["misses"][:50])
                       if "stored for" in getattr(a, "message", ""))

@@ -144,7 +144,8 @@ def machine(postgres_url: str | None = None) -> dict:
             import psycopg
 
             with psycopg.connect(_conninfo(normalize_url(postgres_url)), connect_timeout=5) as c:
-                info["postgresql"] = c.execute("SHOW server_version").fetchone()[0]
+                row = c.execute("SHOW server_version").fetchone()
+                info["postgresql"] = row[0] if row else None
                 info["psycopg"] = psycopg.__version__
         except Exception as exc:  # noqa: BLE001 - the machine report must not fail the run
             info["postgresql"] = f"unreachable ({type(exc).__name__})"

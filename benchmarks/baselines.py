@@ -68,6 +68,7 @@ def _loader() -> Any:
 @contextmanager
 def raw_connection(url: str) -> Iterator[Any]:
     """A bare DB-API connection (sqlite3 or psycopg) for an SQLAlchemy-style registry URL."""
+    conn: Any
     if dialect_of(url) == "sqlite":
         conn = sqlite3.connect(sqlite_path(url), isolation_level=None)
         conn.execute("PRAGMA foreign_keys=ON")
@@ -213,7 +214,7 @@ def raw_resolve(url: str, requests: Iterable[dict]) -> list[dict]:
     the benchmark's requests use.
     """
     sql = lookup_sql(url)
-    out = []
+    out: list[dict[str, Any]] = []
     with raw_connection(url) as conn:
         cur = conn.cursor()
         for req in requests:

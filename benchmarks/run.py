@@ -107,8 +107,10 @@ def run_backend(name: str, cfg: dict, args: argparse.Namespace, db_dir: Path) ->
                 s_imp, s_url = measure.bench_import(backend, s_folder, reps,
                                                     baseline=size <= args.max_baseline,
                                                     inproc=False)
-            lat = _attempt("latency", lambda url=s_url, layout=s_layout: measure.bench_latency(
-                url, list(generate.hit_requests(layout, cfg["latency_requests"]))))
+            def latency(url: str = s_url, layout: generate.Layout = s_layout) -> dict:
+                return measure.bench_latency(
+                    url, list(generate.hit_requests(layout, cfg["latency_requests"])))
+            lat = _attempt("latency", latency)
             rows.append(dict(benchmark="scaling", backend=name, size=size,
                              import_=s_imp, latency=lat))
             _progress(rows[-1])

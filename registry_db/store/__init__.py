@@ -12,7 +12,51 @@ The store's public functions are re-exported here and loaded on first use, so th
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names' real types for callers and mypy; loaded lazily at run time
+    from registry_db.store.engine import (
+        DEFAULT_LOCK_TIMEOUT,
+        WRITE_LOCK_KEY,
+        lock_timeout,
+        make_engine,
+        run_write,
+        translate,
+        translated,
+        write_connection,
+    )
+    from registry_db.store.migrate import (
+        HEAD_REVISION,
+        alembic_config,
+        current_revision,
+        downgrade,
+        ensure_schema,
+        migration_sql,
+        migrations_dir,
+        open_registry,
+        registry,
+        require_existing,
+        revision_history,
+        run_migrations_on,
+        schema_differences,
+        schema_state,
+        script_head,
+        script_heads,
+        seed_dir,
+        stamp,
+        upgrade,
+    )
+    from registry_db.store.query import QueryError, QueryResult, run_query
+    from registry_db.store.read import (
+        Conflict,
+        SetSummary,
+        conflicts,
+        list_sets,
+        load_set,
+        load_sets,
+        set_names,
+        set_summary,
+    )
 
 _LAZY: dict[str, str] = {}
 for _module, _names in {
@@ -27,7 +71,46 @@ for _module, _names in {
 }.items():
     _LAZY.update(dict.fromkeys(_names.split(), _module))
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "Conflict",
+    "DEFAULT_LOCK_TIMEOUT",
+    "HEAD_REVISION",
+    "QueryError",
+    "QueryResult",
+    "SetSummary",
+    "WRITE_LOCK_KEY",
+    "alembic_config",
+    "conflicts",
+    "current_revision",
+    "downgrade",
+    "ensure_schema",
+    "list_sets",
+    "load_set",
+    "load_sets",
+    "lock_timeout",
+    "make_engine",
+    "migration_sql",
+    "migrations_dir",
+    "open_registry",
+    "registry",
+    "require_existing",
+    "revision_history",
+    "run_migrations_on",
+    "run_query",
+    "run_write",
+    "schema_differences",
+    "schema_state",
+    "script_head",
+    "script_heads",
+    "seed_dir",
+    "set_names",
+    "set_summary",
+    "stamp",
+    "translate",
+    "translated",
+    "upgrade",
+    "write_connection",
+]
 
 
 def __getattr__(name: str) -> Any:

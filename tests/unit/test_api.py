@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import registry_db
-from tests.helpers import SEED
+from tests.helpers import ROOT, SEED
 
 
 def test_every_exported_name_resolves():
@@ -85,3 +85,19 @@ def test_sqlite_resolve_does_not_load_sqlalchemy(tmp_path):
         assert "sqlalchemy" not in _modules_after(code), what
         switched_off = "import os; os.environ['REGISTRY_NO_FAST_PATH'] = '1'\n" + code
         assert "sqlalchemy" in _modules_after(switched_off), what
+
+
+def test_the_store_facade_lists_every_lazy_name_and_types_them():
+    """``registry_db.store``'s ``__all__`` is its lazy table's names, each of which resolves;
+    the names are imported for type checkers too (mypy checks the callers against them)."""
+    import ast
+
+    from registry_db import store
+
+    assert sorted(store._LAZY) == store.__all__
+    for name in store.__all__:
+        assert getattr(store, name) is not None
+    source = ast.parse((ROOT / "registry_db" / "store" / "__init__.py").read_text())
+    typed = {a.asname or a.name for node in ast.walk(source) if isinstance(node, ast.If)
+             for sub in node.body if isinstance(sub, ast.ImportFrom) for a in sub.names}
+    assert typed == set(store.__all__)
