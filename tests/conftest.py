@@ -41,6 +41,7 @@ from tests.helpers import (
     SEED,
     PgServer,
     PgWorkspace,
+    SharedRegistries,
     pg_admin_url,
     with_database,
 )
@@ -195,3 +196,43 @@ def engine(db_url):
     eng = store.open_registry(db_url)
     yield eng
     eng.dispose()
+
+
+# --- registries built once, read by many tests ---------------------------------------------------
+
+@pytest.fixture(scope="session")
+def _shared_registries(request, tmp_path_factory) -> Iterator[SharedRegistries]:
+    made: list[tuple[PgServer, str]] = []
+
+    def make_url(backend: str, name: str) -> str:
+        if backend == "sqlite":
+            path = tmp_path_factory.mktemp("shared") / f"{name}.db"
+            shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+            return f"sqlite:///{path}"
+        server = request.getfixturevalue("pg_server")
+        made.append((server, server.create(request.getfixturevalue("pg_template"))))
+        return made[-1][1]
+
+    shared = SharedRegistries(make_url)
+    yield shared
+    shared.close()
+    for server, url in made:
+        server.drop(url)
+
+
+@pytest.fixture
+def shared_registry(request, backend, _shared_registries):
+    """``shared_registry(name, build)``: the engine on a registry of the backend under test that
+    ``build(engine)`` filled once this session, for tests that only read it. The test fails if it
+    wrote to it."""
+    used = []
+
+    def get(name: str, build) -> object:
+        used.append(_shared_registries.get(backend, name, build))
+        return used[-1]
+
+    yield get
+    for engine in used:
+        assert _shared_registries.unchanged(engine), (
+            f"{request.node.nodeid} wrote to a shared read-only registry; give it its own "
+            "(the db_url or engine fixture)")

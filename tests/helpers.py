@@ -964,6 +964,20 @@ class Server:
         self._log.close()
 
 
+def build_sets(engine: Engine) -> None:
+    """Fill a shared registry with :data:`SETS`."""
+    from registry_db.importing.write import import_sets
+
+    import_sets(engine, SETS)
+
+
+def build_seed(engine: Engine) -> None:
+    """Fill a shared registry with the seed's files."""
+    from registry_db.importing.write import import_paths
+
+    import_paths(engine, [SEED])
+
+
 def seed_with_overlap(url: str, tmp_path: Path) -> str:
     """``url``'s registry holding the seed and two small sets that share a key (a conflict)."""
     from registry_db import store
@@ -1083,3 +1097,42 @@ def _history_profile(conn, table, parent, parent_id, pid, pos, p, rates, counts)
             f"INSERT INTO {counts} (profile_id, drafts, draft_tokens, accepted_tokens, "
             "accepted_per_position, al_stderr) VALUES (:i, :d, :t, :a, :pp, :e)"),
             {"i": pid, "d": cs[0], "t": cs[1], "a": cs[2], "pp": cs[3], "e": cs[4]})
+
+
+#: What a read-only test may not change in a shared registry: every revision ever written and
+#: every current profile (a write of any kind moves one of them).
+_SHARED_STATE = text("SELECT (SELECT COUNT(*) FROM revisions), (SELECT MAX(id) FROM revisions), "
+                     "(SELECT COUNT(*) FROM profiles), (SELECT MAX(id) FROM profiles)")
+
+
+class SharedRegistries:
+    """Registries built once per session and read by many tests (Datasette's read-only test
+    apps, the same idea): :meth:`get` builds ``name`` on a backend the first time it is asked
+    for, and hands every later test the same engine. A test that writes to one fails (it needs
+    a registry of its own: ``db_url``), since the next test would read its writes."""
+
+    def __init__(self, make_url: Callable[[str, str], str]):
+        self._make_url = make_url
+        self._built: dict[tuple[str, str], tuple[Engine, tuple]] = {}
+
+    def get(self, backend: str, name: str, build: Callable[[Engine], object]) -> Engine:
+        """The engine on the registry ``name`` (built by ``build(engine)`` on first use)."""
+        key = (backend, name)
+        if key not in self._built:
+            engine = store.open_registry(self._make_url(backend, name))
+            build(engine)
+            self._built[key] = (engine, self.state(engine))
+        return self._built[key][0]
+
+    @staticmethod
+    def state(engine: Engine) -> tuple:
+        with engine.connect() as conn:
+            return tuple(conn.execute(_SHARED_STATE).one())
+
+    def unchanged(self, engine: Engine) -> bool:
+        """Whether ``engine``'s shared registry still holds what it was built with."""
+        return next(self.state(e) == s for e, s in self._built.values() if e is engine)
+
+    def close(self) -> None:
+        for engine, _ in self._built.values():
+            engine.dispose()

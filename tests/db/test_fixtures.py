@@ -99,3 +99,28 @@ def test_the_reset_empty_database_is_a_fresh_empty_one(backend, pg_server):
     finally:
         workspace.close()
         pg_server.drop(plain)
+
+
+def test_a_shared_registry_is_the_one_its_build_gives_and_a_write_is_caught(
+        backend, _shared_registries, db_url):
+    """A registry shared by read-only tests holds what a fresh database with the same build
+    holds (the same sets, the same rows in every table but for the times), and a test that writes to it is caught: the check the
+    ``shared_registry`` fixture makes after each test then says it changed."""
+    from tests.helpers import build_seed
+
+    shared = _shared_registries.get(backend, "fixture-check", build_seed)
+    own = store.open_registry(db_url)
+    try:
+        build_seed(own)
+        assert store.load_sets(shared) == store.load_sets(own)
+        assert {t: len(r) for t, r in dump(shared).items()} == {
+            t: len(r) for t, r in dump(own).items()}
+        assert _shared_registries.unchanged(shared)
+        importer.import_paths(shared, [SEED], message="a write")
+        assert _shared_registries.unchanged(shared)  # unchanged: the same content is not written
+        with shared.begin() as conn:
+            conn.execute(text("DELETE FROM profile_rates"))
+            conn.execute(text("DELETE FROM profiles WHERE id = (SELECT MAX(id) FROM profiles)"))
+        assert not _shared_registries.unchanged(shared)
+    finally:
+        own.dispose()

@@ -8,21 +8,19 @@ import math
 import pytest
 
 from registry_db.errors import ResolutionRefused
-from registry_db.importing import write as importer
 from registry_db.model import InlineValue, Pin
 from registry_db.resolve.plan import Fallback, HardwareMismatch, Request, resolve
 from registry_db.resolve.rates import min_variance_rates
-from tests.helpers import SEED, SETS
+from tests.helpers import build_seed, build_sets
 
 SEED_URL = ("https://github.com/SemiAnalysisAI/InferenceX/blob/main/inferencex-e2e/infx/"
             "golden_al_distribution/")
 
 
 @pytest.fixture
-def reg(engine):
-    """The engine on a database holding :data:`SETS`."""
-    importer.import_sets(engine, SETS)
-    return engine
+def reg(shared_registry):
+    """An engine on a registry holding :data:`SETS`, shared by the tests that only read it."""
+    return shared_registry("sets", build_sets)
 
 
 def run(model: str = "solo", category: str | None = "coding", *, thinking: str | None = "off",
@@ -44,9 +42,8 @@ def value(al: float | None = None, k: int = 3, **kw) -> InlineValue:
 # --- the spec's own example, from the seed --------------------------------------------------------
 
 @pytest.fixture
-def seeded(engine):
-    importer.import_paths(engine, [SEED])
-    return engine
+def seeded(shared_registry):
+    return shared_registry("seed", build_seed)
 
 
 def test_seed_deepseek_off_coding_end_to_end(seeded):
