@@ -236,3 +236,14 @@ def shared_registry(request, backend, _shared_registries):
         assert _shared_registries.unchanged(engine), (
             f"{request.node.nodeid} wrote to a shared read-only registry; give it its own "
             "(the db_url or engine fixture)")
+
+
+@pytest.fixture
+def shared_url(shared_registry, backend, _shared_registries):
+    """``shared_url(name, build)``: the URL of :func:`shared_registry`'s registry, for tests that
+    run the command line on it (held to the same rule: they only read)."""
+    def get(name: str, build) -> str:
+        shared_registry(name, build)
+        return _shared_registries.url(backend, name, build)
+
+    return get

@@ -1113,16 +1113,25 @@ class SharedRegistries:
 
     def __init__(self, make_url: Callable[[str, str], str]):
         self._make_url = make_url
-        self._built: dict[tuple[str, str], tuple[Engine, tuple]] = {}
+        self._built: dict[tuple[str, str], tuple[Engine, tuple, str]] = {}
 
     def get(self, backend: str, name: str, build: Callable[[Engine], object]) -> Engine:
         """The engine on the registry ``name`` (built by ``build(engine)`` on first use)."""
+        return self._get(backend, name, build)[0]
+
+    def url(self, backend: str, name: str, build: Callable[[Engine], object]) -> str:
+        """The URL of the registry ``name`` (built as :meth:`get` builds it)."""
+        return self._get(backend, name, build)[2]
+
+    def _get(self, backend: str, name: str, build: Callable[[Engine], object]
+             ) -> tuple[Engine, tuple, str]:
         key = (backend, name)
         if key not in self._built:
-            engine = store.open_registry(self._make_url(backend, name))
+            url = self._make_url(backend, name)
+            engine = store.open_registry(url)
             build(engine)
-            self._built[key] = (engine, self.state(engine))
-        return self._built[key][0]
+            self._built[key] = (engine, self.state(engine), url)
+        return self._built[key]
 
     @staticmethod
     def state(engine: Engine) -> tuple:
@@ -1130,9 +1139,16 @@ class SharedRegistries:
             return tuple(conn.execute(_SHARED_STATE).one())
 
     def unchanged(self, engine: Engine) -> bool:
-        """Whether ``engine``'s shared registry still holds what it was built with."""
-        return next(self.state(e) == s for e, s in self._built.values() if e is engine)
+        """Whether ``engine``'s shared registry still holds what it was built with. One that
+        changed is forgotten (the next test to ask builds it again), so that only the test that
+        wrote fails."""
+        key, (_, built, _) = next((k, v) for k, v in self._built.items() if v[0] is engine)
+        if self.state(engine) == built:
+            return True
+        del self._built[key]
+        engine.dispose()
+        return False
 
     def close(self) -> None:
-        for engine, _ in self._built.values():
+        for engine, _, _ in self._built.values():
             engine.dispose()

@@ -9,9 +9,8 @@ import subprocess
 
 import pytest
 
-from registry_db.importing import write as importer
 from registry_db.resolve.engines import ENGINES
-from tests.helpers import SEED, run_cli
+from tests.helpers import build_seed, run_cli
 
 KEY = {"model": "deepseek-v4.1-flash", "method": "dspark", "k": 5, "thinking": "off",
        "category": "coding"}
@@ -21,9 +20,9 @@ POOL = {"name": "decode", "engine": {"speculative": {"method": "dspark", "num_sp
 
 
 @pytest.fixture
-def url(engine, db_url):
-    importer.import_paths(engine, [SEED])
-    return db_url
+def url(shared_url):
+    """A registry holding the seed, shared by the tests that only read it."""
+    return shared_url("seed", build_seed)
 
 
 def _knobs(settings: dict) -> dict[str, str]:

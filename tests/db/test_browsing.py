@@ -12,14 +12,21 @@ import pytest
 from click.testing import CliRunner
 
 from registry_db.cli.group import COMMANDS, main
-from tests.helpers import SEED, write_set
+from tests.helpers import SEED, build_seed, write_set
 from tests.helpers import run_on as run
 
 DSV = "deepseek-v4.1-flash"
 
 
 @pytest.fixture
-def seeded(db_url):
+def seeded(shared_url):
+    """A registry holding the seed, shared by the tests that only read it."""
+    return shared_url("seed", build_seed)
+
+
+@pytest.fixture
+def own_seeded(db_url):
+    """A registry holding the seed, of this test's own (it adds to it)."""
     assert run(db_url, "import", str(SEED)).exit_code == 0
     return db_url
 
@@ -83,8 +90,8 @@ def test_profiles_table_rounds_for_reading_and_csv_keeps_every_digit(seeded):
     assert row["acceptance_rate"] == repr((2.99 - 1) / 3) and row["num_spec_tokens"] == "3"
 
 
-def test_show_gives_rates_rationale_and_copied_from(seeded, tmp_path):
-    text = run(seeded, "show", "inferencex-golden-al").stdout
+def test_show_gives_rates_rationale_and_copied_from(own_seeded, tmp_path):
+    text = run(own_seeded, "show", "inferencex-golden-al").stdout
     assert "per_position_rates" in text.splitlines()[9]  # after set, file, imported, revision
     assert "copied_from: glm-5.2-fp8/mtp/k3/thinking-on/coding" in text
     assert "rationale:   Provisional. GLM-5.3 shares GLM-5.2's base" in text
@@ -94,8 +101,8 @@ def test_show_gives_rates_rationale_and_copied_from(seeded, tmp_path):
         "  - {model: m, speculative_method: mtp, num_spec_tokens: 3, thinking: \"on\","
         " category: c, acceptance_length: 2.5, per_position_rates: [0.9, 0.6, 0.0],"
         " method: assumed, rationale: a guess}\n")
-    assert run(seeded, "import", str(rated)).exit_code == 0
-    shown = run(seeded, "show", "rated").stdout
+    assert run(own_seeded, "import", str(rated)).exit_code == 0
+    shown = run(own_seeded, "show", "rated").stdout
     assert "0.9, 0.6, 0.0" in shown and "rationale:   a guess" in shown
 
 
@@ -118,14 +125,14 @@ def test_no_match_says_what_exists_for_the_model_and_method(seeded):
     assert fallback["message"].endswith("K 3; thinking on; categories coding")
 
 
-def test_no_match_counts_only_the_sets_in_scope(seeded, tmp_path):
+def test_no_match_counts_only_the_sets_in_scope(own_seeded, tmp_path):
     write_set(tmp_path, "other", 1, model=DSV)  # DSV/mtp/k3/on/cat0
-    run(seeded, "import", str(tmp_path))
-    scoped = run(seeded, "resolve", "--model", DSV, "--method", "mtp", "--k", "3",
+    run(own_seeded, "import", str(tmp_path))
+    scoped = run(own_seeded, "resolve", "--model", DSV, "--method", "mtp", "--k", "3",
                  "--thinking", "on", "--category", "coding", "--set", "inferencex-golden-al")
     assert scoped.exit_code == 1
     assert f"nothing is stored for {DSV}/mtp there" in scoped.stderr
-    everywhere = run(seeded, "resolve", "--model", DSV, "--method", "mtp", "--k", "3",
+    everywhere = run(own_seeded, "resolve", "--model", DSV, "--method", "mtp", "--k", "3",
                      "--thinking", "on", "--category", "coding")
     assert "categories cat0" in everywhere.stderr
 
@@ -213,17 +220,17 @@ def test_resolve_text_rounds_numbers_and_json_stays_exact(seeded):
     assert exact["per_position_rates"][3] == 0.07000000000000028
 
 
-def test_conflicts_check_exits_1_only_when_a_conflict_exists(seeded, tmp_path):
-    clean = run(seeded, "conflicts", "--check")
+def test_conflicts_check_exits_1_only_when_a_conflict_exists(own_seeded, tmp_path):
+    clean = run(own_seeded, "conflicts", "--check")
     assert clean.exit_code == 0
     write_set(tmp_path, "one", 1, model="m")
     write_set(tmp_path, "two", 1, model="m")
-    run(seeded, "import", str(tmp_path))
-    found = run(seeded, "conflicts", "--check")
+    run(own_seeded, "import", str(tmp_path))
+    found = run(own_seeded, "conflicts", "--check")
     assert found.exit_code == 1
     assert "m/mtp/k3/thinking-on/cat0" in found.stdout
     assert "1 conflicting profile key(s)" in found.stderr
-    assert run(seeded, "conflicts").exit_code == 0
+    assert run(own_seeded, "conflicts").exit_code == 0
 
 
 @pytest.mark.parametrize("command", ["list", "conflicts", "profiles", "query"])

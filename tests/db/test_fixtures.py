@@ -104,8 +104,9 @@ def test_the_reset_empty_database_is_a_fresh_empty_one(backend, pg_server):
 def test_a_shared_registry_is_the_one_its_build_gives_and_a_write_is_caught(
         backend, _shared_registries, db_url):
     """A registry shared by read-only tests holds what a fresh database with the same build
-    holds (the same sets, the same rows in every table but for the times), and a test that writes to it is caught: the check the
-    ``shared_registry`` fixture makes after each test then says it changed."""
+    holds (the same sets, the same rows in every table but for the times), and a test that
+    writes to it is caught: the check the ``shared_registry`` fixture makes after each test then
+    says it changed."""
     from tests.helpers import build_seed
 
     shared = _shared_registries.get(backend, "fixture-check", build_seed)

@@ -12,13 +12,20 @@ import pytest
 from click.testing import CliRunner
 
 from registry_db.cli.group import COMMANDS, main
-from tests.helpers import SEED, reader_role, run_cli, run_in_terminal, write_set
+from tests.helpers import SEED, build_seed, reader_role, run_cli, run_in_terminal, write_set
 
 DSV = "deepseek-v4.1-flash"
 
 
 @pytest.fixture
-def seeded(db_url):
+def seeded(shared_url):
+    """A registry holding the seed, shared by the tests that only read it."""
+    return shared_url("seed", build_seed)
+
+
+@pytest.fixture
+def own_seeded(db_url):
+    """A registry holding the seed, of this test's own (it adds to it)."""
     assert run_cli("-d", db_url, "import", str(SEED)).exit_code == 0
     return db_url
 
@@ -115,22 +122,22 @@ def _floats_equal_their_json(csv_text: str, json_rows: list[dict]) -> int:
     return n
 
 
-def test_csv_writes_every_digit_json_writes(seeded, querying, tmp_path):
+def test_csv_writes_every_digit_json_writes(own_seeded, querying, tmp_path):
     write_set(tmp_path, "digits", 2, model="m", al=2.5165480322371905)
-    run_cli("-d", seeded, "import", str(tmp_path))
-    as_json = json.loads(run_cli("-d", seeded, "profiles", "--json").stdout)
-    as_csv = run_cli("-d", seeded, "profiles", "--csv").stdout
+    run_cli("-d", own_seeded, "import", str(tmp_path))
+    as_json = json.loads(run_cli("-d", own_seeded, "profiles", "--json").stdout)
+    as_csv = run_cli("-d", own_seeded, "profiles", "--csv").stdout
     assert _floats_equal_their_json(as_csv, as_json) >= 10
     assert "2.5165480322371905" in as_csv and "0.6140000000000001" in as_csv
     # Only the table rounds.
-    table = run_cli("-d", seeded, "profiles", "--model", "m").stdout
+    table = run_cli("-d", own_seeded, "profiles", "--model", "m").stdout
     assert "2.5165 " in table and "2.5165480322371905" not in table
-    cells = json.loads(run_cli("-d", seeded, "coverage", "--model", "m", "--json").stdout)
-    long = run_cli("-d", seeded, "coverage", "--model", "m", "--csv").stdout
+    cells = json.loads(run_cli("-d", own_seeded, "coverage", "--model", "m", "--json").stdout)
+    long = run_cli("-d", own_seeded, "coverage", "--model", "m", "--csv").stdout
     assert "2.5165480322371905" in long and "2.5165," not in long
     assert 2.5165480322371905 in [c["acceptance_length"] for r in cells["rows"]
                                   for c in r["cells"]]
-    query = run_cli("-d", seeded, "query", "--csv",
+    query = run_cli("-d", own_seeded, "query", "--csv",
                     "SELECT acceptance_rate FROM acceptance_profiles WHERE model = 'm'")
     assert query.stdout.splitlines()[1] == repr((2.5165480322371905 - 1) / 3)
 
@@ -145,16 +152,16 @@ def _json_items(url: str, args: tuple[str, ...]) -> list:
 
 
 @pytest.mark.parametrize("args", LISTINGS, ids=" ".join)
-def test_nl_prints_one_json_object_per_line(seeded, tmp_path, args):
+def test_nl_prints_one_json_object_per_line(own_seeded, tmp_path, args):
     write_set(tmp_path, "one", 1, model="m")
     write_set(tmp_path, "two", 1, model="m")  # a conflict for `conflicts`
-    run_cli("-d", seeded, "import", str(tmp_path))
-    result = run_cli("-d", seeded, *args, "--nl")
+    run_cli("-d", own_seeded, "import", str(tmp_path))
+    result = run_cli("-d", own_seeded, *args, "--nl")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert len(lines) >= 1 and all(line.startswith("{") for line in lines)
-    assert [json.loads(line) for line in lines] == _json_items(seeded, args)
-    both = run_cli("-d", seeded, *args, "--nl", "--json")
+    assert [json.loads(line) for line in lines] == _json_items(own_seeded, args)
+    both = run_cli("-d", own_seeded, *args, "--nl", "--json")
     assert both.exit_code == 2 and "--json and --nl cannot be used together" in both.stderr
 
 

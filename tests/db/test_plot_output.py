@@ -7,15 +7,15 @@ import os
 
 import pytest
 
-from tests.helpers import SEED, run_cli
+from tests.helpers import build_seed, run_cli
 
 pytest.importorskip("matplotlib")
 
 
 @pytest.fixture
-def seeded(db_url):
-    assert run_cli("-d", db_url, "import", str(SEED)).exit_code == 0
-    return db_url
+def seeded(shared_url):
+    """A registry holding the seed, shared by the tests that only read it."""
+    return shared_url("seed", build_seed)
 
 
 def test_a_different_file_is_replaced_only_with_force(seeded, tmp_path):

@@ -6,18 +6,16 @@ import json
 
 import pytest
 
-from registry_db.importing import write as importer
-from tests.helpers import DATA, DSV, GLM, SEED, SOURCE, seed_answer
+from tests.helpers import DATA, DSV, GLM, SOURCE, build_seed, seed_answer
 from tests.helpers import run_resolve as run
 
 FILES = DATA / "resolve"
 
 
 @pytest.fixture
-def url(db_url, engine):
-    """A database holding the seed."""
-    importer.import_paths(engine, [SEED])
-    return db_url
+def url(shared_url):
+    """A registry holding the seed, shared by the tests that only read it."""
+    return shared_url("seed", build_seed)
 
 
 # --- one run -------------------------------------------------------------------------------------

@@ -8,16 +8,14 @@ import shlex
 
 import pytest
 
-from registry_db.importing import write as importer
-from tests.helpers import DSV, GLM, SEED, seed_answer
+from tests.helpers import DSV, GLM, build_seed, seed_answer
 from tests.helpers import run_resolve as run
 
 
 @pytest.fixture
-def url(db_url, engine):
-    """A database holding the seed."""
-    importer.import_paths(engine, [SEED])
-    return db_url
+def url(shared_url):
+    """A registry holding the seed, shared by the tests that only read it."""
+    return shared_url("seed", build_seed)
 
 
 OFF = [*DSV, "--thinking", "off", "--category", "coding"]   # the seed's AL 4.07, rates derived

@@ -23,13 +23,13 @@ from registry_db.resolve.lookup import (
     one_statement,
 )
 from registry_db.resolve.plan import Request, resolve
-from tests.helpers import CATEGORIES, ROOT, SETS, generated_sets
+from tests.helpers import CATEGORIES, ROOT, build_sets, generated_sets
 
 
 @pytest.fixture
-def reg(engine):
-    importer.import_sets(engine, SETS)
-    return engine
+def reg(shared_registry):
+    """An engine on a registry holding :data:`SETS`, shared by the tests that only read it."""
+    return shared_registry("sets", build_sets)
 
 
 def _decide(engine, *lookups: Lookup) -> tuple[list, dict]:

@@ -11,18 +11,17 @@ import pytest
 from click.testing import CliRunner
 
 from registry_db.cli.group import main
-from registry_db.importing import write as importer
 from registry_db.inputs.schema import nearest
 from registry_db.store.read import unknown_set_message
-from tests.helpers import SEED, run_cli
+from tests.helpers import build_seed, run_cli
 
 TERMS = ["--k", "5", "--thinking", "off", "--category", "coding"]
 
 
 @pytest.fixture
-def url(engine, db_url):
-    importer.import_paths(engine, [SEED])
-    return db_url
+def url(shared_url):
+    """A registry holding the seed, shared by the tests that only read it."""
+    return shared_url("seed", build_seed)
 
 
 def _refused(url: str, model: str, method: str) -> dict:
