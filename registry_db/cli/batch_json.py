@@ -14,7 +14,10 @@ template is worth its code is in docs/decisions.md (Resolving).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -175,3 +178,21 @@ def with_emit(line: str, emit: dict[str, Any] | None) -> str:
     if emit is None:
         return line
     return f'{line[:-1]}, "emit": {ENCODER.encode(emit)}}}'
+
+
+def write_answers(lines: list[str]) -> bool:
+    """Write a chunk's answer lines to stdout and flush them (a pipe's writer may wait for them
+    before it writes more); False when the reader has gone (``| head -1``): nothing more is
+    written, stdout then leads nowhere, and the caller ends the batch quietly, as a listing's
+    command does when its reader goes."""
+    try:
+        if lines:
+            sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # What is still buffered, and the interpreter's last flush, go nowhere instead of
+        # failing again on the closed pipe.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return False
+    return True

@@ -159,32 +159,31 @@ def _check_one(settings: Any, after: str, before: str | None, source: str | None
 def _check_batch(settings: Any, path: str, threshold: Any, as_json: bool) -> int:
     """Every line's check on stdout, in order, each chunk's as soon as it is checked; 0 when
     every line is consistent, else 1 (lines that were no request named on stderr)."""
-    from registry_db.cli.batch_json import answer_line
+    from registry_db.cli.batch_json import answer_line, write_answers
     from registry_db.cli.resolve import BadLines, batch_input
     from registry_db.inputs.batch_stream import chunks
     from registry_db.model import Refusal
     from registry_db.resolve.check import check_chunks
     from registry_db.resolve.reading import reading
 
-    failed = number = 0
+    failed = 0
     bad = BadLines()
+    writing = True
     with batch_input(path) as (stream, shown), reading(settings.url) as bind:
         for checked in check_chunks(bind, chunks(stream, name=path), threshold):
             out: list[str] = []
             for line in checked:
-                number += 1
                 failed += not line.consistent
-                bad.count(line, number)
+                bad.count(line, line.line)
                 if as_json:
                     out.append(answer_line(line.answer, line.id))
                     continue
-                name = f"{number}" if line.id is None else f"{number} ({line.id})"
+                name = f"{line.line}" if line.id is None else f"{line.line} ({line.id})"
                 answer = line.answer
                 out.append(f"{name}: refused ({answer.reason}): {answer.message}"
                            if type(answer) is Refusal else f"{name}: {glance(answer)}")
-            if out:
-                click.echo("\n".join(out))
-            sys.stdout.flush()
+            # The reader gone, every line is still checked: the exit code is a CI gate's.
+            writing = writing and write_answers(out)
             shown()
     bad.report()
     return 1 if failed else 0

@@ -302,7 +302,7 @@ def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:
 def _run_batch(settings: Any, path: str, emit: str | None = None) -> int:
     """Every line's answer on stdout, in order, each chunk's as soon as it is answered; 1 when
     some line was no request (those lines named on stderr), else 0."""
-    from registry_db.cli.batch_json import answer_line, emit_object, with_emit
+    from registry_db.cli.batch_json import answer_line, emit_object, with_emit, write_answers
     from registry_db.gcpause import gc_paused
     from registry_db.inputs.batch_stream import chunks
     from registry_db.resolve.batch import Seen, answer_chunks
@@ -323,18 +323,17 @@ def _run_batch(settings: Any, path: str, emit: str | None = None) -> int:
     # A line answered before is written again from its text, which the batch keeps (Seen).
     seen = Seen(keep=text)
     # The command's bulk work builds many small objects and no cycles (registry_db.gcpause).
-    number = 0  # one answer per line, in order
-    with batch_input(path) as (stream, shown), gc_paused(), reading(settings.url) as bind:
-        for answers in answer_chunks(bind, chunks(stream, name=path), seen):
+    with batch_input(path) as (stream, shown), gc_paused(), reading(settings.url) as bind, \
+            contextlib.closing(answer_chunks(bind, chunks(stream, name=path), seen)) as batch:
+        for answers in batch:
             out = []
             for item in answers:
-                number += 1
                 if type(item) is not str:  # not kept: a refusal of a line, or no request
-                    bad.count(item, number)
+                    bad.count(item, item.line)
                     item = text(item)
                 out.append(item)
-            sys.stdout.write("\n".join(out) + "\n" if out else "")
-            sys.stdout.flush()  # a pipe's writer may wait for these before it writes more
+            if not write_answers(out):  # the reader has gone: the rest is not read
+                break
             shown()
     for warning in said:
         click.echo(f"warning: {warning}", err=True)

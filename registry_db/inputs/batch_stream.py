@@ -1,9 +1,11 @@
 """A ``--batch`` input read as it arrives: chunks of lines, each line decoded on its own.
 
 :func:`chunks` reads a binary stream (a file, or a pipe another program is still writing) and
-yields its lines in chunks of at most :data:`CHUNK` lines. A chunk ends early when the stream
-has nothing more to give at that moment (a pipe whose writer waits for an answer), so that the
-lines read so far are answered before the input ends; a file, always readable, fills every chunk.
+yields its lines in chunks of at most :data:`CHUNK` lines and about :data:`CHUNK_BYTES` bytes. A
+chunk ends early when the stream has nothing more to give at that moment (a pipe whose writer
+waits for an answer), so that the lines read so far are answered before the input ends; a file,
+always readable, fills every chunk. A line longer than :data:`MAX_LINE` bytes is never held: its
+bytes are counted and dropped as they come, and the line is answered ``invalid_request``.
 
 Lines end at ``\\n`` and nothing else (:func:`registry_db.inputs.request.batch_lines` says why).
 Each line is decoded as UTF-8 by itself (:func:`decode_line`): a line that is not UTF-8 becomes
@@ -21,10 +23,16 @@ from registry_db.errors import Finding, InvalidInput
 from registry_db.model import Refusal
 from registry_db.model import RefusalReason as R
 
-__all__ = ["BOM", "CHUNK", "chunks", "decode_line"]
+__all__ = ["BOM", "CHUNK", "CHUNK_BYTES", "MAX_LINE", "chunks", "decode_line", "too_long"]
 
 #: Lines per chunk: the batch's memory is bounded by what one chunk holds.
 CHUNK = 10_000
+#: Bytes of lines after which a chunk ends (a line may take it past by one line): with
+#: :data:`MAX_LINE`, what one chunk holds is bounded in bytes as well as in lines.
+CHUNK_BYTES = 8 << 20
+#: The longest line read, in bytes without its newline: a request is a few hundred bytes, a
+#: deployment's a few thousand, so a longer line is a mistake, not a request to hold in memory.
+MAX_LINE = 1 << 20
 #: Bytes asked of the stream per read (one system call each on a pipe or a file).
 _READ = 1 << 16
 BOM = b"\xef\xbb\xbf"
@@ -39,6 +47,14 @@ def decode_line(raw: bytes, number: int) -> str | Refusal:
         return Refusal(R.INVALID_REQUEST, (
             f"line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
             f"{exc.start + 1}); a request is a JSON object in UTF-8"))
+
+
+def too_long(size: int, number: int) -> Refusal:
+    """The ``invalid_request`` refusal that answers line ``number``, ``size`` bytes long, past
+    :data:`MAX_LINE` (its bytes were dropped as they were read)."""
+    return Refusal(R.INVALID_REQUEST, (
+        f"line {number}: the line is {size:,} bytes long; a request is at most "
+        f"{MAX_LINE:,} bytes (one JSON object on one line)"))
 
 
 def _read(read: Any, n: int, name: str, line: int) -> bytes:
@@ -67,14 +83,18 @@ def _fileno(stream: Any) -> int | None:
         return None
 
 
-def chunks(stream: Any, size: int = CHUNK, name: str = "-") -> Iterator[list[str | Refusal]]:
+def chunks(stream: Any, size: int = CHUNK, name: str = "-", limit: int = CHUNK_BYTES
+           ) -> Iterator[list[str | Refusal]]:
     """The lines of the binary ``stream``, decoded (:func:`decode_line`), in chunks of at most
-    ``size`` lines, blank lines included (line numbers count them); see the module. A read
-    that fails is :class:`~registry_db.errors.InvalidInput` naming ``name`` and the line."""
+    ``size`` lines and about ``limit`` bytes, blank lines included (line numbers count them);
+    see the module. A line past :data:`MAX_LINE` bytes is its refusal (:func:`too_long`). A
+    read that fails is :class:`~registry_db.errors.InvalidInput` naming ``name`` and the
+    line."""
     read = getattr(stream, "read1", None) or stream.read
     fd = _fileno(stream)
-    pending: list[bytes] = []  # the line being read, in the pieces it came in
+    line = _Line()
     lines: list[str | Refusal] = []
+    held = 0  # bytes of the lines in ``lines``
     number = 0  # lines read so far
     first = True
     while True:
@@ -83,32 +103,71 @@ def chunks(stream: Any, size: int = CHUNK, name: str = "-") -> Iterator[list[str
             break
         if first:
             first = False
-            # The mark may arrive in pieces: read on until it is told from a line's start.
-            while len(data) < len(BOM) and BOM.startswith(data):
-                more = _read(read, len(BOM) - len(data), name, 1)
-                if not more:
-                    break
-                data += more
-            if data.startswith(BOM):
-                data = data[len(BOM):]
+            data = _without_bom(data, read, name)
         parts = data.split(b"\n")
         tail = parts.pop()  # the start of a line not yet ended (b"": none)
-        if parts and pending:
-            parts[0] = b"".join([*pending, parts[0]])
-            pending.clear()
-        if tail:
-            pending.append(tail)
+        if parts and line.size:  # the line begun in earlier reads ends in this one
+            line.add(parts[0])
+            number += 1
+            found, n = line.take(number)
+            lines.append(found)
+            held += n
+            del parts[0]
+            if len(lines) >= size or held >= limit:
+                yield lines
+                lines, held = [], 0
+        line.add(tail)
+        # A part is at most one read long (_READ <= MAX_LINE): only a joined line can be long.
         for raw in parts:
             number += 1
             lines.append(decode_line(raw, number))
-            if len(lines) >= size:
+            held += len(raw)
+            if len(lines) >= size or held >= limit:
                 yield lines
-                lines = []
+                lines, held = [], 0
         if lines and not _readable_now(fd):
             yield lines
-            lines = []
-    if pending:
+            lines, held = [], 0
+    if line.size:
         number += 1
-        lines.append(decode_line(b"".join(pending), number))
+        lines.append(line.take(number)[0])
     if lines:
         yield lines
+
+
+def _without_bom(data: bytes, read: Any, name: str) -> bytes:
+    """The input's first bytes without a UTF-8 byte order mark."""
+    # The mark may arrive in pieces: read on until it is told from a line's start.
+    while len(data) < len(BOM) and BOM.startswith(data):
+        more = _read(read, len(BOM) - len(data), name, 1)
+        if not more:
+            break
+        data += more
+    return data[len(BOM):] if data.startswith(BOM) else data
+
+
+class _Line:
+    """The line being read, in the pieces it came in, up to :data:`MAX_LINE` bytes; past that
+    only its length is kept."""
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+        self.size = 0
+
+    def add(self, piece: bytes) -> None:
+        if not piece:
+            return
+        self.size += len(piece)
+        if self.size > MAX_LINE:
+            self.pieces.clear()
+        else:
+            self.pieces.append(piece)
+
+    def take(self, number: int) -> tuple[str | Refusal, int]:
+        """Line ``number`` decoded (or refused), and the bytes it held; the next line starts."""
+        size = self.size
+        found = too_long(size, number) if size > MAX_LINE else decode_line(
+            b"".join(self.pieces), number)
+        self.pieces.clear()
+        self.size = 0
+        return found, 0 if size > MAX_LINE else size

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from registry_db.inputs.batch_stream import CHUNK
@@ -34,10 +34,12 @@ __all__ = ["LineAnswer", "Seen", "answer_chunk", "answer_chunks", "answer_lines"
 
 @dataclass(frozen=True, slots=True)
 class LineAnswer:
-    """One line's answer and the line's ``id`` (None: it has none)."""
+    """One line's answer, the line's ``id`` (None: it has none) and its number in the input
+    (blank lines counted, as the answers' messages count them; 0: not told)."""
 
     answer: Resolution | Refusal | DeploymentAnswer
     id: Any = None
+    line: int = 0
 
     @property
     def well_formed(self) -> bool:
@@ -54,7 +56,7 @@ def answer_lines(bind: ReadBind, lines: Iterable[str | Refusal]) -> Iterator[Lin
 
 
 def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
-                  seen: Seen | None = None) -> Iterator[list[Any]]:
+                  seen: Seen | None = None) -> Generator[list[Any], None, None]:
     """The answers to each chunk of lines (consecutive, numbered from 1 across chunks), one
     list per chunk, each as soon as its chunk has come: every chunk is read in one snapshot
     (:func:`~registry_db.resolve.reading.snapshot`), so the answers are the ones the whole
@@ -79,6 +81,12 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
 #: Lines whose answers a batch keeps for the lines that repeat them (the least recently
 #: repeated are dropped first): bounds what a long batch holds.
 SEEN = 200_000
+#: The same bound in bytes: the kept lines' text and what is kept of their answers, each entry
+#: counted with :data:`ENTRY` more for the objects around it. Lines of a few kilobytes (a long
+#: id) are then kept by the tens of thousands, not 200,000.
+SEEN_BYTES = 192 << 20
+#: What one kept entry costs besides its text: two str headers, the dict's slot and link.
+ENTRY = 200
 
 
 class Seen:
@@ -88,10 +96,18 @@ class Seen:
     lines that were requests are kept (a refusal of a line that is none names its line)."""
 
     def __init__(self, keep: Callable[[LineAnswer], Any] | None = None,
-                 size: int = SEEN) -> None:
+                 size: int = SEEN, limit: int = SEEN_BYTES) -> None:
         self.keep = keep
         self.size = size
+        self.limit = limit
+        self.held = 0  # bytes kept, as :meth:`cost` counts them
         self.lines: OrderedDict[str, Any] = OrderedDict()
+
+    @staticmethod
+    def cost(line: str, kept: Any) -> int:
+        """What keeping ``kept`` for ``line`` costs in bytes: the texts (an answer kept as an
+        object is counted as its line again: its id, the bulk of a long line, is echoed)."""
+        return ENTRY + len(line) + (len(kept) if type(kept) is str else len(line))
 
     def get(self, line: str) -> Any:
         found = self.lines.get(line)
@@ -101,8 +117,13 @@ class Seen:
 
     def put(self, line: str, answer: LineAnswer) -> Any:
         kept = answer if self.keep is None else self.keep(answer)
-        if len(self.lines) >= self.size:
-            self.lines.popitem(last=False)
+        self.held += self.cost(line, kept)
+        while self.lines and (len(self.lines) >= self.size or self.held > self.limit):
+            old, dropped = self.lines.popitem(last=False)
+            self.held -= self.cost(old, dropped)
+        if self.held > self.limit:  # one answer larger than the whole budget is not kept
+            self.held -= self.cost(line, kept)
+            return kept
         self.lines[line] = kept
         return kept
 
@@ -122,18 +143,20 @@ def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
     read: dict[str, Run | DeploymentRun] = {}  # a line repeated in the chunk is read once
     for number, line in enumerate(lines, start):
         if type(line) is Refusal:  # refused as it was read (not UTF-8), its line named
-            slots.append(LineAnswer(line))
+            slots.append(LineAnswer(line, None, number))
             continue
         assert type(line) is str
         hit = seen.get(line)
         if hit is not None:
-            slots.append(_Done(hit))
+            # What Seen keeps of an answer is shared by every repeat: it carries its number
+            # only when it is the answer itself (the library's), renumbered for this line.
+            slots.append(_Done(replace(hit, line=number) if type(hit) is LineAnswer else hit))
             continue
         if not line.strip():
             continue
         parsed = read.get(line) or parse_line(line, number)
         if isinstance(parsed, Refusal):  # its line named already (invalid_request)
-            slots.append(LineAnswer(parsed, line_id(line)))
+            slots.append(LineAnswer(parsed, line_id(line), number))
             continue
         read[line] = parsed
         slots.append((number, line, parsed))
@@ -150,9 +173,9 @@ def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
         if type(answer) is Refusal and answer.reason == R.INVALID_REQUEST:
             # A pool's method or K that breaks its rule: the line is named, as everywhere.
             yield LineAnswer(Refusal(answer.reason, f"line {number}: {answer.message}"),
-                             item.id)
+                             item.id, number)
             continue
-        yield seen.put(line, LineAnswer(answer, item.id))
+        yield seen.put(line, LineAnswer(answer, item.id, number))
 
 
 class _Done(NamedTuple):

@@ -167,10 +167,12 @@ def _pools_message(names: Sequence[str]) -> str:
 @dataclass(frozen=True, slots=True)
 class CheckLine:
     """One line's answer (a :class:`CheckResult` or the :class:`~registry_db.model.Refusal`
-    that answers it) and the line's ``id`` (None: it has none)."""
+    that answers it), the line's ``id`` (None: it has none) and its number in the input (blank
+    lines counted, as the answers' messages count them; 0: not told)."""
 
     answer: CheckResult | Refusal
     id: Any = None
+    line: int = 0
 
     @property
     def consistent(self) -> bool:
@@ -221,7 +223,7 @@ def _check_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int,
                                       "accepted_per_position)")
         elif line.well_formed:
             answer = _checked(answer, raw, number, threshold)
-        yield CheckLine(answer, line.id)
+        yield CheckLine(answer, line.id, number)
 
 
 def _checked(answer: Any, raw: Any, number: int, threshold: Threshold) -> CheckResult | Refusal:
