@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -89,7 +90,8 @@ class Entry:
 
 @dataclass(frozen=True)
 class Cell:
-    """One K of a row: the selected sets' profiles there, by set name (none: missing)."""
+    """One K of a row: the selected sets' profiles there, by set name (none: missing). Where
+    several sets hold the cell, each set's value is kept and shown: none stands for another."""
 
     k: int
     entries: tuple[Entry, ...] = ()
@@ -100,19 +102,29 @@ class Cell:
         return bool(self.entries)
 
     @property
+    def agreed(self) -> bool:
+        """Whether every set holding the cell holds the same AL, method and standard error
+        (True when one set or none holds it)."""
+        return len({(e.acceptance_length, e.method, e.uncertainty) for e in self.entries}) <= 1
+
+    @property
     def acceptance_length(self) -> float | None:
-        """The AL, of the first set by name when several hold the cell; None when missing."""
-        return self.entries[0].acceptance_length if self.entries else None
+        """The AL when every holder agrees on it; None when missing or when the sets differ
+        (:attr:`entries` has each set's)."""
+        found = {e.acceptance_length for e in self.entries}
+        return found.pop() if len(found) == 1 else None
 
     @property
     def method(self) -> str | None:
-        """How the value was obtained (first set by name); None when missing."""
-        return self.entries[0].method if self.entries else None
+        """How the value was obtained, when every holder agrees; None when missing or not."""
+        found = {e.method for e in self.entries}
+        return found.pop() if len(found) == 1 else None
 
     @property
     def uncertainty(self) -> Uncertainty | None:
-        """The AL's standard error (first set by name); None when missing or without counts."""
-        return self.entries[0].uncertainty if self.entries else None
+        """The AL's standard error when every holder agrees on the value; None when missing,
+        without counts, or when the sets differ."""
+        return self.entries[0].uncertainty if self.entries and self.agreed else None
 
     @property
     def sets(self) -> tuple[str, ...]:
@@ -130,25 +142,49 @@ class Cell:
         return self.present and all(e.method == "measured" for e in self.entries)
 
     @property
+    def shown(self) -> tuple[Entry, ...]:
+        """The entries a table shows: one per distinct (AL, method), in the sets' order."""
+        out: dict[tuple[float, str], Entry] = {}
+        for e in self.entries:
+            out.setdefault((e.acceptance_length, e.method), e)
+        return tuple(out.values())
+
+    @property
     def marks(self) -> str:
-        """The method's letter when the value shown was not measured, then ``*`` when several
-        sets hold the cell. They describe the value shown (the first set's); the JSON lists
-        every holder."""
+        """The last shown value's method letter when it was not measured, then ``*`` when
+        several sets hold the cell (the other values carry theirs in :meth:`value_text`)."""
         if not self.entries:
             return ""
-        return METHOD_MARKS.get(self.method or "", "") + (SHARED_MARK if self.shared else "")
+        return METHOD_MARKS.get(self.shown[-1].method, "") + (SHARED_MARK if self.shared
+                                                               else "")
+
+    def value_text(self, number: Callable[[float], Any] = lambda v: v) -> str:
+        """The values without the trailing :attr:`marks`: ``4.07``, or every set's where they
+        differ, ``4.07/4.02c`` (each but the last with its method letter); ``-`` when missing.
+        ``number`` writes each AL (a table rounds it)."""
+        if not self.entries:
+            return "-"
+        *others, last = self.shown
+        return "".join(f"{number(e.acceptance_length)}{METHOD_MARKS.get(e.method, '')}/"
+                       for e in others) + str(number(last.acceptance_length))
 
     def text(self) -> str:
-        """The table's cell: the AL with its marks, or ``-``."""
-        return f"{self.acceptance_length}{self.marks}" if self.entries else "-"
+        """The table's cell: the value(s) with their marks, or ``-``."""
+        return self.value_text() + self.marks
 
     def to_json(self) -> dict[str, Any]:
-        """The issue's cell object: ``k``, ``acceptance_length`` (null: missing), ``method``,
-        ``sets``, and ``uncertainty`` (null: missing or no counts)."""
+        """The cell object: ``k``; ``acceptance_length``, ``method`` and ``uncertainty`` when
+        every holder agrees (null: missing, no counts, or the sets differ); ``sets``; and
+        ``values``, each set's own ``{"profile_set", "acceptance_length", "method",
+        "uncertainty"}``."""
         u = self.uncertainty
         return {"k": self.k, "acceptance_length": self.acceptance_length,
                 "method": self.method, "sets": list(self.sets),
-                "uncertainty": None if u is None else u.to_json()}
+                "uncertainty": None if u is None else u.to_json(),
+                "values": [{"profile_set": e.profile_set,
+                            "acceptance_length": e.acceptance_length, "method": e.method,
+                            "uncertainty": None if e.uncertainty is None
+                            else e.uncertainty.to_json()} for e in self.entries]}
 
 
 @dataclass(frozen=True)
@@ -191,7 +227,7 @@ class Coverage:
     def marks(self) -> list[str]:
         """What each mark in the table means, for the marks that occur."""
         cells = [c for r in self.rows for c in r.cells]
-        methods = {c.method for c in cells if c.present}
+        methods = {e.method for c in cells for e in c.shown}
         out = [f"{m} {name}" for name, m in METHOD_MARKS.items() if name in methods]
         if any(c.shared for c in cells):
             out.append(f"{SHARED_MARK} held by several sets (resolve refuses it; pick with --set)")

@@ -51,8 +51,10 @@ def coverage(settings: Any, model: str | None, speculative_method: str | None,
     category; columns run from K 1 to the largest K stored. A cell shows its AL, or `-` where
     no set holds one (a run there is refused or falls back). Marks: c copied, a assumed,
     l literature, v vendor_spec (not measured); * held by several sets (a run there is a
-    conflict). --json lists every cell, present and missing (--nl: one row per line); --csv
-    prints one line per cell. --as-of TIME shows the grid of the registry as it was then.
+    conflict), each set's value shown where they differ (`4.07/4.02*`). --json lists every
+    cell, present and missing, each set's value in "values" (--nl: one row per line); --csv
+    prints one line per cell and value. --as-of TIME shows the grid of the registry as it was
+    then.
 
     \b
     Example:
@@ -83,7 +85,7 @@ def render_table(grid: Any, width: int | None = None) -> str:
     # Marks hang to the right of the numbers, so that the numbers of a column stay aligned.
     marks = [max((len(r.cells[i].marks) for r in grid.rows), default=0)
              for i in range(grid.max_k)]
-    body = [[*map(visible, r.key), *(_value(c) + c.marks.ljust(w)
+    body = [[*map(visible, r.key), *(c.value_text(readable) + c.marks.ljust(w)
                                      for c, w in zip(r.cells, marks))]
             for r in grid.rows]
     out = table_lines(head + ks, body, [False] * len(head) + [True] * len(ks), width)
@@ -94,13 +96,13 @@ def render_table(grid: Any, width: int | None = None) -> str:
     return "\n".join(out)
 
 
-def _value(cell: Any) -> str:
-    """The AL as the other tables print numbers (rounded for reading), or ``-``."""
-    return "-" if not cell.present else str(readable(cell.acceptance_length))
-
-
 def render_csv(grid: Any) -> str:
-    """One line per cell, the JSON's fields; sets space-separated, missing values empty, numbers
-    with every digit, as in every CSV (only tables round)."""
-    return csv_text(CSV_COLUMNS, ((*row.key, c.k, c.acceptance_length, c.method,
-                                   " ".join(c.sets)) for row in grid.rows for c in row.cells))
+    """One line per cell and value: a cell the sets agree on is one line (its sets
+    space-separated), one whose sets differ a line per set, a missing cell one line with empty
+    values; numbers with every digit, as in every CSV (only tables round)."""
+    def lines(c: Any) -> list[tuple[Any, ...]]:
+        if c.agreed:
+            return [(c.k, c.acceptance_length, c.method, " ".join(c.sets))]
+        return [(c.k, e.acceptance_length, e.method, e.profile_set) for e in c.entries]
+    return csv_text(CSV_COLUMNS, ((*row.key, *line) for row in grid.rows for c in row.cells
+                                  for line in lines(c)))

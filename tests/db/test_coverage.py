@@ -34,9 +34,12 @@ def expected_rows(stored: dict[tuple, dict[int, tuple]], keys: list[tuple], max_
     for key in keys:
         cells = []
         for k in range(1, max_k + 1):
-            al, method, sets = stored.get(key, {}).get(k, (None, None, []))
+            al, method, sets, *values = stored.get(key, {}).get(k, (None, None, []))
+            each = values[0] if values else [
+                {"profile_set": name, "acceptance_length": al, "method": method,
+                 "uncertainty": None} for name in sets]
             cells.append({"k": k, "acceptance_length": al, "method": method, "sets": sets,
-                          "uncertainty": None})
+                          "uncertainty": None, "values": each})
         rows.append(dict(zip(("model", "speculative_method", "thinking", "category"), key),
                          cells=cells))
     return rows
@@ -51,8 +54,13 @@ def test_json_lists_every_present_and_missing_cell(holes):
     stored = {
         ("m1", "eagle", "off", "coding"): {
             1: (1.8, "measured", ["alpha"]),
-            # Two sets hold K 2: the first by name gives the value, both are listed.
-            2: (2.4, "measured", ["alpha", "beta"]),
+            # Two sets hold K 2 with different values: no one value stands for the cell,
+            # and each set is credited with its own.
+            2: (None, None, ["alpha", "beta"], [
+                {"profile_set": "alpha", "acceptance_length": 2.4, "method": "measured",
+                 "uncertainty": None},
+                {"profile_set": "beta", "acceptance_length": 2.5, "method": "literature",
+                 "uncertainty": None}]),
             4: (3.1, "measured", ["alpha"]),
             6: (3.5, "copied", ["alpha"])},
         ("m1", "eagle", "on", "coding"): {2: (2.0, "assumed", ["alpha"])},
@@ -66,11 +74,11 @@ def test_json_lists_every_present_and_missing_cell(holes):
 def test_cells_know_their_marks(holes):
     cov = read_coverage(holes)
     row = {r.key: r for r in cov.rows}[("m1", "eagle", "off", "coding")]
-    assert [c.text() for c in row.cells] == ["1.8", "2.4*", "-", "3.1", "-", "3.5c"]
+    # Both sets' values at K 2, each with its method's mark: neither stands for the other.
+    assert [c.text() for c in row.cells] == ["1.8", "2.4/2.5l*", "-", "3.1", "-", "3.5c"]
     assert [c.k for c in row.cells if c.shared] == [2]
     assert cov.sets == ("alpha", "beta")
-    # Marks describe the values shown: beta's `literature` at K 2 is listed, not shown.
-    assert cov.marks() == ["c copied", "a assumed",
+    assert cov.marks() == ["c copied", "a assumed", "l literature",
                            "* held by several sets (resolve refuses it; pick with --set)"]
 
 
@@ -132,3 +140,20 @@ def test_the_seed(engine):
         (("glm-5.3", "mtp", "off", "coding"), ["-", "-", "-", "-", "-"]),
         (("glm-5.3", "mtp", "on", "coding"), ["-", "-", "2.99c", "-", "-"]),
     ]
+
+
+def test_sets_that_agree_show_one_value_and_sets_that_differ_show_each(engine, tmp_path):
+    """4.07 held by two sets is one value, marked shared; 4.07 against 4.02 is both values, in
+    the table and the JSON, each credited to its own set."""
+    importer.import_paths(engine, [
+        write_grid_set(tmp_path, "one", [("m", "x", 4, "off", "coding", 4.07),
+                                         ("m", "x", 5, "off", "coding", 4.07)]),
+        write_grid_set(tmp_path, "two", [("m", "x", 4, "off", "coding", 4.07),
+                                         ("m", "x", 5, "off", "coding", 4.02, "copied")])])
+    same, differ = next(r for r in read_coverage(engine).rows if r.thinking == "off").cells[3:]
+    assert (same.text(), differ.text()) == ("4.07*", "4.07/4.02c*")
+    assert same.to_json()["acceptance_length"] == 4.07 and same.agreed and not differ.agreed
+    got = differ.to_json()
+    assert (got["acceptance_length"], got["method"], got["sets"]) == (None, None, ["one", "two"])
+    assert [(v["profile_set"], v["acceptance_length"], v["method"]) for v in got["values"]] == [
+        ("one", 4.07, "measured"), ("two", 4.02, "copied")]

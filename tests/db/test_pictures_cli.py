@@ -61,15 +61,16 @@ def test_coverage_table_marks_and_alignment(holes):
     result = run(holes, "coverage", "--category", "coding")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
-        "model  speculative_method  thinking  category   k1    k2  k3   k4  k5    k6",
-        "-----  ------------------  --------  --------  ---  ----  --  ---  --  ----",
-        "m1     eagle               off       coding    1.8  2.4*   -  3.1   -  3.5c",
-        "m1     eagle               on        coding      -  2.0a   -    -   -    -",
-        "m2     mtp                 off       coding      -    -    -    -   -    -",
-        "m2     mtp                 on        coding      -    -    -    -   -    -",
+        # Both sets' values at K 2 (alpha measured 2.4, beta literature 2.5), marks hung right.
+        "model  speculative_method  thinking  category   k1         k2  k3   k4  k5    k6",
+        "-----  ------------------  --------  --------  ---  ---------  --  ---  --  ----",
+        "m1     eagle               off       coding    1.8  2.4/2.5l*   -  3.1   -  3.5c",
+        "m1     eagle               on        coding      -      2.0a    -    -   -    -",
+        "m2     mtp                 off       coding      -        -     -    -   -    -",
+        "m2     mtp                 on        coding      -        -     -    -   -    -",
         "",
-        "5 of 24 cells stored. Marks: c copied; a assumed; * held by several sets "
-        "(resolve refuses it; pick with --set)",
+        "5 of 24 cells stored. Marks: c copied; a assumed; l literature; * held by several "
+        "sets (resolve refuses it; pick with --set)",
     ]
 
 
@@ -80,27 +81,28 @@ def test_coverage_json_lists_every_cell(holes):
     assert [(r["thinking"], r["category"]) for r in rows] == [
         ("off", "chat"), ("off", "coding"), ("on", "chat"), ("on", "coding")]
     assert rows[2]["cells"] == [
-        {"k": 1, "acceptance_length": 1.9, "method": "measured", "sets": ["beta"],
-         "uncertainty": None},
-        {"k": 2, "acceptance_length": 2.6, "method": "measured", "sets": ["beta"],
-         "uncertainty": None},
-        {"k": 3, "acceptance_length": 3.0, "method": "measured", "sets": ["beta"],
-         "uncertainty": None},
+        {"k": k, "acceptance_length": al, "method": "measured", "sets": ["beta"],
+         "uncertainty": None, "values": [{"profile_set": "beta", "acceptance_length": al,
+                                          "method": "measured", "uncertainty": None}]}
+        for k, al in ((1, 1.9), (2, 2.6), (3, 3.0))
     ]
     assert all(c == {"k": c["k"], "acceptance_length": None, "method": None, "sets": [],
-                     "uncertainty": None}
+                     "uncertainty": None, "values": []}
                for r in rows if r is not rows[2] for c in r["cells"])
 
 
-def test_coverage_csv_is_one_line_per_cell(holes):
+def test_coverage_csv_is_one_line_per_cell_and_value(holes):
     result = run(holes, "coverage", "--set", "alpha", "--set", "beta", "--csv")
     assert result.exit_code == 0, result.output
     lines = list(csv.DictReader(io.StringIO(result.stdout)))
-    assert len(lines) == 8 * 6
-    shared = [r for r in lines if r["sets"] == "alpha beta"]
-    assert shared == [{"model": "m1", "speculative_method": "eagle", "thinking": "off",
-                       "category": "coding", "k": "2", "acceptance_length": "2.4",
-                       "method": "measured", "sets": "alpha beta"}]
+    # One line per cell, and one per set where the sets hold different values (m1 K 2).
+    assert len(lines) == 8 * 6 + 1
+    key = {"model": "m1", "speculative_method": "eagle", "thinking": "off",
+           "category": "coding", "k": "2"}
+    assert [r for r in lines if r["k"] == "2" and r["acceptance_length"]
+            and r["model"] == "m1" and r["thinking"] == "off"] == [
+        {**key, "acceptance_length": "2.4", "method": "measured", "sets": "alpha"},
+        {**key, "acceptance_length": "2.5", "method": "literature", "sets": "beta"}]
 
 
 def test_coverage_of_an_empty_selection_is_exit_1(holes):
