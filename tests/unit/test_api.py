@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import registry_db
 from tests.helpers import ROOT, SEED
 
@@ -101,3 +103,95 @@ def test_the_store_facade_lists_every_lazy_name_and_types_them():
     typed = {a.asname or a.name for node in ast.walk(source) if isinstance(node, ast.If)
              for sub in node.body if isinstance(sub, ast.ImportFrom) for a in sub.names}
     assert typed == set(store.__all__)
+
+
+# --- public names: the same objects in every import order -------------------------------------
+
+#: Ways a program may have imported the package before it reads ``registry_db.resolve``.
+IMPORT_ORDERS = {
+    "plain": "import registry_db",
+    "from": "from registry_db import resolve",
+    "subpackage first": "import registry_db.resolve.lookup\nimport registry_db",
+    "from the subpackage": "from registry_db.resolve import Request, plan\nimport registry_db",
+    "the command line": "from registry_db.cli import main\nimport registry_db",
+    "star": "from registry_db import *\nimport registry_db",
+    "the entry object": "from registry_db import Registry\nimport registry_db.resolve.batch",
+}
+
+_SAME_AFTER = """
+import importlib, sys
+import registry_db
+from registry_db import resolve as first
+from registry_db.resolve.plan import resolve as function
+importlib.import_module("registry_db.resolve.lookup")  # a subpackage imported once more
+import registry_db.resolve.deployment
+from registry_db import resolve as again
+assert first is again is registry_db.resolve is function, registry_db.resolve
+assert registry_db.resolve.__module__ == "registry_db.resolve.plan"
+assert type(sys.modules["registry_db.resolve"]).__name__ == "module"  # the subpackage is there
+assert set(registry_db.__all__) <= set(dir(registry_db))
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("order", sorted(IMPORT_ORDERS))
+def test_resolve_stays_the_function_whatever_was_imported_first(order):
+    script = IMPORT_ORDERS[order] + "\n" + _SAME_AFTER
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
+
+
+def test_the_resolver_can_be_called_twice_through_the_package(tmp_path):
+    """The issue's report: ``registry_db.resolve(...)`` worked once, then was the module."""
+    from registry_db import store
+    from registry_db.importing.write import import_paths
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    import_paths(engine := store.open_registry(url), [SEED])
+    engine.dispose()
+    script = (
+        "import registry_db\n"
+        f"e = registry_db.open_registry({url!r}, readonly=True)\n"
+        "q = registry_db.Request('deepseek-v4.1-flash', 'dspark', 5, thinking='off', "
+        "category='coding')\n"
+        "from registry_db import resolve\n"
+        "print(resolve(e, q).acceptance_length, resolve(e, q).acceptance_length, "
+        "registry_db.resolve(e, q).acceptance_length, registry_db.resolve(e, q).revision)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert (done.stdout, done.stderr) == ("4.07 4.07 4.07 1\n", "")
+
+
+def test_a_public_name_cannot_be_replaced_by_accident():
+    with pytest.raises(AttributeError, match="registry_db.resolve is the public resolve"):
+        registry_db.resolve = 1  # type: ignore[assignment]
+
+
+def test_every_public_name_that_is_a_subpackage_is_kept():
+    """A public name that is also a subpackage's name needs the package's property, or the
+    first import of the subpackage replaces it."""
+    from pathlib import Path
+
+    folder = Path(registry_db.__file__).parent
+    subpackages = {p.parent.name for p in folder.glob("*/__init__.py")}
+    subpackages |= {p.stem for p in folder.glob("*.py")}
+    assert {n for n in registry_db.__all__ if n in subpackages} == set(registry_db.SHADOWED)
+
+
+def test_the_public_names_are_typed(tmp_path):
+    """What a type checker sees: the real signatures, not the lazy facade's Any."""
+    snippet = tmp_path / "use.py"
+    snippet.write_text("import registry_db\nfrom registry_db import Registry, resolve\n"
+                       "reveal_type(resolve)\nreveal_type(registry_db.resolve_many)\n"
+                       "reveal_type(Registry(None).resolve)\n"
+                       "reveal_type(registry_db.Registry(None).profiles)\n")
+    # The project's own cache (as `mypy` from the checkout keeps it): warm, this takes seconds.
+    done = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", str(snippet)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    revealed = [line.split("Revealed type is ", 1)[1] for line in done.stdout.splitlines()
+                if "Revealed type is" in line]
+    assert len(revealed) == 4, done.stdout + done.stderr
+    assert all("Any" not in r.split("->")[-1] for r in revealed), revealed
+    assert revealed[0].endswith("-> registry_db.resolve.answer.Resolution\"")
+    assert revealed[3].endswith("-> list[registry_db.store.read.ProfileSummary]\"")
