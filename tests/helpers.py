@@ -1152,3 +1152,59 @@ class SharedRegistries:
     def close(self) -> None:
         for engine, _, _ in self._built.values():
             engine.dispose()
+
+
+# --- producers' own exposition --------------------------------------------------------------------
+
+def vllm_scrape(engines: dict[int, tuple[int, int, int, tuple[int, ...]]], *,
+                model: str = "example/model", created: float | None = None,
+                started: float | None = None, openmetrics: bool = False) -> str:
+    """A /metrics text as a vLLM server writes it: ``engines`` maps an engine index to its
+    (drafts, draft tokens, accepted tokens, accepted per position) counts.
+
+    The counters are registered as ``SpecDecodingProm`` registers them (vllm-project/vllm
+    ee4ceaae5953d367d8edd2132fd86d6c42506e1e, vllm/v1/spec_decode/metrics.py: a
+    ``prometheus_client.Counter`` per name with the logger's labelnames ``model_name`` and
+    ``engine``, ``position`` added for the per-position one, one child per engine made with
+    ``.labels``) and rendered by prometheus_client itself, so the ``_created`` samples are its
+    own; ``created`` fixes the time the children were made (else now). ``started`` adds the
+    process collector's ``process_start_time_seconds`` gauge (prometheus_client
+    process_collector.py) with that value.
+    """
+    from unittest import mock
+
+    import prometheus_client as pc
+    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
+
+    registry = pc.CollectorRegistry()
+    names = (("vllm:spec_decode_num_drafts", "Number of spec decoding drafts."),
+             ("vllm:spec_decode_num_draft_tokens", "Number of draft tokens."),
+             ("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens."))
+    with mock.patch("time.time", return_value=created) if created is not None \
+            else contextlib.nullcontext():
+        counters = [pc.Counter(name, doc, labelnames=["model_name", "engine"],
+                               registry=registry) for name, doc in names]
+        per_pos = pc.Counter("vllm:spec_decode_num_accepted_tokens_per_pos",
+                             "Accepted tokens per draft position.",
+                             labelnames=["model_name", "engine", "position"], registry=registry)
+        children = {idx: ([c.labels(model, str(idx)) for c in counters],
+                          [per_pos.labels(model, str(idx), str(p))
+                           for p in range(len(counts[3]))])
+                    for idx, counts in engines.items()}
+    for idx, (drafts, tokens, accepted, positions) in engines.items():
+        plain, by_pos = children[idx]
+        for child, value in zip(plain, (drafts, tokens, accepted)):
+            child.inc(value)
+        for child, value in zip(by_pos, positions):
+            child.inc(value)
+    if started is not None:
+        class Start:
+            def collect(self):
+                yield GaugeMetricFamily(
+                    "process_start_time_seconds",
+                    "Start time of the process since unix epoch in seconds.", value=started)
+
+        registry.register(Start())
+    render = openmetrics_latest if openmetrics else pc.generate_latest
+    return str(render(registry).decode("utf-8"))

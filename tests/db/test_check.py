@@ -353,6 +353,26 @@ def test_every_counter_source_is_told_from_its_counters(golden, files, model, me
     assert json.loads(result.stdout)["measured"]["acceptance_length"] == float(al)
 
 
+def test_a_restart_between_the_scrapes_is_refused_before_any_verdict(golden, tmp_path):
+    """The issue's scrapes: every counter higher, the counters made at two times; check used
+    to report a false drift (z = 6.6) from them."""
+    from tests.helpers import vllm_scrape
+
+    before, after = tmp_path / "before.prom", tmp_path / "after.prom"
+    before.write_text(vllm_scrape({0: (2000, 6000, 3000, (1400, 1000, 600))},
+                                  created=1796451477.54))
+    after.write_text(vllm_scrape({0: (40000, 120000, 61135, (29000, 19500, 12635))},
+                                 created=1796451479.07))
+    result = check(golden, str(after), "--before", str(before), *ON_CODING, "--json")
+    assert result.exit_code == 1
+    got = json.loads(result.stdout)
+    assert got["valid"] is False and {p["code"] for p in got["problems"]} == {"server_restarted"}
+    assert "1796451477.54" in got["problems"][0]["message"]
+    assert "1796451479.07" in got["problems"][0]["message"]
+    text = check(golden, str(after), "--before", str(before), *ON_CODING)
+    assert text.exit_code == 1 and "server restarted between the scrapes" in text.stderr
+
+
 @pytest.fixture
 def server():
     """A local HTTP server answering GET /metrics with after.prom, counting the requests."""

@@ -181,3 +181,56 @@ def test_cli_refusals_exit_1_with_file_and_line():
     result = run("ingest", "atom-metrics", BEFORE, "--before", AFTER, *ARGS)
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.startswith(f"{BEFORE}:15:1: atom:mtp_draft_tokens: every counter ")
+
+
+# --- before the exporter's first refresh -------------------------------------------------------
+
+def _unrefreshed_scrape() -> str:
+    """What ATOM's /metrics answers before its first refresh: ``_AtomMetricsCollector.collect``
+    (ROCm/ATOM 1b2be632623a0dd8d5d105eb82e83d85b5465d3e, atom/entrypoints/openai/metrics.py)
+    over the empty snapshot the exporter starts with, its MTP families as it builds them,
+    rendered by prometheus_client's ``generate_latest`` as ``AtomMetricsExporter.render`` does."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    class Collector:
+        def collect(self):
+            snapshot: dict = {}
+            metric = GaugeMetricFamily(
+                "atom:metrics_snapshot_available",
+                "Whether a runtime metrics snapshot has been collected successfully.")
+            metric.add_metric([], float(bool(snapshot.get("enabled", False))))
+            yield metric
+            mtp = snapshot.get("mtp", {})
+            for name, doc, value in (
+                    ("atom:mtp_draft_tokens", "Number of speculative draft tokens considered.",
+                     mtp.get("total_draft_tokens", 0)),
+                    ("atom:mtp_accepted_tokens", "Number of accepted speculative bonus tokens.",
+                     mtp.get("total_accepted_tokens", 0))):
+                metric = CounterMetricFamily(name, doc)
+                metric.add_metric([], float(value))
+                yield metric
+            distribution = CounterMetricFamily(
+                "atom:mtp_decode_steps",
+                "Number of speculative decode steps by accepted bonus-token count.",
+                labels=["accepted_tokens"])
+            for accepted, steps in sorted(mtp.get("distribution", {}).items()):
+                distribution.add_metric([str(accepted)], float(steps))
+            yield distribution
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector())
+    return generate_latest(registry).decode("utf-8")
+
+
+@pytest.mark.parametrize("which", ["after", "before"])
+def test_a_scrape_before_the_exporters_first_refresh_says_so(tmp_path, which):
+    text = _unrefreshed_scrape()
+    assert "atom:metrics_snapshot_available 0.0" in text
+    early = tmp_path / "early.prom"
+    early.write_text(text)
+    after, before = (str(early), BEFORE) if which == "after" else (AFTER, str(early))
+    (finding,) = refused(after=after, before=before)
+    assert finding.code == "no_snapshot_yet" and finding.file == str(early)
+    assert finding.line == 3 and "first runtime snapshot" in finding.message
+    assert "with MTP on" not in finding.message

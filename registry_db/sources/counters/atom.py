@@ -11,7 +11,11 @@ accepted (0..K), not the tokens it emitted. With c_n the steps that accepted n d
     p_i = Σ_{n ≥ i} c_n / Σ c_n      (exact: the whole distribution, not a bound)
 
 Its gauges (``atom:mtp_average_tokens_per_forward``, ``atom:mtp_acceptance_rate``) are not
-counts and are never read.
+counts and are never read. ``atom:metrics_snapshot_available`` is: before the exporter's first
+refresh (``AtomMetricsExporter.update``) it is 0 and every counter reads 0 whatever the engine
+counted, so such a scrape is refused. ATOM's exporter has its own registry and
+``CounterMetricFamily`` counters: no ``_created`` samples and no ``process_start_time_seconds``,
+so a restart between two scrapes shows only as a counter that went down.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ DRAFT_TOKENS, ACCEPTED, STEPS = ("atom:mtp_draft_tokens", "atom:mtp_accepted_tok
                                  "atom:mtp_decode_steps")
 COUNTERS = (DRAFT_TOKENS, ACCEPTED, STEPS)
 WHAT = "ATOM's /metrics"
+#: 1 once the exporter has a runtime snapshot; 0 before its first refresh.
+SNAPSHOT = "atom:metrics_snapshot_available"
 #: Text that only ATOM's scrape holds (both exposition formats' spellings; its gauges too, so
 #: that its reader says they are not counts).
 MARKERS = ("atom:mtp_", "atom_mtp_")
@@ -66,8 +72,18 @@ def measure(after: str, before: str | None, k: int, *, round_to: int | None = No
     ``text``: AFTER's text, already read). Raises :class:`InvalidInput` naming every problem;
     counters from several servers are one of them."""
     check_k(k)
-    scrape_after = parse_scrape(after, COUNTERS, WHAT, text)
-    scrape_before = parse_scrape(before, COUNTERS, WHAT) if before is not None else None
+    scrape_after = parse_scrape(after, COUNTERS, WHAT, text, levels=(SNAPSHOT,))
+    scrape_before = (parse_scrape(before, COUNTERS, WHAT, levels=(SNAPSHOT,))
+                     if before is not None else None)
+    unready = [problem(s.file, s.levels[SNAPSHOT][1], SNAPSHOT, "no_snapshot_yet",
+                       f"{SNAPSHOT} is 0: ATOM's exporter had not taken its first runtime "
+                       "snapshot when this was scraped, so every counter reads 0 whatever the "
+                       "engine counted; scrape again once it is 1 (after the server's first "
+                       "metrics refresh)")
+               for s in (scrape_after, scrape_before)
+               if s is not None and s.levels.get(SNAPSHOT, (1.0, 0))[0] == 0]
+    if unready:
+        raise InvalidInput(unready)
     tally = _tally(scrape_after, scrape_before, k)
     al, rates = acceptance(tally, k, round_to, scrape_after.file, STEPS)
     found = draft_token_findings(tally, k, al, (

@@ -3,7 +3,10 @@
 A scrape is parsed by ``prometheus_client``'s text parser (OpenMetrics too, whose sample names
 escape ``vllm:`` as ``vllm_``), and its lines are indexed once, so that every finding names its
 line without scanning the text again. Between two scrapes, a vanished series, a restart and
-swapped scrapes are told apart.
+swapped scrapes are told apart. A restart is seen from every signal a scrape carries: a
+counter's ``_created`` sample (the time ``prometheus_client`` made the series), the process's
+``process_start_time_seconds``, and a counter that went down; an exporter that writes none of
+the first two (ATOM's own registry, prometheus_client's multiprocess mode) is left with the last.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -24,6 +27,8 @@ Series = tuple[str, Labels]
 
 #: A Prometheus sample line's start: a metric name, then labels or a value.
 _METRIC_RE = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*(\{.*\})?[ \t]+([-+0-9.eE]+|[+-]?Inf|NaN)\b")
+#: The process collector's start time (seconds since the epoch), a restart signal.
+START_TIME = "process_start_time_seconds"
 #: Metric types that are not counts: a delta of a level measures nothing.
 NOT_COUNTS = frozenset({"gauge", "histogram", "gaugehistogram", "summary", "info", "stateset"})
 
@@ -42,6 +47,12 @@ class Scrape:
     series: dict[Series, float]
     lines: dict[Series, int]
     counter_lines: dict[str, int]
+    #: Each series' ``_created`` sample (when the exporter writes it) and its line.
+    created: dict[Series, tuple[float, int]] = field(default_factory=dict)
+    #: ``process_start_time_seconds`` by its labels, with its line.
+    started: dict[Labels, tuple[float, int]] = field(default_factory=dict)
+    #: The unlabelled gauges the reader asked for (``levels``), with their lines.
+    levels: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def line_of(self, counter: str, labels: Labels | None = None) -> int:
         """The line that writes the series (else the counter's first line; 0 if none)."""
@@ -52,13 +63,15 @@ class Scrape:
     def pick(self, keep: Callable[[Labels], bool]) -> Scrape:
         """The same scrape with only the series whose labels ``keep`` accepts."""
         return Scrape(self.file, {s: v for s, v in self.series.items() if keep(s[1])},
-                      self.lines, self.counter_lines)
+                      self.lines, self.counter_lines,
+                      {s: v for s, v in self.created.items() if keep(s[1])}, self.started,
+                      self.levels)
 
 
 def parse_scrape(location: str, counters: Iterable[str], what: str,
-                 text: str | None = None) -> Scrape:
+                 text: str | None = None, levels: Iterable[str] = ()) -> Scrape:
     """Read and parse the scrape at ``location`` (``text``: its text, already read), keeping
-    the samples of ``counters``.
+    the samples of ``counters``, the restart signals, and the gauges named in ``levels``.
 
     ``what`` names the endpoint in messages (``vLLM's /metrics``). Raises
     :class:`InvalidInput` for text that is not Prometheus format, a series written twice, a
@@ -70,9 +83,11 @@ def parse_scrape(location: str, counters: Iterable[str], what: str,
     if text is None:
         text = read_input(location)
     wanted = {_base(c): c for c in counters}
+    gauges = {_base(g): g for g in levels}
     lines: dict[Series, int] = {}
     counter_lines: dict[str, int] = {}
     type_lines: dict[str, int] = {}
+    extra_lines: dict[str, list[int]] = {}  # _created and start-time samples, in order
     for at, line in enumerate(text.splitlines(), start=1):
         if line.startswith("#"):
             parts = line.split()
@@ -82,6 +97,9 @@ def parse_scrape(location: str, counters: Iterable[str], what: str,
         head = line.split("{", 1)[0].split()
         counter = wanted.get(_base(head[0])) if head else None
         if counter is None:
+            if head and (head[0] == START_TIME or _base(head[0]) in gauges
+                         or _created_of(head[0], wanted)):
+                extra_lines.setdefault(head[0], []).append(at)
             continue
         counter_lines.setdefault(counter, at)
         try:  # only the counters' own lines, each once: the index stays linear in the text
@@ -98,6 +116,17 @@ def parse_scrape(location: str, counters: Iterable[str], what: str,
 
     series: dict[Series, float] = {}
     declared: dict[str, str] = {}
+    created: dict[Series, tuple[float, int]] = {}
+    started: dict[Labels, tuple[float, int]] = {}
+    found_levels: dict[str, tuple[float, int]] = {}
+    seen: dict[str, int] = {}
+
+    def line_of_extra(name: str) -> int:
+        at = seen.get(name, 0)
+        seen[name] = at + 1
+        found = extra_lines.get(name, [])
+        return found[at] if at < len(found) else 0
+
     try:
         for family in text_string_to_metric_families(text):
             if family.type not in ("unknown", "untyped"):
@@ -105,6 +134,16 @@ def parse_scrape(location: str, counters: Iterable[str], what: str,
             for sample in family.samples:
                 counter = wanted.get(_base(sample.name))
                 if counter is None:
+                    labels = tuple(sorted(sample.labels.items()))
+                    of = _created_of(sample.name, wanted)
+                    if of is not None:
+                        created[(of, labels)] = (float(sample.value),
+                                                 line_of_extra(sample.name))
+                    elif sample.name == START_TIME:
+                        started[labels] = (float(sample.value), line_of_extra(sample.name))
+                    elif _base(sample.name) in gauges and not labels:
+                        found_levels[gauges[_base(sample.name)]] = (
+                            float(sample.value), line_of_extra(sample.name))
                     continue
                 key = (counter, tuple(sorted(sample.labels.items())))
                 shown = f"{sample.name}{sample.labels}"
@@ -120,14 +159,64 @@ def parse_scrape(location: str, counters: Iterable[str], what: str,
     except ValueError as exc:
         raise fail(0, "", "not_prometheus_text",
                    f"not Prometheus text format ({exc}); give a scrape of {what}") from None
-    gauges = [problem(file, type_lines.get(c, counter_lines.get(c, 0)), c, "not_a_counter",
+    declared_gauges = [problem(file, type_lines.get(c, counter_lines.get(c, 0)), c, "not_a_counter",
                       f"{c} is declared a {declared[_base(c)]} (# TYPE); a {declared[_base(c)]}"
                       " is a level, not a count, and a delta of it counts nothing; scrape "
                       f"{what}, whose {c}_total is a counter")
               for c in wanted.values() if declared.get(_base(c)) in NOT_COUNTS]
-    if gauges:
-        raise InvalidInput(gauges)
-    return Scrape(file, series, lines, counter_lines)
+    if declared_gauges:
+        raise InvalidInput(declared_gauges)
+    return Scrape(file, series, lines, counter_lines, created, started, found_levels)
+
+
+def _created_of(name: str, wanted: dict[str, str]) -> str | None:
+    """The counter whose ``_created`` sample ``name`` is (either format's spelling), else None."""
+    if not name.endswith("_created"):
+        return None
+    return wanted.get(_base(name[:-len("_created")]))
+
+
+def when(seconds: float) -> str:
+    """A Unix time as the scrape writes it and in UTC: ``1796451477.54 (2026-12-05 08:17:57
+    UTC)``."""
+    from datetime import UTC, datetime
+
+    try:
+        shown_at = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return repr(seconds)
+    return f"{seconds!r} ({shown_at})"
+
+
+def restarts(after: Scrape, before: Scrape) -> list[Finding]:
+    """A finding for each restart signal that differs between BEFORE and AFTER: the process's
+    start time, and (the first series of each counter whose) ``_created`` time changed. Both
+    times are named: counts across a restart mix two server runs."""
+    found: list[Finding] = []
+    hint = ("counts across a restart mix two server runs; take both scrapes from one server "
+            "run (scrape BEFORE again after the restart)")
+    for labels, (then, then_at) in sorted(before.started.items()):
+        now = after.started.get(labels)
+        if now is not None and now[0] != then:
+            found.append(problem(
+                after.file, now[1], START_TIME, "server_restarted",
+                f"the server restarted between the scrapes: {START_TIME} is {when(then)} in "
+                f"BEFORE ({before.file}:{then_at}) and {when(now[0])} in AFTER; {hint}"))
+    reported: set[str] = set()
+    for key, (then, then_at) in sorted(before.created.items()):
+        now = after.created.get(key)
+        if now is None or now[0] == then or key[0] in reported:
+            continue
+        reported.add(key[0])
+        name, labels = key
+        inner = ",".join(f'{n}="{v}"' for n, v in labels)
+        series = f"{name}_created{{{inner}}}" if inner else f"{name}_created"
+        found.append(problem(
+            after.file, now[1], name, "server_restarted",
+            f"the server restarted between the scrapes: {series} (when the counter was made) "
+            f"is {when(then)} in BEFORE ({before.file}:{then_at}) and {when(now[0])} in AFTER; "
+            f"{hint}"))
+    return found
 
 
 def shown(series: Series) -> str:
@@ -180,7 +269,8 @@ def deltas(after: Scrape, before: Scrape | None, skip: AbstractSet[str] = frozen
     sums = {key: Fraction(value) for key, value in after.series.items()}
     if before is None:
         return sums, []
-    found: list[Finding] = []
+    found: list[Finding] = restarts(after, before)
+    restarted = bool(found)
     down: list[tuple[Series, float, float]] = []
     grew = False
     for key, then in before.series.items():
@@ -197,7 +287,7 @@ def deltas(after: Scrape, before: Scrape | None, skip: AbstractSet[str] = frozen
         else:
             grew = grew or now > then
             sums[key] = Fraction(now) - Fraction(then)
-    if down and not grew:
+    if down and not grew and not restarted:
         key, then, now = down[0]
         found.append(problem(after.file, after.line_of(*key), key[0], "scrapes_swapped",
                              f"every counter that changed went down ({shown(key)} from "
