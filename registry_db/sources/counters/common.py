@@ -3,8 +3,11 @@ lines, the exact arithmetic, and the measured profile with its counts (Prometheu
 :mod:`registry_db.sources.counters.scrape`'s).
 
 An input is a file, ``-`` (stdin) or an ``http(s)://`` URL, read whole within
-:data:`MAX_INPUT_BYTES`. Counts stay exact (fractions of the counts) until the profile is
-built: AL and the rates are the nearest floats of the exact values, rounded only when asked.
+:data:`MAX_INPUT_BYTES`; a fetch finishes within :data:`FETCH_TIMEOUT` in all, follows
+redirects only to ``http(s)://``, and a URL is named everywhere (messages, the recorded
+source) without its secrets (:func:`redact`). Counts stay exact (fractions of the counts) until
+the profile is built: AL and the rates are the nearest floats of the exact values, rounded only
+when asked.
 """
 
 from __future__ import annotations
@@ -30,8 +33,15 @@ from registry_db.sources.ingested import Ingested, rendered, safe_name, spec_pro
 
 #: The most an input may hold: a scrape of a server with many engines is a few MB.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
-#: How long a fetch of an ``http(s)://`` input may wait for the server, in seconds.
+#: How long a fetch of an ``http(s)://`` input may take in all (connect, headers, body), in
+#: seconds: a deadline, not a per-read timeout, so a server that drips bytes cannot hold it.
 FETCH_TIMEOUT = 30.0
+#: Query parameters whose values are secrets (compared lower-cased, ``-`` as ``_``).
+SECRET_PARAMS = frozenset({
+    "password", "passwd", "pass", "pwd", "token", "access_token", "auth_token", "id_token",
+    "refresh_token", "api_key", "apikey", "key", "secret", "client_secret", "auth",
+    "authorization", "signature", "sig", "x_amz_signature", "x_amz_credential",
+    "x_amz_security_token", "credential", "session", "sessionid"})
 
 #: The flag each profile field comes from, to name it when the spec refuses its value.
 FLAGS = {"name": "--name", "model": "--model", "speculative_method": "--method",
@@ -104,8 +114,38 @@ def check_k(k: int) -> None:
 # --- reading an input ---------------------------------------------------------------------------
 
 def label(location: str) -> str:
-    """How findings name an input: its path or URL, ``<stdin>`` for ``-``."""
-    return "<stdin>" if location == "-" else location
+    """How findings and the recorded source name an input: its path, its URL without secrets
+    (:func:`redact`), ``<stdin>`` for ``-``."""
+    if location == "-":
+        return "<stdin>"
+    return redact(location) if location.startswith(("http://", "https://")) else location
+
+
+def redact(url: str) -> str:
+    """``url`` without its secrets: the user and password of ``user:pw@host`` dropped, and the
+    values of secret query parameters (:data:`SECRET_PARAMS`, or any name holding ``token``,
+    ``secret`` or ``password``) written as ``REDACTED``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:  # a URL urllib cannot split is shown only by its scheme
+        return url.split(":", 1)[0] + "://(a URL that cannot be parsed)"
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
+    query = "&".join(_redact_pair(pair) for pair in parts.query.split("&")) \
+        if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment and "REDACTED"))
+
+
+def _redact_pair(pair: str) -> str:
+    from urllib.parse import unquote_plus
+
+    name, eq, _ = pair.partition("=")
+    key = unquote_plus(name).lower().replace("-", "_")
+    secret = key in SECRET_PARAMS or any(w in key for w in ("token", "secret", "password"))
+    return f"{name}=REDACTED" if eq and secret else pair
 
 
 def read_input(location: str) -> str:
@@ -141,25 +181,113 @@ def read_input(location: str) -> str:
 
 
 def _fetch(url: str, limit: int, fail: Callable[[str, str], InvalidInput]) -> bytes:
+    """The body at ``url``, fetched on a worker thread that the caller stops waiting for at
+    the deadline: every step of urllib (connect, each header line, each read) has only a
+    per-call timeout, so no setting bounds the whole."""
+    import threading
+    import time
+
+    deadline = FETCH_TIMEOUT  # read at each call: tests lower it
+    outcome: list[bytes | InvalidInput] = []
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome.append(_fetch_body(url, limit, fail, stop, time.monotonic() + deadline))
+        except InvalidInput as exc:
+            outcome.append(exc)
+        except Exception as exc:  # anything urllib raises is one line about the fetch
+            outcome.append(fail("fetch_failed", f"cannot fetch it: {_no_secrets(str(exc))}"))
+
+    worker = threading.Thread(target=work, name="registry-fetch", daemon=True)
+    worker.start()
+    worker.join(deadline)
+    stop.set()  # the worker stops at its next read if it is still going
+    if not outcome:
+        raise fail("fetch_failed", f"no complete answer within {deadline:g} s (the limit on a "
+                                   "whole fetch); is the server up and answering?")
+    result = outcome[0]
+    if isinstance(result, InvalidInput):
+        raise result
+    return result
+
+
+def _userinfo(url: str) -> tuple[str, str | None]:
+    """``url`` without ``user:pw@``, and those as HTTP basic credentials (None without)."""
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+    return urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment)), token
+
+
+def _no_secrets(text: str) -> str:
+    """``text`` with every URL in it redacted (a message urllib wrote may quote one)."""
+    import re
+
+    return re.sub(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+", lambda m: redact(m.group(0)), text)
+
+
+def _fetch_body(url: str, limit: int, fail: Callable[[str, str], InvalidInput],
+                stop: Any, deadline: float) -> bytes:
+    import time
     import urllib.error
     import urllib.request
 
-    request = urllib.request.Request(url, headers={
+    class HttpOnly(urllib.request.HTTPRedirectHandler):
+        # urllib follows http, https and ftp; only http(s) is promised.
+        def http_error_302(self, req: Any, fp: Any, code: int, msg: str, headers: Any
+                           ) -> Any:
+            from urllib.parse import urljoin, urlsplit
+
+            newurl = headers.get("location") or headers.get("uri")
+            if newurl is not None:
+                target = urljoin(req.full_url, newurl)
+                if urlsplit(target).scheme.lower() not in ("http", "https"):
+                    raise fail("fetch_failed", f"the server redirected to {redact(target)}; "
+                                               "only http:// and https:// are followed")
+            return super().http_error_302(req, fp, code, msg, headers)
+
+        http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+    opener = urllib.request.build_opener(HttpOnly)
+    headers = {
         # Prometheus text, not OpenMetrics, and JSON for TensorRT-LLM's /metrics.
-        "Accept": "text/plain;version=0.0.4;q=1, application/json;q=0.9, */*;q=0.1"})
+        "Accept": "text/plain;version=0.0.4;q=1, application/json;q=0.9, */*;q=0.1"}
+    url, credentials = _userinfo(url)
+    if credentials is not None:  # urllib cannot send user:pw@ itself: HTTP basic auth
+        headers["Authorization"] = f"Basic {credentials}"
+    request = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as response:
-            return bytes(response.read(limit + 1))
+        with opener.open(request, timeout=FETCH_TIMEOUT) as response:
+            chunks: list[bytes] = []
+            size = 0
+            while size <= limit:
+                if stop.is_set() or time.monotonic() >= deadline:  # never a partial body
+                    raise fail("fetch_failed", "the answer did not end within "
+                                               f"{FETCH_TIMEOUT:g} s (the limit on a whole fetch)")
+                chunk = response.read1(min(65536, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks)
     except urllib.error.HTTPError as exc:
-        raise fail("fetch_failed", f"the server answered HTTP {exc.code} {exc.reason}") from None
+        raise fail("fetch_failed", f"the server answered HTTP {exc.code} "
+                                   f"{_no_secrets(str(exc.reason))}") from None
     except urllib.error.URLError as exc:
         why = getattr(exc.reason, "strerror", None) or exc.reason
-        raise fail("fetch_failed", f"cannot fetch it: {why}; is the server up at that "
-                                   "address?") from None
+        raise fail("fetch_failed", f"cannot fetch it: {_no_secrets(str(why))}; is the server "
+                                   "up at that address?") from None
     except (TimeoutError, OSError) as exc:
         why = f"no answer within {FETCH_TIMEOUT:g} s" if isinstance(
             exc, TimeoutError) else (exc.strerror or exc)
-        raise fail("fetch_failed", f"cannot fetch it: {why}") from None
+        raise fail("fetch_failed", f"cannot fetch it: {_no_secrets(str(why))}") from None
 
 
 # --- JSON inputs ----------------------------------------------------------------------------------
