@@ -1208,3 +1208,44 @@ def vllm_scrape(engines: dict[int, tuple[int, int, int, tuple[int, ...]]], *,
         registry.register(Start())
     render = openmetrics_latest if openmetrics else pc.generate_latest
     return str(render(registry).decode("utf-8"))
+
+
+def vllm_bench_result(before: tuple[int, int, int, tuple[int, ...]],
+                      after: tuple[int, int, int, tuple[int, ...]]) -> dict:
+    """The spec_decode_* part of a ``vllm bench serve --save-result`` JSON, with vLLM's field
+    names and arithmetic (vllm-project/vllm 009e6d4a, vllm/benchmarks/serve.py: the deltas of
+    the server's counters between two scrapes, ``delta_pos / delta_drafts`` per position,
+    ``1 + delta_accepted / delta_drafts``, ``delta_accepted / delta_draft_tokens * 100``), and
+    the result's first keys as ``main_async`` writes them."""
+    drafts, tokens, accepted = (a - b for a, b in zip(after[:3], before[:3]))
+    rates = [(a - b) / drafts for a, b in zip(after[3], before[3])]
+    return {"date": "20261205-083000", "endpoint_type": "openai-chat", "backend": "openai-chat",
+            "label": None, "model_id": "example/model", "tokenizer_id": "example/model",
+            "num_prompts": 80, "request_rate": "inf", "burstiness": 1.0,
+            "max_concurrency": 8, "duration": 312.5, "completed": 80, "failed": 0,
+            "spec_decode_acceptance_rate": (accepted / tokens) * 100,
+            "spec_decode_acceptance_length": 1 + accepted / drafts,
+            "spec_decode_num_drafts": int(drafts), "spec_decode_draft_tokens": int(tokens),
+            "spec_decode_accepted_tokens": int(accepted),
+            "spec_decode_per_position_acceptance_rates": rates}
+
+
+def vllm_log_line(accepted: int, drafted: int, drafts: int, per_position: tuple[int, ...],
+                  prefix: str = "(APIServer pid=7) INFO 12-05 08:30:01 [metrics.py:101] ") -> str:
+    """One interval's line as ``SpecDecodingLogging.log`` formats it (vllm-project/vllm
+    ee4ceaae5953d367d8edd2132fd86d6c42506e1e, vllm/v1/spec_decode/metrics.py: its format
+    string and arguments, the rates ``f"{p:.3f}"`` joined by ", "), after a logging prefix."""
+    elapsed = 10.0
+    rates_str = ", ".join(f"{n / drafts:.3f}" for n in per_position)
+    # vLLM's logger formats its %-string with these arguments; so does the test
+    message = ("SpecDecoding metrics: "  # noqa: UP031
+               "Mean acceptance length: %.2f, "
+               "Accepted throughput: %.2f tokens/s, "
+               "Drafted throughput: %.2f tokens/s, "
+               "Accepted: %d tokens, "
+               "Drafted: %d tokens, "
+               "Per-position acceptance rate: %s, "
+               "Avg Draft acceptance rate: %.1f%%") % (
+        1 + (accepted / drafts), accepted / elapsed, drafted / elapsed, accepted, drafted,
+        rates_str, accepted / drafted * 100 if drafted > 0 else float("nan"))
+    return prefix + message

@@ -283,6 +283,61 @@ def atom_metrics(after: str, before: str | None, out: str, as_json: bool,
     _finish(read_atom_metrics(after, before, facts, **options), out, as_json)
 
 
+@ingest.command("vllm-bench")
+@click.argument("path", metavar="RESULT.json")
+@click.option("--result", "run_index", type=click.IntRange(min=1), metavar="N",
+              help="Which result of an --append-result file to read (1 is the first).")
+@_counter_flags
+@handle_errors
+def vllm_bench(path: str, run_index: int | None, out: str, as_json: bool,
+               **flags: Any) -> None:
+    """Read a `vllm bench serve --save-result` JSON into a measured profile, exact per position.
+
+    The benchmark scrapes the server's /metrics around the run and writes the deltas:
+    spec_decode_num_drafts, spec_decode_draft_tokens, spec_decode_accepted_tokens and
+    spec_decode_per_position_acceptance_rates (each a count over the drafts, recovered
+    exactly). AL = 1 + accepted / drafts. A result without spec_decode_* fields, a negative
+    count (the server restarted), or rates that are no counts over the drafts are refused.
+    RESULT.json may be - (stdin).
+
+    \b
+    Example:
+        vllm bench serve ... --save-result --result-filename run.json
+        registry ingest vllm-bench run.json --model example-model --method eagle3 --k 3 \\
+            --thinking off --category coding --hardware b300 \\
+            --engine-image vllm/vllm-openai:v0.22.0 --temperature 0.6 -o acceptance/m.yaml
+    """
+    from registry_db.sources.counters.vllm_bench import read_vllm_bench
+
+    facts, options = _facts(flags, out, as_json)
+    _finish(read_vllm_bench(path, facts, run=run_index, **options), out, as_json)
+
+
+@ingest.command("vllm-log")
+@click.argument("path", metavar="SERVER.log")
+@_counter_flags
+@handle_errors
+def vllm_log(path: str, out: str, as_json: bool, **flags: Any) -> None:
+    """Read vLLM's server log (its "SpecDecoding metrics:" lines) into a measured profile.
+
+    Each line is one logging interval: its Accepted and Drafted tokens are summed. The line
+    counts no drafts, so drafts = drafted tokens / K, exact when every step drafts K tokens;
+    an interval whose printed mean acceptance length disagrees is refused, as is a log that
+    holds a second server start between its lines. Per-position rates are given when the
+    3-decimal rates single out their counts. SERVER.log may be - (stdin).
+
+    \b
+    Example:
+        registry ingest vllm-log server.log --model example-model --method mtp --k 3 \\
+            --thinking on --category coding --hardware b300 \\
+            --engine-image vllm/vllm-openai:v0.22.0 --temperature 1.0 -o acceptance/m.yaml
+    """
+    from registry_db.sources.counters.vllm_log import read_vllm_log
+
+    facts, options = _facts(flags, out, as_json)
+    _finish(read_vllm_log(path, facts, **options), out, as_json)
+
+
 @ingest.command("sglang")
 @click.argument("path", metavar="FILE.jsonl")
 @_counter_flags

@@ -38,6 +38,8 @@ SOURCES: dict[str, str] = {
     "profile-set": "registry_db.sources.profile_set",
     "inferencex": "registry_db.sources.inferencex.read",
     "vllm-metrics": "registry_db.sources.counters.vllm",
+    "vllm-bench": "registry_db.sources.counters.vllm_bench",
+    "vllm-log": "registry_db.sources.counters.vllm_log",
     "atom-metrics": "registry_db.sources.counters.atom",
     "sglang": "registry_db.sources.counters.sglang",
     "trtllm-stats": "registry_db.sources.counters.trtllm",

@@ -22,6 +22,8 @@ COUNTER_SOURCES: dict[str, str] = {
     "atom": "registry_db.sources.counters.atom",
     "sglang": "registry_db.sources.counters.sglang",
     "trtllm": "registry_db.sources.counters.trtllm",
+    "vllm-bench": "registry_db.sources.counters.vllm_bench",
+    "vllm-log": "registry_db.sources.counters.vllm_log",
 }
 
 
