@@ -71,7 +71,15 @@ def measure(after: str, before: str | None, k: int, *, round_to: int | None = No
     """The run's counts, exact per position, from two scrapes (files, ``-`` or URLs;
     ``text``: AFTER's text, already read). Raises :class:`InvalidInput` naming every problem;
     counters from several servers are one of them."""
+    from registry_db.sources.counters.common import read_input
+    from registry_db.sources.counters.forms import seen
+
     check_k(k)
+    if text is None:
+        text = read_input(after)
+    other = seen(text, MARKERS)
+    if other is not None:
+        raise InvalidInput([problem(label(after), 0, "", "another_form", other)])
     scrape_after = parse_scrape(after, COUNTERS, WHAT, text, levels=(SNAPSHOT,))
     scrape_before = (parse_scrape(before, COUNTERS, WHAT, levels=(SNAPSHOT,))
                      if before is not None else None)

@@ -34,8 +34,15 @@ def _module(name: str) -> Any:
 def detect(file: str, text: str) -> str:
     """The counter source whose counters ``text`` holds; :class:`InvalidInput` naming what was
     looked for when none (or several) do."""
+    from registry_db.sources.counters.forms import seen
+
     found = [name for name in COUNTER_SOURCES
              if any(marker in text for marker in _module(name).MARKERS)]
+    if "ray_vllm_spec_decode" in text and found == ["vllm"]:
+        # Ray's re-export holds vLLM's names inside its own: not vLLM's scrape
+        message = seen(text, ())
+        assert message is not None
+        raise InvalidInput([problem(file, 0, "", "another_form", message)])
     if len(found) == 1:
         return found[0]
     if found:

@@ -73,6 +73,7 @@ def measure(after: str, before: str | None, k: int, *, model_name: str | None = 
     read). Raises :class:`InvalidInput` naming every problem of the counters; the
     adaptive-verification notice and mixed servers are warnings in the result."""
     check_k(k)
+    text = _own_form(after, text)
     scrape_after = parse_scrape(after, COUNTERS, WHAT, text)
     scrape_before = parse_scrape(before, COUNTERS, WHAT) if before is not None else None
     warnings = mixed_servers(scrape_after, "warning")
@@ -103,6 +104,22 @@ def read_vllm_metrics(after: str, before: str | None, facts: Facts, *,
     return measured_set(facts, tally, m.acceptance_length, m.rates,
                         default_source=f"vLLM /metrics: {m.where}", name=name,
                         default_name=stem(after), warnings=list(m.warnings), settings=settings)
+
+
+def _own_form(location: str, text: str | None) -> str:
+    """The text at ``location``, refused naming its form when it is another producer's (Ray's
+    re-export holds ``vllm_spec_decode_`` inside ``ray_vllm_spec_decode_``: told apart)."""
+    from registry_db.sources.counters.common import read_input
+    from registry_db.sources.counters.forms import seen
+
+    if text is None:
+        text = read_input(location)
+    own = text if "ray_vllm_spec_decode" not in text else "\n".join(
+        line for line in text.splitlines() if "ray_vllm_spec_decode" not in line)
+    other = seen(text, MARKERS) if not any(m in own for m in MARKERS) else None
+    if other is not None:
+        raise InvalidInput([problem(label(location), 0, "", "another_form", other)])
+    return text
 
 
 def read(paths: Iterable[str | os.PathLike], *, facts: Facts, before: str | None = None,
