@@ -209,6 +209,23 @@ def _facts(flags: dict[str, Any], out: str, as_json: bool) -> tuple[Any, dict[st
     return Facts(sampling=sampling, **flags), options
 
 
+def _local_source(facts: Any, *inputs: str | None) -> list[Any]:
+    """A warning when the recorded source would be an absolute path of this machine (no
+    --source given): nobody else can open it, so the profile's origin is lost once shared."""
+    from registry_db.sources.counters.common import problem
+
+    if facts.source is not None:
+        return []
+    local = [i for i in inputs if i is not None and i != "-"
+             and not i.startswith(("http://", "https://")) and Path(i).is_absolute()]
+    if not local:
+        return []
+    return [problem(local[0], 0, "provenance.source", "local_source",
+                    f"the profile's provenance.source will name {', '.join(local)}, a path on "
+                    "this machine that no one else can open; give --source with where the "
+                    "counts can be found (a URL, an artifact, a CI run)", severity="warning")]
+
+
 def _scrapes(after: str, before: str | None) -> None:
     if after == "-" and before == "-":
         raise click.UsageError("AFTER and --before cannot both be - (stdin holds one scrape)")
@@ -251,7 +268,7 @@ def vllm_metrics(after: str, before: str | None, out: str, model_name: str | Non
     facts, options = _facts(flags, out, as_json)
     _scrapes(after, before)
     _finish(read_vllm_metrics(after, before, facts, model_name=model_name, **options), out,
-            as_json)
+            as_json, _local_source(facts, after, before))
 
 
 @ingest.command("atom-metrics")
@@ -280,7 +297,8 @@ def atom_metrics(after: str, before: str | None, out: str, as_json: bool,
 
     facts, options = _facts(flags, out, as_json)
     _scrapes(after, before)
-    _finish(read_atom_metrics(after, before, facts, **options), out, as_json)
+    _finish(read_atom_metrics(after, before, facts, **options), out, as_json,
+            _local_source(facts, after, before))
 
 
 @ingest.command("vllm-bench")
@@ -310,7 +328,8 @@ def vllm_bench(path: str, run_index: int | None, out: str, as_json: bool,
     from registry_db.sources.counters.vllm_bench import read_vllm_bench
 
     facts, options = _facts(flags, out, as_json)
-    _finish(read_vllm_bench(path, facts, run=run_index, **options), out, as_json)
+    _finish(read_vllm_bench(path, facts, run=run_index, **options), out, as_json,
+            _local_source(facts, path))
 
 
 @ingest.command("vllm-log")
@@ -335,7 +354,7 @@ def vllm_log(path: str, out: str, as_json: bool, **flags: Any) -> None:
     from registry_db.sources.counters.vllm_log import read_vllm_log
 
     facts, options = _facts(flags, out, as_json)
-    _finish(read_vllm_log(path, facts, **options), out, as_json)
+    _finish(read_vllm_log(path, facts, **options), out, as_json, _local_source(facts, path))
 
 
 @ingest.command("sglang")
@@ -359,7 +378,7 @@ def sglang(path: str, out: str, as_json: bool, **flags: Any) -> None:
     from registry_db.sources.counters.sglang import read_sglang
 
     facts, options = _facts(flags, out, as_json)
-    _finish(read_sglang(path, facts, **options), out, as_json)
+    _finish(read_sglang(path, facts, **options), out, as_json, _local_source(facts, path))
 
 
 @ingest.command("trtllm-stats")
@@ -384,7 +403,8 @@ def trtllm_stats(path: str, out: str, as_json: bool, **flags: Any) -> None:
     from registry_db.sources.counters.trtllm import read_trtllm_stats
 
     facts, options = _facts(flags, out, as_json)
-    _finish(read_trtllm_stats(path, facts, **options), out, as_json)
+    _finish(read_trtllm_stats(path, facts, **options), out, as_json,
+            _local_source(facts, path))
 
 
 def _json_needs_a_file(as_json: bool, out: str) -> None:
@@ -394,11 +414,13 @@ def _json_needs_a_file(as_json: bool, out: str) -> None:
                                "YAML; give -o DIR or -o FILE.yaml")
 
 
-def _finish(result: Any, out: str, as_json: bool = False) -> None:
-    """Write the sets; report warnings and what was written (text on stderr, or --json)."""
+def _finish(result: Any, out: str, as_json: bool = False, extra: list[Any] | None = None
+            ) -> None:
+    """Write the sets; report warnings (the reader's, then ``extra``) and what was written
+    (text on stderr, or --json)."""
     from registry_db.sources.ingested import write
 
-    warnings = list(result.warnings)
+    warnings = list(result.warnings) + list(extra or ())
     misnamed = _name_not_file(result, out)
     if misnamed is not None:
         warnings.append(misnamed)

@@ -75,7 +75,20 @@ def test_vllm_json_names_the_set_and_the_adaptive_warning(tmp_path):
     assert result.exit_code == 0, result.output
     got = json.loads(result.stdout)
     assert got["sets"] == [{"name": "m", "file": str(out), "profiles": 1}]
-    assert [w["code"] for w in got["warnings"]] == ["draft_tokens_not_k_drafts"]
+    assert [w["code"] for w in got["warnings"]] == ["draft_tokens_not_k_drafts", "local_source"]
+
+
+def test_an_absolute_path_as_the_source_warns_and_a_given_source_does_not(tmp_path):
+    out = tmp_path / "m.yaml"
+    result = run("ingest", "vllm-metrics", VLLM / "after.prom", "--before",
+                 VLLM / "before.prom", *FACTS, "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    (warning,) = json.loads(result.stdout)["warnings"]
+    assert warning["code"] == "local_source" and warning["severity"] == "warning"
+    assert str(VLLM / "after.prom") in warning["message"] and "--source" in warning["message"]
+    given = run("ingest", "vllm-metrics", VLLM / "after.prom", *FACTS, "--source",
+                "https://ci.example/1/after.prom", "-o", tmp_path / "n.yaml", "--json")
+    assert json.loads(given.stdout)["warnings"] == []
 
 
 def test_vllm_flags_reach_the_profile(tmp_path):
