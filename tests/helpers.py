@@ -1249,3 +1249,45 @@ def vllm_log_line(accepted: int, drafted: int, drafts: int, per_position: tuple[
         1 + (accepted / drafts), accepted / elapsed, drafted / elapsed, accepted, drafted,
         rates_str, accepted / drafted * 100 if drafted > 0 else float("nan"))
     return prefix + message
+
+
+def atom_scrape(steps: tuple[int, ...], *, draft_tokens: int | None = None) -> str:
+    """ATOM's /metrics after a refresh: ``steps[n]`` verification steps accepted n drafts (K is
+    ``len(steps) - 1``). Built as ``_AtomMetricsCollector.collect`` builds its MTP families
+    (ROCm/ATOM 1b2be632623a0dd8d5d105eb82e83d85b5465d3e, atom/entrypoints/openai/metrics.py:
+    ``CounterMetricFamily`` for ``atom:mtp_draft_tokens``, ``atom:mtp_accepted_tokens`` and
+    ``atom:mtp_decode_steps`` labelled ``accepted_tokens``) and rendered by prometheus_client's
+    ``generate_latest``; draft tokens default to K per step, as ``SpecStats`` counts them."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    k = len(steps) - 1
+    tokens = k * sum(steps) if draft_tokens is None else draft_tokens
+    accepted = sum(n * c for n, c in enumerate(steps))
+
+    class Collector:
+        def collect(self):
+            metric = GaugeMetricFamily(
+                "atom:metrics_snapshot_available",
+                "Whether a runtime metrics snapshot has been collected successfully.")
+            metric.add_metric([], 1.0)
+            yield metric
+            for name, doc, value in (
+                    ("atom:mtp_draft_tokens", "Number of speculative draft tokens considered.",
+                     tokens),
+                    ("atom:mtp_accepted_tokens", "Number of accepted speculative bonus tokens.",
+                     accepted)):
+                metric = CounterMetricFamily(name, doc)
+                metric.add_metric([], float(value))
+                yield metric
+            distribution = CounterMetricFamily(
+                "atom:mtp_decode_steps",
+                "Number of speculative decode steps by accepted bonus-token count.",
+                labels=["accepted_tokens"])
+            for n, c in sorted(enumerate(steps)):
+                distribution.add_metric([str(n)], float(c))
+            yield distribution
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector())
+    return str(generate_latest(registry).decode("utf-8"))
