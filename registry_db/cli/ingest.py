@@ -250,9 +250,11 @@ def vllm_metrics(after: str, before: str | None, out: str, model_name: str | Non
     AFTER and BEFORE are scrapes: a file, - for stdin, or the server's http(s):// URL.
     AL = 1 + Δaccepted / Δdrafts and p_i = Δaccepted_per_pos[i-1] / Δdrafts, vLLM's own
     definitions, summed over engines, unrounded unless --round is given; the counts are
-    recorded. A missing counter or series, one that went down (a restart), swapped scrapes,
-    zero drafts or positions other than 0..K-1 are errors; series of several servers are
-    summed with a warning. --json prints the set written, its file and the warnings.
+    recorded. A missing counter or series, a restart between the scrapes (a counter's
+    _created time or process_start_time_seconds changed, or a counter went down; both times
+    are named), swapped scrapes, zero drafts or positions other than 0..K-1 are errors;
+    series of several servers are summed with a warning. --json prints the set written, its
+    file and the warnings.
 
     \b
     Example:

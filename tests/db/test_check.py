@@ -333,9 +333,10 @@ def test_a_bad_scrape_says_where(golden, tmp_path):
     assert unknown.exit_code == 1 and "no counter source's counters are in it" in unknown.stderr
     missing = check(golden, str(tmp_path / "absent.prom"), *ON_CODING)
     assert missing.exit_code == 1 and "cannot read the file" in missing.stderr
-    # The source said outright is the one read: ATOM's reader misses its counters here.
+    # The source said outright is the one read: ATOM's reader names what it was given.
     wrong = check(golden, DRIFTED, *ON_CODING, "--source", "atom")
-    assert wrong.exit_code == 1 and "atom:mtp_decode_steps_total is missing" in wrong.stderr
+    assert wrong.exit_code == 1 and "this is vLLM's /metrics scrape" in wrong.stderr
+    assert "`registry check --source vllm`" in wrong.stderr
 
 
 @pytest.mark.parametrize(("files", "model", "method", "al"), [
@@ -351,6 +352,24 @@ def test_every_counter_source_is_told_from_its_counters(golden, files, model, me
     assert result.exit_code == 0, result.stderr
     # The nearest float of the exact AL, as the source's own reader gives it.
     assert json.loads(result.stdout)["measured"]["acceptance_length"] == float(al)
+
+
+@pytest.mark.parametrize("form", ["vllm-bench", "vllm-log"])
+def test_a_bench_result_and_a_server_log_are_checked_like_a_scrape(golden, tmp_path, form):
+    from tests.helpers import vllm_bench_result, vllm_log_line
+
+    # 300 steps at K = 3: accepted 420, per position 200, 130, 90
+    if form == "vllm-bench":
+        path = tmp_path / "run.json"
+        path.write_text(json.dumps(vllm_bench_result((0, 0, 0, (0, 0, 0)),
+                                                     (300, 900, 420, (200, 130, 90)))))
+    else:
+        path = tmp_path / "server.log"
+        path.write_text(vllm_log_line(420, 900, 300, (200, 130, 90)) + "\n")
+    result = check(golden, str(path), "--model", "kimi-k3", "--method", "dspark", "--k", "3",
+                   "--thinking", "on", "--category", "coding", "--json")
+    assert result.exit_code in (0, 1), result.stderr
+    assert json.loads(result.stdout)["measured"]["acceptance_length"] == 1 + 420 / 300
 
 
 def test_a_restart_between_the_scrapes_is_refused_before_any_verdict(golden, tmp_path):

@@ -12,13 +12,15 @@ FORMS: tuple[tuple[str, str, str], ...] = (
      "replica)", "no reader takes Ray's export: scrape the vLLM server's own /metrics (the "
      "replica's port) and give that to `registry ingest vllm-metrics`"),
     ("SpecDecoding metrics: ", "vLLM's server log (its SpecDecoding metrics lines)",
-     "read it with `registry ingest vllm-log`"),
+     "read it with `registry ingest vllm-log` (`registry check --source vllm-log`)"),
     ('"spec_decode_num_drafts"', "a `vllm bench serve --save-result` JSON",
-     "read it with `registry ingest vllm-bench`"),
-    ("atom:mtp_", "ATOM's /metrics scrape", "read it with `registry ingest atom-metrics`"),
-    ("atom_mtp_", "ATOM's /metrics scrape", "read it with `registry ingest atom-metrics`"),
+     "read it with `registry ingest vllm-bench` (`registry check --source vllm-bench`)"),
+    ("atom:mtp_", "ATOM's /metrics scrape",
+     "read it with `registry ingest atom-metrics` (`registry check --source atom`)"),
+    ("atom_mtp_", "ATOM's /metrics scrape",
+     "read it with `registry ingest atom-metrics` (`registry check --source atom`)"),
     ("vllm:spec_decode_num_", "vLLM's /metrics scrape",
-     "read it with `registry ingest vllm-metrics`"),
+     "read it with `registry ingest vllm-metrics` (`registry check --source vllm`)"),
 )
 
 
