@@ -75,3 +75,26 @@ def test_a_scrape_of_the_right_form_still_reads(tmp_path):
     path = tmp_path / "v.prom"
     path.write_text(vllm_scrape({0: (10, 30, 15, (7, 5, 3))}))
     assert read_vllm_metrics(str(path), None, FACTS).sets[0].profiles[0].acceptance_length == 2.5
+
+
+LOG = vllm_log_line(420, 900, 300, (200, 130, 90)) + "\n"
+SCRAPE = vllm_scrape({0: (10, 30, 15, (7, 5, 3))})
+
+
+# SGLang's and TensorRT-LLM's readers name Prometheus text themselves (their own messages).
+@pytest.mark.parametrize("command, text, words", [
+    ("sglang", LOG, "`registry ingest vllm-log`"),
+    ("trtllm-stats", LOG, "`registry ingest vllm-log`"),
+    ("vllm-bench", LOG, "`registry ingest vllm-log`"),
+    ("vllm-bench", SCRAPE, "`registry ingest vllm-metrics`"),
+])
+def test_a_json_reader_given_a_log_or_a_scrape_names_it(tmp_path, command, text, words):
+    from tests.helpers import run_cli
+
+    path = tmp_path / "input"
+    path.write_text(text)
+    result = run_cli("ingest", command, str(path), "--model", "m", "--method", "mtp", "--k",
+                     "3", "--thinking", "on", "--category", "coding", "--hardware", "b300",
+                     "--engine-image", "i", "--temperature", "1")
+    assert result.exit_code == 1 and words in result.stderr, result.stderr
+    assert "not JSON: this is " in result.stderr

@@ -331,8 +331,12 @@ def json_items(file: str, text: str, what: str) -> list[tuple[int, Any]]:
                     raise json.JSONDecodeError("expected ',' or ']'", text, at)
             at += 1
     except json.JSONDecodeError as exc:
+        from registry_db.sources.counters.forms import seen
+
+        other = seen(text, ())  # a scrape or a log given to a JSON reader: say which
         raise InvalidInput([Finding(file, exc.lineno, exc.colno, "", "not_json",
-                                    f"not JSON ({exc.msg}); give {what}")]) from None
+                                    f"not JSON: {other}" if other is not None
+                                    else f"not JSON ({exc.msg}); give {what}")]) from None
     except RecursionError:
         raise InvalidInput([problem(file, 0, "", "not_json",
                                     "JSON nested too deeply to be " + what)]) from None
