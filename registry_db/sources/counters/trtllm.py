@@ -10,15 +10,23 @@ several appended, one per line):
 
     AL = 1 + Σ numAcceptedTokens / Σ numRequestsWithDraftTokens
 
-which is TensorRT-LLM's own reduction (the ``compute_acceptance_length`` helper of its tests). Its
-Prometheus output has no count of requests with drafts, and ``acceptanceLength`` is a
-per-iteration mean: neither is read.
+which is TensorRT-LLM's own reduction (the ``compute_acceptance_length`` helper of its tests).
+
+Newer releases (``tensorrt_llm/executor/iteration_stats.py@b1179014``, ``_materialize_frame``)
+write one row per attention-DP rank for an iteration, each with its own ``attentionDpRank`` and
+a copy of the iteration's ``specDecodingStats``: an iteration is read once, and refused when
+its rows disagree. They also number the frames (``statsSequence``) and count the frames the
+server's bounded buffer dropped (``statsDroppedFrames``, since the server started): counts that
+miss a frame of the run are refused with how much of it they cover. The per-position
+Prometheus counters are :mod:`registry_db.sources.trtllm_metrics`'; ``acceptanceLength`` is a
+per-iteration mean and is not read.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -50,6 +58,7 @@ DESCRIPTION = "TensorRT-LLM's /metrics iteration stats (specDecodingStats)"
 SPEC = "specDecodingStats"
 DRAFT_TOKENS, ACCEPTED, REQUESTS = ("numDraftTokens", "numAcceptedTokens",
                                     "numRequestsWithDraftTokens")
+RANK, SEQUENCE, DROPPED = "attentionDpRank", "statsSequence", "statsDroppedFrames"
 WHAT = "trtllm-serve's /metrics iteration stats (a JSON array; enable_iter_perf_stats: true)"
 #: Text that only TensorRT-LLM's iteration stats hold.
 MARKERS = (f'"{SPEC}"',)
@@ -88,7 +97,8 @@ def measure(path: str, before: str | None, k: int, *, round_to: int | None = Non
             f"so no AL can be computed from it: give {WHAT}")])
     problems: list[Finding] = []
     sums = {DRAFT_TOKENS: 0, ACCEPTED: 0, REQUESTS: 0}
-    iterations: dict[Any, int] = {}
+    frames: dict[Any, _Frame] = {}
+    numbered: list[_Frame] = []  # the frames that carry statsSequence, in the file's order
     for line, item in json_items(file, text, WHAT):
         if not isinstance(item, dict):
             problems.append(problem(file, line, "", "not_an_iteration",
@@ -96,24 +106,37 @@ def measure(path: str, before: str | None, k: int, *, round_to: int | None = Non
                                     f"object is due in {WHAT}"))
             continue
         it = item.get("iter")
-        if it is not None and not isinstance(it, (dict, list)):
-            if it in iterations:
-                problems.append(problem(
-                    file, line, "iter", "repeated_iteration",
-                    f"iteration {it!r} is also on line {iterations[it]}: the stats of two "
-                    "servers, of a restarted server, or one response saved twice; give one "
-                    "server run's iterations once"))
-                continue
-            iterations[it] = line
+        key = it if it is not None and not isinstance(it, (dict, list)) else None
+        # A rank that is not a count is reported below and compared as none.
+        rank = item.get(RANK) if count(item.get(RANK)) is not None else None
         stats = item.get(SPEC)
+        if key is not None and key in frames:
+            found_row = _another_row(file, line, frames[key], rank, item, stats)
+            if found_row is not None:
+                problems.append(found_row)
+            continue
+        frame = _Frame(line, key, {rank}, _counts_of(stats), item.get(SEQUENCE),
+                       item.get(DROPPED))
+        if key is not None:
+            frames[key] = frame
+        bad = [name for name in (RANK, SEQUENCE, DROPPED)
+               if name in item and count(item[name]) is None]
+        if bad:
+            problems.append(problem(file, line, bad[0], "not_a_count",
+                                    f"{bad[0]} is {item[bad[0]]!r}; TensorRT-LLM writes a "
+                                    "count"))
+        elif frame.sequence is not None:
+            numbered.append(frame)
         if stats is None:
             continue  # an iteration that ran no speculation (prefill only), or spec off
         found = _iteration(file, line, stats)
         if isinstance(found, Finding):
             problems.append(found)
             continue
-        for key, value in found.items():
-            sums[key] += value
+        for name, value in found.items():
+            sums[name] += value
+    if not problems:
+        problems.extend(_coverage(file, numbered, sums))
     if not problems and sums[REQUESTS] == 0:
         problems.append(problem(
             file, 0, SPEC, "zero_drafts",
@@ -171,3 +194,94 @@ def _iteration(file: str, line: int, stats: Any) -> dict[str, int] | Finding:
                        f"{counted[ACCEPTED]} accepted of {counted[DRAFT_TOKENS]} draft tokens "
                        f"in {counted[REQUESTS]} requests; the counts are inconsistent")
     return counted
+
+
+@dataclass
+class _Frame:
+    """One iteration as its first row wrote it: the attention-DP ranks seen so far, its three
+    counts as written (compared, not summed, for the other ranks' rows) and its numbering."""
+
+    line: int
+    iteration: Any
+    ranks: set[Any]
+    counts: tuple[Any, ...] | None
+    sequence: Any
+    dropped: Any
+
+
+def _counts_of(stats: Any) -> tuple[Any, ...] | None:
+    if not isinstance(stats, dict):
+        return None
+    return tuple(stats.get(name) for name in (DRAFT_TOKENS, ACCEPTED, REQUESTS))
+
+
+def _another_row(file: str, line: int, frame: _Frame, rank: Any, item: dict[str, Any],
+                 stats: Any) -> Finding | None:
+    """Another row of an iteration already read: None for another attention-DP rank's copy
+    of the same counts (read once), else the finding that refuses it."""
+    other_rank = (count(rank) is not None and rank not in frame.ranks
+                  and None not in frame.ranks and item.get(SEQUENCE) == frame.sequence)
+    if not other_rank:
+        at_rank = f" (attention-DP rank {rank!r})" if rank is not None else ""
+        return problem(file, line, "iter", "repeated_iteration",
+                       f"iteration {frame.iteration!r}{at_rank} is also on line {frame.line}: "
+                       "the stats of two servers, of a restarted server, or one response "
+                       "saved twice; give one server run's iterations once")
+    if _counts_of(stats) != frame.counts:
+        theirs = dict(zip((DRAFT_TOKENS, ACCEPTED, REQUESTS), frame.counts or ()))
+        ours = dict(zip((DRAFT_TOKENS, ACCEPTED, REQUESTS), _counts_of(stats) or ()))
+        return problem(file, line, SPEC, "ranks_disagree",
+                       f"iteration {frame.iteration!r}: attention-DP rank {rank!r} has "
+                       f"{SPEC} {ours or stats!r} but line {frame.line} has {theirs or None!r}; "
+                       "TensorRT-LLM copies one iteration's counts into every rank's row, so "
+                       "these rows are not one server's, and neither one rank's nor their sum "
+                       "is known to be the run's")
+    frame.ranks.add(rank)
+    return None
+
+
+def _coverage(file: str, frames: list[_Frame], sums: dict[str, int]) -> list[Finding]:
+    """The refusal when the numbered frames do not cover the run: a gap in ``statsSequence``,
+    ``statsDroppedFrames`` rising within the input, or frames dropped before its first one."""
+    if not frames:
+        return []  # an older release: no numbering, so nothing to hold the counts to
+    found: list[Finding] = []
+    missing, gaps = 0, []
+    for before, after in zip(frames, frames[1:]):
+        if after.sequence <= before.sequence:
+            found.append(problem(file, after.line, SEQUENCE, "frames_out_of_order",
+                                 f"{SEQUENCE} {after.sequence} follows {before.sequence} (line "
+                                 f"{before.line}): responses out of order, or from a restarted "
+                                 "server; give one server run's responses in the order taken"))
+        elif after.sequence > before.sequence + 1:
+            missing += after.sequence - before.sequence - 1
+            gaps.append(after)
+    if found:
+        return found
+    first, last = frames[0], frames[-1]
+    span = last.sequence - first.sequence + 1
+    rose = (last.dropped or 0) - (first.dropped or 0)
+    lost = max(missing, rose)
+    if lost:
+        over = ""
+        if sums[REQUESTS]:
+            al = 1 + Fraction(sums[ACCEPTED], sums[REQUESTS])
+            over = f"; AL over the frames received would be {float(al)!r}"
+        where = gaps[0] if gaps else last
+        found.append(problem(
+            file, where.line, DROPPED, "dropped_frames",
+            f"{lost} of the {span} frames between {SEQUENCE} {first.sequence} and "
+            f"{last.sequence} are missing ({len(gaps)} gap(s), the first before line "
+            f"{where.line}; {DROPPED} {first.dropped} -> {last.dropped}): the counts cover "
+            f"{span - lost} of {span} iterations ({(span - lost) / span:.1%}){over}, not the "
+            "run's; raise the server's stats buffer (iter_stats_max_iterations) or poll "
+            "/metrics more often, and give every frame"))
+    elif first.dropped:
+        found.append(problem(
+            file, first.line, DROPPED, "dropped_frames",
+            f"{DROPPED} is {first.dropped} at the first frame ({SEQUENCE} {first.sequence}): the "
+            f"server's stats buffer dropped {first.dropped} frame(s) before it, which may be this "
+            "run's start, and the counts cannot show how much of the run they cover; restart the "
+            "server (or raise iter_stats_max_iterations) and give every response since the run "
+            "began"))
+    return found
