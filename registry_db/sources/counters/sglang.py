@@ -13,6 +13,13 @@ of requests, one JSON object per line (a ``/generate`` response or its ``meta_in
 
 ``spec_accept_length`` (completion tokens / verify steps, per request) and the Prometheus gauge
 ``sglang:spec_accept_length`` are ratios, not counts, and are refused where they stand alone.
+
+The K of an SGLang run is ``speculative_num_steps`` (how deep each step drafts; InferenceX maps
+it so). SGLang counts ``spec_num_proposed_drafts = spec_verify_ct x
+(speculative_num_draft_tokens - 1)``, the tree's nodes: under tree drafting
+(``speculative_eagle_topk`` > 1) that is more than K a step. The profile's ``draft_tokens`` is
+then K x drafts (each step drafted K deep) and SGLang's own count goes to the provenance's
+``settings``, with a warning saying so.
 """
 
 from __future__ import annotations
@@ -64,10 +71,14 @@ def read_sglang(path: str, facts: Facts, *, round_to: int | None = None,
     """Read a JSON-lines file (or ``-``, or a URL) of SGLang requests into one measured
     profile (:func:`measure`, then the profile). Raises :class:`InvalidInput` naming every
     problem with its line."""
-    m = measure(path, None, facts.k, round_to=round_to)
+    m, tree = _measure(path, facts.k, round_to, None)
+    settings: tuple[tuple[str, Any], ...] = ()
+    if tree is not None:
+        settings = (("spec_num_proposed_drafts", tree[0]),
+                    ("speculative_num_draft_tokens", tree[1]))
     return measured_set(facts, m.tally, m.acceptance_length, m.rates,
                         default_source=f"SGLang meta_info: {m.where}", name=name,
-                        default_name=stem(path), warnings=list(m.warnings))
+                        default_name=stem(path), warnings=list(m.warnings), settings=settings)
 
 
 def measure(path: str, before: str | None, k: int, *, round_to: int | None = None,
@@ -78,6 +89,13 @@ def measure(path: str, before: str | None, k: int, *, round_to: int | None = Non
     if before is not None:
         raise UsageError("SGLang's meta_info counts each request of the run, so one file is "
                          "the whole run; drop --before")
+    return _measure(path, k, round_to, text)[0]
+
+
+def _measure(path: str, k: int, round_to: int | None, text: str | None
+             ) -> tuple[Measured, tuple[int, int] | None]:
+    """:func:`measure`, and under tree drafting SGLang's proposed count and the
+    ``speculative_num_draft_tokens`` it implies (None for a chain)."""
     check_k(k)
     file = label(path)
     if text is None:
@@ -151,12 +169,25 @@ def measure(path: str, before: str | None, k: int, *, round_to: int | None = Non
             f"{without_histogram} of {with_histogram + without_histogram} requests carry no "
             f"{HISTOGRAM[0]}: the per-position rates need every request's, so none are given",
             "warning"))
-    tally = Tally(Fraction(verify), Fraction(proposed), Fraction(correct), per_position)
+    tree = None
+    if proposed > k * verify and proposed % verify == 0:
+        # Tree drafting: the tree's nodes are not held to K; each step drafted K deep.
+        tree = (proposed, proposed // verify + 1)
+        warnings.append(problem(
+            file, 0, PROPOSED[0], "tree_drafting",
+            f"SGLang proposed {proposed} draft tokens in {verify} steps, {tree[1] - 1} a step, "
+            f"more than --k {k}: tree drafting (speculative_eagle_topk > 1, "
+            f"speculative_num_draft_tokens {tree[1]}), keyed at speculative_num_steps {k}; "
+            f"draft_tokens is recorded as K x drafts and SGLang's count in settings. If the "
+            f"server drafted a chain of {tree[1] - 1}, --k is not its speculative_num_steps",
+            "warning"))
+    drafted = k * verify if tree is not None else proposed
+    tally = Tally(Fraction(verify), Fraction(drafted), Fraction(correct), per_position)
     al, rates = acceptance(tally, k, round_to, file, CORRECT[0])
     found_k = draft_token_findings(tally, k, al, (file, 0, PROPOSED[0]))
     if any(f.is_error for f in found_k):
         raise InvalidInput(found_k)
-    return Measured(tally, al, rates, file, tuple(warnings + found_k))
+    return Measured(tally, al, rates, file, tuple(warnings + found_k)), tree
 
 
 def read(paths: Iterable[str | os.PathLike], *, facts: Facts, **options: Any
