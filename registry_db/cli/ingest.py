@@ -409,6 +409,38 @@ def trtllm_stats(path: str, out: str, as_json: bool, **flags: Any) -> None:
             _local_source(facts, path))
 
 
+@ingest.command("trtllm-metrics")
+@click.argument("after", metavar="AFTER")
+@click.option("--before", metavar="BEFORE",
+              help=f"The scrape taken before the run ({_INPUT_HELP}; default: count from the "
+                   "server's start).")
+@_counter_flags
+@handle_errors
+def trtllm_metrics(after: str, before: str | None, out: str, as_json: bool,
+                   **flags: Any) -> None:
+    """Read TensorRT-LLM's per-position counters (Prometheus scrapes) into a measured profile.
+
+    trtllm_spec_decode_drafted_tokens_total and trtllm_spec_decode_accepted_tokens_total
+    {token_position="p"} grow when a request finishes; with d_p and a_p their growth, AL =
+    1 + Σ a_p / d_0 and p_i = a_(i-1) / d_0, exact per position. Positions past K-1, zero
+    drafts, a counter that went down and counts that contradict each other are errors; scrape
+    when the server is idle (a request in flight is counted when it ends).
+
+    \b
+    Example:
+        curl -s localhost:8000/prometheus/metrics > before.prom
+        registry ingest trtllm-metrics http://localhost:8000/prometheus/metrics \\
+            --before before.prom --model deepseek-v4 --method mtp --k 3 --thinking on \\
+            --category coding --hardware gb300 --engine-image IMAGE --temperature 1.0 \\
+            -o acceptance/deepseek-v4-mtp.yaml
+    """
+    from registry_db.sources.counters.trtllm_metrics import read_trtllm_metrics
+
+    facts, options = _facts(flags, out, as_json)
+    _scrapes(after, before)
+    _finish(read_trtllm_metrics(after, before, facts, **options), out, as_json)
+
+
 def _json_needs_a_file(as_json: bool, out: str) -> None:
     # Checked before any input is read: stdout cannot carry both the YAML and the summary.
     if as_json and out == "-":

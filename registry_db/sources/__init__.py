@@ -43,6 +43,7 @@ SOURCES: dict[str, str] = {
     "atom-metrics": "registry_db.sources.counters.atom",
     "sglang": "registry_db.sources.counters.sglang",
     "trtllm-stats": "registry_db.sources.counters.trtllm",
+    "trtllm-metrics": "registry_db.sources.counters.trtllm_metrics",
 }
 
 

@@ -11,7 +11,8 @@ accepted at least position + 1 drafts) of ``SpecDecodingProm`` in vllm-project/v
 ee4ceaae5953d367d8edd2132fd86d6c42506e1e, vllm/v1/spec_decode/metrics.py, exposed with the
 ``model_name`` and ``engine`` labels (tests/data/sources/vllm/after.prom and before.prom, and
 drifted.prom: one engine since the server's start, AL 1 + 4800 / 12000 = 1.4). The ATOM,
-SGLang and TensorRT-LLM fixtures are those their readers' tests cite.
+SGLang and TensorRT-LLM fixtures (its iteration stats and its Prometheus per-position counters)
+are those their readers' tests cite.
 """
 
 from __future__ import annotations
@@ -343,6 +344,7 @@ def test_a_bad_scrape_says_where(golden, tmp_path):
     (("atom/after.prom", "atom/before.prom"), "kimi-k3", "dspark", 1 + Fraction(30000, 14000)),
     (("sglang/responses.jsonl",), "glm-5.2", "eagle", 1 + Fraction(55, 30)),
     (("trtllm/stats.json",), "deepseek-v4", "mtp", 1 + Fraction(20, 11)),
+    (("trtllm/after.prom", "trtllm/before.prom"), "deepseek-v4", "mtp", 1 + Fraction(20, 11)),
 ])
 def test_every_counter_source_is_told_from_its_counters(golden, files, model, method, al):
     after, *before = (str(DATA / f) for f in files)

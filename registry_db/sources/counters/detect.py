@@ -22,6 +22,7 @@ COUNTER_SOURCES: dict[str, str] = {
     "atom": "registry_db.sources.counters.atom",
     "sglang": "registry_db.sources.counters.sglang",
     "trtllm": "registry_db.sources.counters.trtllm",
+    "trtllm-metrics": "registry_db.sources.counters.trtllm_metrics",
     "vllm-bench": "registry_db.sources.counters.vllm_bench",
     "vllm-log": "registry_db.sources.counters.vllm_log",
 }

@@ -18,7 +18,7 @@ a copy of the iteration's ``specDecodingStats``: an iteration is read once, and 
 its rows disagree. They also number the frames (``statsSequence``) and count the frames the
 server's bounded buffer dropped (``statsDroppedFrames``, since the server started): counts that
 miss a frame of the run are refused with how much of it they cover. The per-position
-Prometheus counters are :mod:`registry_db.sources.trtllm_metrics`'; ``acceptanceLength`` is a
+Prometheus counters are :mod:`.trtllm_metrics`'; ``acceptanceLength`` is a
 per-iteration mean and is not read.
 """
 
@@ -92,9 +92,11 @@ def measure(path: str, before: str | None, k: int, *, round_to: int | None = Non
     if prometheus:
         raise InvalidInput([problem(
             file, prometheus, "", "not_a_count",
-            "this is Prometheus text; TensorRT-LLM's Prometheus output has no count of the "
-            f"requests that verified drafts ({REQUESTS} is in the JSON iteration stats only), "
-            f"so no AL can be computed from it: give {WHAT}")])
+            "this is Prometheus text, not the JSON iteration stats: TensorRT-LLM's "
+            "per-position counters (trtllm_spec_decode_drafted_tokens_total) are read by "
+            "registry ingest trtllm-metrics (check: --source trtllm-metrics); releases "
+            f"without them have no count of the requests that verified drafts ({REQUESTS} is "
+            f"in the JSON iteration stats only): give {WHAT}")])
     problems: list[Finding] = []
     sums = {DRAFT_TOKENS: 0, ACCEPTED: 0, REQUESTS: 0}
     frames: dict[Any, _Frame] = {}
