@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 from typing import Any
 
 KIND = "AcceptanceProfileSet"
@@ -350,6 +351,9 @@ class Uncertainty:
     drafts: int
     stderr: float
     exact: bool
+    #: The counts' own mean, 1 + accepted / drafts: the centre the error is about (a stored AL
+    #: may be that mean rounded); None where only the error is known.
+    mean: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"drafts": self.drafts, "stderr": self.stderr, "exact": self.exact}
@@ -384,15 +388,26 @@ class Counts:
     def uncertainty(self, k: int) -> Uncertainty:
         """The standard error of AL = 1 + X̄ over the drafting steps, X the drafts a step
         accepts: with the per-position counts a_i, Var X = Σ (2i − 1) a_i / D − μ² exactly;
-        with totals only, the largest variance they allow, μ (K − μ)."""
+        with totals only, the largest variance they allow, μ (K − μ), which at K = 1 (X is 0
+        or 1) is the variance itself. Its centre is the counts' own mean (:attr:`mean`)."""
         d = self.drafts
         mu = self.accepted_tokens / d
         if self.accepted_per_position is not None:
             second = sum((2 * i - 1) * a for i, a in enumerate(self.accepted_per_position, 1))
-            var, exact = second / d - mu * mu, True
+            var = second / d - mu * mu
         else:
-            var, exact = mu * (k - mu), False
-        return Uncertainty(d, math.sqrt(max(var, 0.0) / d), exact)
+            var = mu * (k - mu)
+        return Uncertainty(d, math.sqrt(max(var, 0.0) / d), self.exact(k), self.mean)
+
+    def exact(self, k: int) -> bool:
+        """Whether the counts give the variance exactly: the per-position counts are stored, or
+        K is 1 (a step accepts 0 or 1 draft, so μ (1 − μ) is its variance)."""
+        return self.accepted_per_position is not None or k == 1
+
+    @property
+    def mean(self) -> float:
+        """1 + accepted_tokens / drafts, the nearest float: the AL the counts measured."""
+        return float(1 + Fraction(self.accepted_tokens, self.drafts))
 
 
 @dataclass(frozen=True)

@@ -266,8 +266,10 @@ def read_coverage(bind: Bind, selection: Selection = Selection()) -> Coverage:
             # Touching the row keeps it in the grid even when no selected set holds any cell.
             cells = grid[(r.model, r.speculative_method, r.thinking, r.category)]
             if r.profile_set is not None and (not chosen or r.profile_set in chosen):
+                # At K = 1 the totals' variance is exact (the view's flag predates that rule).
                 u = None if r.drafts is None else Uncertainty(
-                    int(r.drafts), float(r.al_stderr), bool(r.al_stderr_exact))
+                    int(r.drafts), float(r.al_stderr),
+                    bool(r.al_stderr_exact) or r.num_spec_tokens == 1)
                 cells[r.num_spec_tokens].append(Entry(r.profile_set, r.acceptance_length,
                                                       r.method, u))
         if not any(e for cells in grid.values() for e in cells.values()):

@@ -9,6 +9,7 @@ import csv
 import functools
 import io
 import json
+import math
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -157,11 +158,17 @@ def readable(value: Any) -> Any:
 
 def with_stderr(al: float, uncertainty: Any) -> Any:
     """A table's AL: ``2.51 ± 0.0034`` where its standard error is known (``± ≤0.0052``: the
-    bound the totals allow), else the number alone."""
+    bound the totals allow), else the number alone. The error is about the counts' own mean:
+    where the AL is that mean rounded (more than a tenth of the error away), the mean is shown
+    with it, ``1.73 (counts 1.7267 ± 0.0012)``."""
     if uncertainty is None:
         return al
     bound = "" if uncertainty.exact else "≤"
-    return f"{readable(al)} ± {bound}{uncertainty.stderr:.2g}"
+    se, mean = uncertainty.stderr, getattr(uncertainty, "mean", None)
+    if mean is not None and abs(mean - al) > se / 10:
+        places = max(0, 1 - math.floor(math.log10(se))) if se > 0 else 6
+        return f"{readable(al)} (counts {mean:.{places}f} ± {bound}{se:.2g})"
+    return f"{readable(al)} ± {bound}{se:.2g}"
 
 
 def uncertainty_json(uncertainty: Any) -> Any:

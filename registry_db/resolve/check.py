@@ -3,7 +3,8 @@ registry resolves for the run, and whether the two agree.
 
 :func:`compare` is the comparison: the difference, z = (measured − registered) /
 √(stderr_m² + stderr_r²) (:func:`~registry_db.model.z_score`; a value without counts has
-stderr 0) and the verdict past a :class:`Threshold`. :func:`check_run` resolves one run exactly
+stderr 0; with counts, "registered" is their own mean, of which the stored AL may be a rounding)
+and the verdict past a :class:`Threshold`. :func:`check_run` resolves one run exactly
 as ``resolve`` does and compares; :func:`check_lines` does it for JSON lines, each a ``resolve
 --batch`` request plus ``"counts"``, through the batch's own
 :func:`~registry_db.resolve.batch.answer_lines` (every run of every line in one lookup).
@@ -114,7 +115,9 @@ def compare(measured: Measurement, registered: Resolution,
     al, stated = measured.acceptance_length, registered.acceptance_length
     difference = al - stated
     stated_stderr = 0.0 if registered.uncertainty is None else registered.uncertainty.stderr
-    z = z_score(stated, stated_stderr, al, measured.uncertainty.stderr)
+    # The stored error is about the counts' own mean, of which the stored AL may be a rounding.
+    centre = stated if registered.counts is None else registered.counts.mean
+    z = z_score(centre, stated_stderr, al, measured.uncertainty.stderr)
     if threshold.tolerance is not None:
         drift = abs(difference) > threshold.tolerance
     else:

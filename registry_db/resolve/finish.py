@@ -11,11 +11,12 @@ no-profile refusal say what the run's scope does hold.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from registry_db.inputs.run import Run
-from registry_db.model import Refusal, profile_label
+from registry_db.model import Counts, Refusal, Uncertainty, profile_label
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
 from registry_db.resolve.lookup import Candidate, Key, Lookup, Winner
@@ -115,7 +116,16 @@ class Answers:
             warnings = tuple(notes)
         return Resolution(al, rate_from_al(al, k), k, rates, derived, plan.layer,
                           cand.profile_set, profile_label(*key), cand.source, fallback, mismatch,
-                          warnings, cand.revision, cand.uncertainty, cand.counts)
+                          warnings, cand.revision, _at_k(cand.uncertainty, cand.counts, k),
+                          cand.counts)
+
+
+def _at_k(uncertainty: Uncertainty | None, counts: Counts | None, k: int
+          ) -> Uncertainty | None:
+    """The stored error with what K and the counts add: exact at K = 1, and its centre."""
+    if uncertainty is None or counts is None:
+        return uncertainty
+    return replace(uncertainty, exact=counts.exact(k), mean=counts.mean)
 
 
 #: Refusals for want of a profile: they also say what is stored for the run's model and method.
