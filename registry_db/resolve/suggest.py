@@ -15,7 +15,18 @@ from registry_db.resolve.lookup import cursor
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
 
-__all__ = ["NOTHING_STORED", "suggestion", "with_suggestion"]
+__all__ = ["METHOD_ALIASES", "NOTHING_STORED", "suggestion", "with_suggestion"]
+
+#: Other engines' names for a method (spelt without case, ``-`` and ``_``): the names it may be
+#: stored under, and why. An engine's own spelling of a stored name (``EAGLE3``, ``eagle-3``)
+#: is matched without this table.
+METHOD_ALIASES: dict[str, tuple[tuple[str, ...], str]] = {
+    "nextn": (("mtp",), "SGLang's name for native MTP, --speculative-algorithm NEXTN"),
+    "deepseekmtp": (("mtp",), "vLLM's method name for DeepSeek's native MTP"),
+    "qwen3nextmtp": (("mtp",), "vLLM's method name for Qwen3-Next's native MTP"),
+    "eagle1": (("eagle",), "EAGLE-1, stored as eagle"),
+    "eagle2": (("eagle",), "EAGLE-2 drafts a tree with EAGLE-1's head, stored as eagle"),
+}
 
 #: What a no-profile refusal says when its scope holds nothing for the model and method
 #: (:func:`registry_db.resolve.finish.say_what_exists`; a test holds the two together).
@@ -40,10 +51,32 @@ def suggestion(bind: ReadBind, model: str, method: str) -> str | None:
             methods = sorted(m for (m,) in c.cur.fetchall())
             if method in methods:
                 return None
-            near, what = nearest(method, methods), f"method (for {model})"
+            what = f"method (for {model})"
+            aliased = _aliased(method, methods)
+            if aliased is not None:
+                return aliased
+            near = nearest(method, methods)
     if not near:
         return None
     return f"did you mean {what} {' or '.join(repr(n) for n in near)}?"
+
+
+def _fold(name: str) -> str:
+    return name.casefold().replace("-", "").replace("_", "").replace(" ", "")
+
+
+def _aliased(method: str, methods: list[str]) -> str | None:
+    """``method 'x' is stored as 'y' (why)`` when ``method`` is another spelling or another
+    engine's name of a stored method; None otherwise."""
+    folded = _fold(method)
+    same = [m for m in methods if _fold(m) == folded]
+    if same:
+        return f"method {method!r} is stored as {' or '.join(repr(m) for m in same)}"
+    names, why = METHOD_ALIASES.get(folded, ((), ""))
+    stored = [m for m in methods if _fold(m) in {_fold(n) for n in names}]
+    if not stored:
+        return None
+    return f"method {method!r} is stored as {' or '.join(repr(m) for m in stored)} ({why})"
 
 
 def with_suggestion(bind: ReadBind, model: str, method: str, refusal: Refusal) -> Refusal:
