@@ -5,8 +5,12 @@ the file does not say.
 models:  {SOURCE-SPELLING: CATALOG-MODEL}
 methods: {FILE.yaml: METHOD}
 files:   {FILE.yaml: {model, method, category, hardware, engine_image, tp, benchmark, prompts,
-                      sampling: {temperature, top_p, top_k, max_tokens}}}
+                      sampling: {temperature, top_p, top_k, max_tokens,
+                                 thinking_on: {...}, thinking_off: {...}}}}
 ```
+
+A mode's own sampling (``thinking_off: {temperature: 0.7}``) wins over the entry's shared one for
+that mode's profiles, as the header's own lines do.
 
 The map is a schema table like every input (:mod:`registry_db.inputs.schema`): the provenance
 and sampling rows are the profile set's own, so a value the spec refuses is refused here with the
@@ -37,14 +41,24 @@ def _rows(table: Map) -> dict[str, Field]:
 
 _PROVENANCE, _SAMPLING = _rows(PROVENANCE), _rows(SAMPLING)
 #: A file's entry may give part of the sampling (the header may state the rest).
-ENTRY_SAMPLING = Map("sampling", steps=(
+MODE_SAMPLING = Map("sampling", steps=(
     dataclasses.replace(_SAMPLING["temperature"], required=False),
     _SAMPLING["top_p"], _SAMPLING["top_k"], _SAMPLING["max_tokens"]))
+#: The modes' own sampling, keyed as the curves' bodies name the modes.
+MODES = {"thinking_on": "on", "thinking_off": "off"}
 
 
-def _sampling(ck: Checker, raw: dict, m: dict, sub: str, got: dict) -> dict | None:
-    read = ENTRY_SAMPLING.read(ck, raw, sub)
-    return None if read is None else {k: v for k, v in read.items() if v is not None}
+def _read_sampling(table: Map) -> Any:
+    def read(ck: Checker, raw: dict, m: dict, sub: str, got: dict) -> dict | None:
+        values = table.read(ck, raw, sub)
+        return None if values is None else {k: v for k, v in values.items() if v is not None}
+    return read
+
+
+ENTRY_SAMPLING = Map("sampling", steps=(
+    *MODE_SAMPLING.steps,
+    *(Field(key, "mapping", content=_read_sampling(MODE_SAMPLING)) for key in MODES)))
+_sampling = _read_sampling(ENTRY_SAMPLING)
 
 
 FILE_ENTRY = Map("a file's entry", steps=(
@@ -79,8 +93,12 @@ def _files(ck: Checker, raw: dict, m: dict, sub: str, got: dict) -> dict[str, di
         fields: dict[str, tuple[Any, Where]] = {}
         for name, value in read.items():
             if name == "sampling" and value is not None:
-                fields.update((f"sampling.{k}", (v, pos(entry["sampling"], k)))
-                              for k, v in value.items())
+                for k, v in value.items():
+                    if k in MODES:  # a mode's own: sampling.NAME/thinking_MODE
+                        fields.update((f"sampling.{n}/{k}", (w, pos(entry["sampling"][k], n)))
+                                      for n, w in v.items())
+                    else:
+                        fields[f"sampling.{k}"] = (v, pos(entry["sampling"], k))
             elif value is not None:
                 fields[name] = (value, pos(entry, name))
         out[key] = fields
@@ -130,10 +148,17 @@ class CurveMap:
     def facts(self, name: str) -> list[Fact]:
         """File ``name``'s entry as facts (fields as :data:`~.facts.FIELDS` names
         them), each naming the map's line."""
-        return [Fact(key, value, Origin(self.file or "", line, column,
-                                        f"files.{name}.{key} in {self.file}"))
-                for key, (value, (line, column)) in self.files.get(name, {}).items()
-                if key not in ("model", "method")]
+        out = []
+        for key, (value, (line, column)) in self.files.get(name, {}).items():
+            if key in ("model", "method"):
+                continue
+            field_, _, mode = key.partition("/")
+            shown = (f"files.{name}.sampling.{mode}.{field_.split('.', 1)[1]}" if mode
+                     else f"files.{name}.{key}")
+            out.append(Fact(field_, value, Origin(self.file or "", line, column,
+                                                  f"{shown} in {self.file}"),
+                            MODES[mode] if mode else None))
+        return out
 
 
 def load_map(path: str) -> CurveMap:
@@ -170,5 +195,10 @@ def user_facts(curve_map: CurveMap, name: str, flags: Mapping[str, Any]) -> dict
     more particular, so it wins over a flag given for every file)."""
     out = {f: Fact(f, v, Origin("", 0, 0, f"{FLAGS[f]} {v}")) for f, v in flags.items()
            if v is not None}
-    out.update({f.name: f for f in curve_map.facts(name)})
+    out.update({user_key(f.name, f.mode): f for f in curve_map.facts(name)})
     return out
+
+
+def user_key(name: str, mode: str | None) -> str:
+    """How :func:`user_facts` keys a field: its name, with ``/thinking_MODE`` for one mode's."""
+    return name if mode is None else f"{name}/thinking_{mode}"

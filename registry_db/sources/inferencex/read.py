@@ -37,7 +37,7 @@ from registry_db.model import (
 from registry_db.sources.inferencex.curve import Cell, Curve, read_curve
 from registry_db.sources.inferencex.facts import Fact, Facts, Origin, field_label, shown
 from registry_db.sources.inferencex.header import rounds_to
-from registry_db.sources.inferencex.map import FLAGS, CurveMap, load_map, user_facts
+from registry_db.sources.inferencex.map import FLAGS, CurveMap, load_map, user_facts, user_key
 from registry_db.sources.inferencex.sets import Built, Where, merge, per_file, spec_say, unused
 from registry_db.sources.ingested import Ingested, rendered, safe_name
 from registry_db.sources.profile_set import collect_files
@@ -163,7 +163,8 @@ def _key(curve: Curve, run: _Run, report: Facts) -> _Key | None:
 def _agreed(curve: Curve, name: str, mode: str | None, user: Mapping[str, Fact],
             report: Facts) -> Fact | None:
     """The header's fact ``name`` for ``mode``, or the user's; both, and they must agree."""
-    said, given = curve.facts.get(name, mode), user.get(name)
+    said = curve.facts.get(name, mode)
+    given = (mode and user.get(user_key(name, mode))) or user.get(name)
     if said is None or given is None:
         return said or given
     same = (str(said.value).lower() == str(given.value).lower() if name == "hardware"
