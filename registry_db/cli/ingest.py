@@ -393,7 +393,9 @@ def trtllm_stats(path: str, out: str, as_json: bool, **flags: Any) -> None:
     AL = 1 + Σ numAcceptedTokens / Σ numRequestsWithDraftTokens over the iterations'
     specDecodingStats. FILE.json is one /metrics response or several appended (one per line),
     - for stdin, or the server's http(s):// /metrics URL (which answers the iterations since
-    its last call). An iteration listed twice is refused.
+    its last call). Attention-DP ranks' rows of an iteration are read once (refused when
+    their counts differ); an iteration listed twice, and frames the server dropped
+    (statsSequence, statsDroppedFrames), are refused. Prometheus text: trtllm-metrics.
 
     \b
     Example:
