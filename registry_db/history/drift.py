@@ -1,13 +1,15 @@
 """Drift in the registry itself: how far a set's new revision moves a value with counts.
 
 A value with counts on both sides moves by z = (new − old) / √(stderr_old² + stderr_new²)
-(:func:`registry_db.model.z_score`); ``registry diff`` shows each changed AL's z, and
+(:func:`registry_db.model.z_score`), old and new being each side's counts' own mean (the error is
+about it; a stored AL may be it rounded); ``registry diff`` shows each changed AL's z, and
 ``registry import`` warns when a set's new content moves one by more than :data:`MAX_Z`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
@@ -28,8 +30,8 @@ def drift(old: Profile, new: Profile) -> float | None:
     counts (None otherwise, or when neither has any spread)."""
     if old.counts is None or new.counts is None:
         return None
-    return z_score(old.acceptance_length, old.counts.uncertainty(old.num_spec_tokens).stderr,
-                   new.acceptance_length, new.counts.uncertainty(new.num_spec_tokens).stderr)
+    return z_score(old.counts.mean, old.counts.uncertainty(old.num_spec_tokens).stderr,
+                   new.counts.mean, new.counts.uncertainty(new.num_spec_tokens).stderr)
 
 
 def drift_warnings(conn: Connection, sets: Sequence[ProfileSet]) -> list[Finding]:
@@ -43,24 +45,26 @@ def drift_warnings(conn: Connection, sets: Sequence[ProfileSet]) -> list[Finding
     if not counted:
         return []
     p, ps, c = profiles.c, profile_sets.c, profile_counts.c
-    stored: dict[tuple, tuple[float, float, int]] = {}
+    stored: dict[tuple, tuple[float, float, int, float]] = {}
     for chunk in chunks(sorted(s.name for s in counted)):
         for r in conn.execute(
                 select(ps.name, ps.revision, p.model, p.speculative_method, p.num_spec_tokens,
-                       p.thinking, p.category, p.acceptance_length, c.al_stderr)
+                       p.thinking, p.category, p.acceptance_length, c.al_stderr, c.drafts,
+                       c.accepted_tokens)
                 .join_from(profiles, profile_sets, p.set_id == ps.id)
                 .join(profile_counts, c.profile_id == p.id).where(ps.name.in_(chunk))):
             key = (r.model, r.speculative_method, r.num_spec_tokens, r.thinking, r.category)
-            stored[(r.name, key)] = (r.acceptance_length, r.al_stderr, r.revision)
+            mean = float(1 + Fraction(r.accepted_tokens, r.drafts))
+            stored[(r.name, key)] = (r.acceptance_length, r.al_stderr, r.revision, mean)
     out = []
     for s in counted:
         for i, prof in enumerate(s.profiles):
             old = stored.get((s.name, prof.key))
             if prof.counts is None or old is None:
                 continue
-            al, stderr, revision = old
+            al, stderr, revision, mean = old
             new_stderr = prof.counts.uncertainty(prof.num_spec_tokens).stderr
-            z = z_score(al, stderr, prof.acceptance_length, new_stderr)
+            z = z_score(mean, stderr, prof.counts.mean, new_stderr)
             if z is not None and abs(z) > MAX_Z:
                 out.append(Finding(
                     s.file or "<input>", 0, 0, f"profiles[{i}].acceptance_length", "value_drift",

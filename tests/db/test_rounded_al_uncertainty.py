@@ -76,3 +76,19 @@ def test_resolve_json_keeps_its_shape(qwen):
     got = json.loads(result.stdout)
     assert got["uncertainty"] == {"drafts": DRAFTS, "stderr": pytest.approx(SE, rel=1e-12),
                                   "exact": True}
+
+
+def test_a_revision_that_only_rounds_the_same_counts_otherwise_moves_nothing(qwen, tmp_path):
+    """The counts unchanged and the AL written to four decimals instead of two: z = 0, where
+    the stored ALs gave -1.9 (each side's error is about its counts' mean)."""
+    out = tmp_path / "again"
+    assert run("ingest", "inferencex", str(CURVE), "-o", str(out)).exit_code == 0
+    path = out / "qwen3.827b_fp8_mtp.yaml"
+    path.write_text(path.read_text().replace("acceptance_length: 1.73\n",
+                                             f"acceptance_length: {round(MEAN, 4)}\n", 1))
+    imported = run("-d", qwen, "import", str(path))
+    assert imported.exit_code == 0 and "value_drift" not in imported.stderr
+    found = json.loads(run("-d", qwen, "diff", "qwen3.827b_fp8_mtp", "--json").stdout)
+    (change,) = found["changes"]
+    assert change["fields"]["acceptance_length"] == {"from": 1.73, "to": round(MEAN, 4),
+                                                     "z": 0.0}
