@@ -66,6 +66,8 @@ class RefusalReason(StrEnum):
     K_MISMATCH = "k_mismatch"
     INVALID_VALUE = "invalid_value"
     INVALID_REQUEST = "invalid_request"
+    #: ``--emit``/``exec`` only: the engine would not realise the resolved AL exactly.
+    INEXACT_HANDOFF = "inexact_handoff"
 
 
 class ImportStatus(StrEnum):

@@ -16,6 +16,12 @@ float, never in exponent form, and a whole number without ``.0`` (``4``, not ``4
 ``int(...)`` parser refuses ``4.0``). AL − 1 and (AL − 1) / K are computed in decimal from AL's
 shortest text, so AL 2.78 gives ``1.78``, never ``1.7799999999999998``. vLLM's JSON keeps JSON
 numbers. A value an engine cannot take on one of its paths is a warning of the settings.
+
+Each row also says what AL the engine realises from what it is handed (``realises``: its own
+parsing rule, in brief). A hand-off whose realised AL differs from the resolved one by more than
+:data:`EXACT` (TensorRT-LLM at AL 1, where 0 forced tokens means "not forcing"; stored rates
+whose 1 + sum is not the AL, for vLLM, which realises 1 + sum of the rates) is refused
+(``inexact_handoff``) with what the engine would do instead, unless ``allow_inexact``.
 """
 
 from __future__ import annotations
@@ -23,15 +29,20 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from registry_db.errors import UsageError
+from registry_db.errors import ResolutionRefused, UsageError
+from registry_db.model import RefusalReason
 
 if TYPE_CHECKING:
     from decimal import Decimal
 
-__all__ = ["ENGINES", "EngineRow", "EngineSettings", "engine_settings", "number_text"]
+__all__ = ["ENGINES", "EXACT", "EngineRow", "EngineSettings", "engine_settings", "number_text"]
+
+#: How far the AL an engine realises may be from the resolved AL.
+EXACT = 1e-9
 
 
 class _Quantity(str):
@@ -46,6 +57,33 @@ RATES = _Quantity("per-position rates")
 
 Value = str  # literal text, or a _Quantity placeholder (a str too)
 Entry = tuple[str, Value]
+#: What an engine realises from its entries (name -> value as handed over) at K: the AL, or
+#: None when it would not force acceptance at all.
+Realises = Callable[[dict[str, Any], int], "float | None"]
+
+
+def _vllm_realises(entries: dict[str, Any], k: int) -> float | None:
+    # vllm/config/speculative.py: rates are used as given (their 1 + sum is the mean); a
+    # length becomes the minimum-variance schedule, whose 1 + sum is the length.
+    rates = entries.get("synthetic_acceptance_rates")
+    if rates is not None:
+        return 1.0 + math.fsum(rates)
+    return float(entries["synthetic_acceptance_length"])
+
+
+def _length_realises(name: str) -> Realises:
+    return lambda entries, k: float(entries[name])
+
+
+def _trtllm_realises(entries: dict[str, Any], k: int) -> float | None:
+    # 0 forced draft tokens is TensorRT-LLM's "not forcing": the run keeps its real acceptance.
+    forced = float(entries["TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"])
+    return None if forced == 0 else 1.0 + forced
+
+
+def _blis_realises(entries: dict[str, Any], k: int) -> float | None:
+    return 1.0 + int(entries["--num-speculative-tokens"]) * float(
+        entries["--speculative-acceptance-rate"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +95,18 @@ class EngineRow:
     set, replaces ``entries`` whenever the per-position rates were stated or stored (not
     derived): an engine that can take the whole distribution gets it. ``whole_only`` names the
     entries that some path of the engine reads as an integer, with what that path then does.
+    ``realises`` is the AL the engine realises from the entries; ``name`` is how messages call
+    the engine; ``k_flags`` are the engine's own command-line flags that state K (``registry
+    exec`` refuses a command whose K differs).
     """
 
     form: str
     entries: tuple[Entry, ...]
+    realises: Realises
+    name: str
     with_rates: tuple[Entry, ...] | None = None
     whole_only: dict[str, str] = field(default_factory=dict)
+    k_flags: tuple[str, ...] = ()
 
 
 #: One row per engine (the names ``--emit`` accepts).
@@ -70,29 +114,46 @@ ENGINES: dict[str, EngineRow] = {
     # vLLM takes exactly one of the length and the rates.
     "vllm": EngineRow("speculative_config", (
         ("num_speculative_tokens", K), ("rejection_sample_method", "synthetic"),
-        ("synthetic_acceptance_length", AL)), with_rates=(
+        ("synthetic_acceptance_length", AL)), _vllm_realises, "vLLM", with_rates=(
         ("num_speculative_tokens", K), ("rejection_sample_method", "synthetic"),
         ("synthetic_acceptance_rates", RATES))),
+    # SGLang's K is --speculative-num-steps (its simulated length is clamped to steps + 1).
     "sglang": EngineRow("env", (
         ("SGLANG_SIMULATE_ACC_LEN", AL), ("SGLANG_SIMULATE_ACC_METHOD", "match-expected"),
-        ("SGLANG_SIMULATE_ACC_TOKEN_MODE", "real-draft-token"))),
+        ("SGLANG_SIMULATE_ACC_TOKEN_MODE", "real-draft-token")),
+        _length_realises("SGLANG_SIMULATE_ACC_LEN"), "SGLang",
+        k_flags=("--speculative-num-steps",)),
     # TensorRT-LLM counts accepted draft tokens, without the target's bonus token. Its one-model
     # path reads the variable with float(...), its two-model path with int(...)
     # (tensorrt_llm/_torch/speculative/interface.py, get_force_num_accepted_tokens and
     # get_force_num_accepted_tokens_float).
     "trtllm": EngineRow(
-        "env", (("TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS", AL_MINUS_1),),
+        "env", (("TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS", AL_MINUS_1),), _trtllm_realises,
+        "TensorRT-LLM",
         whole_only={"TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS": (
             "only TensorRT-LLM's one-model path (MTP, EAGLE3 one-model) takes a fractional "
             "value; the two-model path reads it with int(...), warns, and forces 0 accepted "
             "tokens instead")}),
-    "atom": EngineRow("args", (("--spec-decode-acceptance-length", AL),)),
+    "atom": EngineRow("args", (("--spec-decode-acceptance-length", AL),),
+                      _length_realises("--spec-decode-acceptance-length"), "ATOM",
+                      k_flags=("--num-speculative-tokens",)),
     "tilert": EngineRow("env", (
-        ("TILERT_SIMULATE_ACC_LEN", AL), ("TILERT_SIMULATE_ACC_METHOD", "match-expected"))),
-    # BLIS / inference-sim: α = (AL − 1) / K, the spec's acceptance rate.
+        ("TILERT_SIMULATE_ACC_LEN", AL), ("TILERT_SIMULATE_ACC_METHOD", "match-expected")),
+        _length_realises("TILERT_SIMULATE_ACC_LEN"), "TileRT"),
+    # BLIS / inference-sim: α = (AL − 1) / K, the spec's acceptance rate; g = 1 + α·K.
     "blis": EngineRow("args", (
-        ("--num-speculative-tokens", K), ("--speculative-acceptance-rate", RATE))),
+        ("--num-speculative-tokens", K), ("--speculative-acceptance-rate", RATE)),
+        _blis_realises, "BLIS", k_flags=("--num-speculative-tokens",)),
 }
+
+#: ``--shell``'s shell variable for a form that is no environment: the JSON object for
+#: ``--speculative-config "$SPECULATIVE_CONFIG"``, the arguments for ``$SPECULATIVE_ARGS``.
+SHELL_VARIABLES = {"speculative_config": "SPECULATIVE_CONFIG", "args": "SPECULATIVE_ARGS"}
+
+#: What ``--shell`` prints instead of settings when there are none to give (a refusal, an
+#: error): ``eval`` of it returns 1, which stops a ``set -e`` script and leaves an interactive
+#: shell running.
+SHELL_FAILURE = "false"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +172,9 @@ class EngineSettings:
     def lines(self, shell: bool = False) -> list[str]:
         """The printed form: ``NAME=VALUE`` lines, one JSON object, or the arguments on one line.
 
-        ``shell`` makes it ready for a POSIX shell: ``export NAME=VALUE`` with both quoted, the
-        JSON quoted as one word, the arguments quoted each.
+        ``shell`` makes it POSIX shell that ``eval`` runs: ``export NAME=VALUE`` with both
+        quoted; the JSON object as ``SPECULATIVE_CONFIG='...'`` and the arguments as
+        ``SPECULATIVE_ARGS='...'`` (shell variables, not exported, for the command line).
         """
         if self.form == "env":
             if shell:
@@ -120,16 +182,22 @@ class EngineSettings:
                         for name, value in self.entries]
             return [f"{name}={value}" for name, value in self.entries]
         if self.form == "args":
-            args = [part for entry in self.entries for part in entry]
-            return [shlex.join(args) if shell else " ".join(args)]
-        text = json.dumps(dict(self.entries))
-        return [shlex.quote(text) if shell else text]
+            text = " ".join(part for entry in self.entries for part in entry)
+        else:
+            text = json.dumps(dict(self.entries))
+        return [f"{SHELL_VARIABLES[self.form]}={shlex.quote(text)}" if shell else text]
+
+    def args(self) -> list[str]:
+        """The ``args`` form's entries as command-line words, flag then value."""
+        return [part for entry in self.entries for part in entry]
 
     def knobs(self) -> dict[str, str]:
-        """Every entry as text, keyed by its name (a flag keeps its dashes); a JSON value of
-        ``speculative_config`` is its JSON text. What ``--batch --emit`` will carry per answer."""
-        return {name: value if isinstance(value, str) else json.dumps(value)
-                for name, value in self.entries}
+        """Every entry as text, keyed by its name (a flag keeps its dashes); each value of
+        ``speculative_config`` is its JSON text (``"synthetic"`` with its quotes, so that
+        ``json.loads`` reads every one back). What ``--batch --emit`` carries per answer."""
+        if self.form == "speculative_config":
+            return {name: json.dumps(value) for name, value in self.entries}
+        return dict(self.entries)
 
     def to_json(self) -> dict[str, Any]:
         """``{"engine", "env": {...}}``, ``{"engine", "speculative_config": {...}}`` or
@@ -141,10 +209,14 @@ class EngineSettings:
         return {"engine": self.engine, self.form: body, "warnings": list(self.warnings)}
 
 
-def engine_settings(resolution: Any, engine: str) -> EngineSettings:
+def engine_settings(resolution: Any, engine: str, *,
+                    allow_inexact: bool = False) -> EngineSettings:
     """What ``engine`` takes to realise ``resolution`` (a :class:`~registry_db.resolve.Resolution`).
 
-    Raises :class:`~registry_db.errors.UsageError` for an engine that is not in :data:`ENGINES`.
+    Raises :class:`~registry_db.errors.UsageError` for an engine that is not in :data:`ENGINES`,
+    and :class:`~registry_db.errors.ResolutionRefused` (``inexact_handoff``) when the engine
+    would not realise the resolved AL within :data:`EXACT`, unless ``allow_inexact`` (the
+    message is then the settings' first warning).
     """
     row = ENGINES.get(engine)
     if row is None:
@@ -157,7 +229,33 @@ def engine_settings(resolution: Any, engine: str) -> EngineSettings:
     warnings = tuple(
         f"{name}={text} is not a whole number: {why}"
         for name, text in values if (why := row.whole_only.get(name)) and not text.isdigit())
+    inexact = _inexact(row, dict(values), resolution)
+    if inexact is not None:
+        if not allow_inexact:
+            raise ResolutionRefused(RefusalReason.INEXACT_HANDOFF,
+                                    f"{inexact}; --allow-inexact hands it over anyway")
+        warnings = (inexact, *warnings)
     return EngineSettings(engine, row.form, values, warnings)
+
+
+def _inexact(row: EngineRow, values: dict[str, Any], resolution: Any) -> str | None:
+    """What the engine would do instead of realising the resolved AL, or None when it
+    realises it within :data:`EXACT`."""
+    al, k = float(resolution.acceptance_length), resolution.num_spec_tokens
+    realised = row.realises(values, k)
+    wanted = f"the resolved AL {number_text(al)}"
+    if realised is None:
+        shown = ", ".join(f"{name}={value}" for name, value in values.items())
+        return (f"{row.name} reads {shown} as not forcing acceptance: the run would measure "
+                f"its real acceptance, not {wanted}")
+    if abs(realised - al) <= EXACT:
+        return None
+    how = ""
+    if "synthetic_acceptance_rates" in values:
+        rates = ", ".join(number_text(p) for p in values["synthetic_acceptance_rates"])
+        how = f" (1 + the sum of synthetic_acceptance_rates [{rates}])"
+    return (f"{row.name} would realise AL {number_text(round(realised, 9))}{how}, "
+            f"not {wanted}")
 
 
 def number_text(x: float | Decimal) -> str:

@@ -26,11 +26,12 @@ def url(shared_url):
 
 
 def _knobs(settings: dict) -> dict[str, str]:
-    """``--emit --json``'s settings as the batch's text knobs."""
-    for form in ("env", "speculative_config"):
-        if form in settings:
-            return {k: v if isinstance(v, str) else json.dumps(v)
-                    for k, v in settings[form].items()}
+    """``--emit --json``'s settings as the batch's text knobs: vLLM's values each as its JSON
+    text (docs/resolving.md), so that ``json.loads`` reads every one back."""
+    if "env" in settings:
+        return dict(settings["env"])
+    if "speculative_config" in settings:
+        return {k: json.dumps(v) for k, v in settings["speculative_config"].items()}
     args = settings["args"]
     return dict(zip(args[::2], args[1::2]))
 
@@ -95,3 +96,14 @@ def test_a_pool_name_with_control_characters_is_refused_where_it_enters(url, tmp
                      "sglang", "--shell")
     assert result.exit_code == 1 and result.stdout == ""
     assert "control character" in result.stderr
+
+
+def test_every_vllm_value_is_json_text(url):
+    """docs/resolving.md: vLLM's values as JSON text; "synthetic" came out bare, which
+    json.loads refuses."""
+    result = run_cli("-d", url, "resolve", "--batch", "-", "--emit", "vllm",
+                     input=json.dumps(KEY) + "\n")
+    emit = json.loads(result.stdout)["emit"]
+    assert {k: json.loads(v) for k, v in emit.items()} == {
+        "num_speculative_tokens": 5, "rejection_sample_method": "synthetic",
+        "synthetic_acceptance_length": 4.07}

@@ -70,9 +70,10 @@ def test_emit_shell_exports_and_quotes(url):
     result = run(url, *OFF, "--emit", "tilert", "--shell")
     assert result.stdout == ("export TILERT_SIMULATE_ACC_LEN=4.07\n"
                              "export TILERT_SIMULATE_ACC_METHOD=match-expected\n")
+    # vLLM's object is a shell variable for --speculative-config "$SPECULATIVE_CONFIG".
     vllm = run(url, *OFF, "--emit", "vllm", "--shell").stdout
-    assert vllm.startswith("'{") and json.loads(shlex.split(vllm)[0])[
-        "synthetic_acceptance_length"] == 4.07
+    name, value = shlex.split(vllm)[0].split("=", 1)
+    assert name == "SPECULATIVE_CONFIG" and json.loads(value)["synthetic_acceptance_length"] == 4.07
 
 
 def test_emit_notes_go_to_stderr(url):

@@ -26,8 +26,8 @@ DERIVED = resolution(4.07)
 STORED = resolution(2.78, k=3, rates=(0.9, 0.6, 0.28))
 
 
-def text(r: Resolution, engine: str, shell: bool = False) -> str:
-    return "\n".join(engine_settings(r, engine).lines(shell))
+def text(r: Resolution, engine: str, shell: bool = False, allow_inexact: bool = False) -> str:
+    return "\n".join(engine_settings(r, engine, allow_inexact=allow_inexact).lines(shell))
 
 
 def test_the_table_has_one_row_per_engine():
@@ -70,7 +70,9 @@ def test_each_engine_for_derived_and_stored_rates(engine, derived, stored):
 def test_numbers_are_the_shortest_decimal_and_al_minus_1_is_decimal(al, k, shown, minus_one):
     r = resolution(al, k)
     assert text(r, "sglang").splitlines()[0] == f"SGLANG_SIMULATE_ACC_LEN={shown}"
-    assert text(r, "trtllm") == f"TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS={minus_one}"
+    # AL 1 is refused for TensorRT-LLM (0 forces nothing there); asked for, its text is "0".
+    assert text(r, "trtllm", allow_inexact=al == 1) == (
+        f"TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS={minus_one}")
     assert text(r, "atom") == f"--spec-decode-acceptance-length {shown}"
     config = json.loads(text(r, "vllm"))
     assert config["synthetic_acceptance_length"] == al and config["num_speculative_tokens"] == k
@@ -142,7 +144,8 @@ def test_every_engine_matches_inferencex_value_by_value(al, k):
     r = resolution(al, k)
     env = dict(line.split("=", 1) for line in text(r, "sglang").splitlines())
     assert env["SGLANG_SIMULATE_ACC_LEN"] == f"{al:g}"
-    assert text(r, "trtllm") == f"TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS={al - 1:g}"
+    assert text(r, "trtllm", allow_inexact=al == 1) == (
+        f"TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS={al - 1:g}")
     assert text(r, "atom") == f"--spec-decode-acceptance-length {al:g}"
     spec = {"num_speculative_tokens": k, "rejection_sample_method": "synthetic",
             "synthetic_acceptance_length": al}
@@ -192,9 +195,12 @@ def test_json_forms():
 def test_knobs_are_text_by_name_for_the_batch():
     assert engine_settings(DERIVED, "blis").knobs() == {
         "--num-speculative-tokens": "5", "--speculative-acceptance-rate": "0.614"}
+    # vLLM's values are each their JSON text, strings quoted: json.loads reads every one.
     assert engine_settings(DERIVED, "vllm").knobs() == {
-        "num_speculative_tokens": "5", "rejection_sample_method": "synthetic",
+        "num_speculative_tokens": "5", "rejection_sample_method": '"synthetic"',
         "synthetic_acceptance_length": "4.07"}
+    assert engine_settings(STORED, "vllm").knobs()["synthetic_acceptance_rates"] == (
+        "[0.9, 0.6, 0.28]")
     assert engine_settings(resolution(4.0, 3), "trtllm").knobs() == {
         "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS": "3"}
 
@@ -203,11 +209,14 @@ def test_shell_form_exports_and_quotes():
     assert text(DERIVED, "tilert", shell=True) == (
         "export TILERT_SIMULATE_ACC_LEN=4.07\n"
         "export TILERT_SIMULATE_ACC_METHOD=match-expected")
+    # No environment: a shell variable to put on the command line, not a word eval would run.
     vllm = text(DERIVED, "vllm", shell=True)
-    assert vllm.startswith("'{") and shlex.split(vllm) == [text(DERIVED, "vllm")]
-    assert text(DERIVED, "atom", shell=True) == "--spec-decode-acceptance-length 4.07"
+    assert vllm.startswith("SPECULATIVE_CONFIG='{")
+    assert shlex.split(vllm) == [f"SPECULATIVE_CONFIG={text(DERIVED, 'vllm')}"]
+    assert text(DERIVED, "atom", shell=True) == (
+        "SPECULATIVE_ARGS='--spec-decode-acceptance-length 4.07'")
     assert text(DERIVED, "blis", shell=True) == (
-        "--num-speculative-tokens 5 --speculative-acceptance-rate 0.614")
+        "SPECULATIVE_ARGS='--num-speculative-tokens 5 --speculative-acceptance-rate 0.614'")
 
 
 def test_shell_quoting_of_a_value_that_needs_it(monkeypatch):
@@ -215,11 +224,12 @@ def test_shell_quoting_of_a_value_that_needs_it(monkeypatch):
     from registry_db.resolve import engines
 
     monkeypatch.setitem(engines.ENGINES, "odd", engines.EngineRow(
-        "env", (("ODD_METHOD", "a b; rm -rf x"), ("ODD_LEN", engines.AL))))
+        "env", (("ODD_METHOD", "a b; rm -rf x"), ("ODD_LEN", engines.AL)),
+        lambda entries, k: float(entries["ODD_LEN"]), "Odd"))
     assert text(DERIVED, "odd", shell=True) == (
         "export ODD_METHOD='a b; rm -rf x'\nexport ODD_LEN=4.07")
     monkeypatch.setitem(engines.ENGINES, "odder", engines.EngineRow(
-        "env", (("ODD $(x)", "v"),)))
+        "env", (("ODD $(x)", "v"),), lambda entries, k: 4.07, "Odder"))
     assert text(DERIVED, "odder", shell=True) == "export 'ODD $(x)'=v"   # nothing raw
 
 
