@@ -154,22 +154,33 @@ def _body(answer: Resolution | Refusal) -> str | None:
     return None
 
 
-def emit_object(answer: Any, engine: str) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+def emit_object(answer: Any, engine: str, allow_inexact: bool = False,
+                ) -> tuple[dict[str, Any] | None, tuple[str, ...], Refusal | None]:
     """What ``--batch --emit ENGINE`` adds to an answer: for a resolution, the engine's knobs
     as text by name (what ``--emit`` prints for the run); for a deployment's answer, those of
     each speculating pool, by pool name; None for a refusal (or a check). And the settings'
-    warnings (a value some path of the engine cannot take), for stderr."""
+    warnings (a value some path of the engine cannot take), for stderr. When the engine would
+    not realise the answer exactly (and ``allow_inexact`` is not given), no knobs but the
+    refusal (``inexact_handoff``) that answers the line instead, as ``--emit`` refuses the run."""
+    from registry_db.errors import ResolutionRefused
     from registry_db.resolve.deployment import DeploymentAnswer
     from registry_db.resolve.engines import engine_settings
 
-    if type(answer) is Resolution:
-        settings = engine_settings(answer, engine)
-        return settings.knobs(), settings.warnings
-    if type(answer) is DeploymentAnswer:
-        pools = [(name, engine_settings(r, engine)) for name, r in answer.pools]
-        return ({name: s.knobs() for name, s in pools},
-                tuple(f"pool {name}: {w}" for name, s in pools for w in s.warnings))
-    return None, ()
+    pool = ""
+    try:
+        if type(answer) is Resolution:
+            settings = engine_settings(answer, engine, allow_inexact=allow_inexact)
+            return settings.knobs(), settings.warnings, None
+        if type(answer) is DeploymentAnswer:
+            pools = []
+            for name, r in answer.pools:
+                pool = f"pool {name!r}: "
+                pools.append((name, engine_settings(r, engine, allow_inexact=allow_inexact)))
+            return ({name: s.knobs() for name, s in pools},
+                    tuple(f"pool {name}: {w}" for name, s in pools for w in s.warnings), None)
+    except ResolutionRefused as refused:
+        return None, (), Refusal(refused.reason, pool + refused.message)
+    return None, (), None
 
 
 def with_emit(line: str, emit: dict[str, Any] | None) -> str:

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "export": "registry_db.cli.read:export",
     "query": "registry_db.cli.query:query",
     "resolve": "registry_db.cli.resolve:resolve",
+    "exec": "registry_db.cli.exec:exec_",
     "check": "registry_db.cli.check:check",
     "ingest": "registry_db.cli.ingest:ingest",
     "coverage": "registry_db.cli.coverage:coverage",

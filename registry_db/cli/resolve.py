@@ -4,7 +4,9 @@ Parses the options (one per flag of :mod:`registry_db.inputs.layers`' table, eac
 input's one rule), calls the library (:mod:`registry_db.resolve.plan`, ``.deployment`` and
 ``.batch``, on the registry :func:`registry_db.resolve.reading.reading` opens) and renders the
 answer. A refusal exits 1 with its reason; ``--batch`` answers every line, refusals included, and
-exits 1 only when some line was not a well-formed request.
+exits 1 only when some line was not a well-formed request. With ``--shell``, every exit but 0
+also prints text on stdout whose ``eval`` fails (:class:`ShellSafeCommand`), so that
+``eval "$(registry resolve ... --shell)"`` never goes on as if settings had been given.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from registry_db.cli.output import (
 from registry_db.inputs.layers import FLAGS, INPUTS, Flag
 from registry_db.model import THINKING_MODES, Refusal
 from registry_db.model import RefusalReason as R
-from registry_db.resolve.engines import ENGINES
+from registry_db.resolve.engines import ENGINES, SHELL_FAILURE
 
 
 def _rates(ctx: click.Context, param: click.Parameter, value: str | None) -> list[float] | None:
@@ -108,7 +110,58 @@ def _run_options(fn: Any, flags: tuple[Flag, ...] = FLAGS) -> Any:
     return fn
 
 
-@click.command("resolve")
+def into_option(fn: Any) -> Any:
+    return click.option(
+        "--into", metavar="JSON|FILE",
+        help="With --emit vllm: the speculative config (JSON text, or a file) to merge the "
+             "settings into; prints the whole --speculative-config object.")(fn)
+
+
+def allow_inexact_option(fn: Any) -> Any:
+    return click.option(
+        "--allow-inexact", is_flag=True,
+        help="Hand the settings over even where the engine would not realise the resolved AL "
+             "exactly (TensorRT-LLM at AL 1; vLLM with rates whose 1 + sum is not the AL); "
+             "what the engine does instead goes to stderr.")(fn)
+
+
+class ShellSafeCommand(click.Command):
+    """A command that, given ``--shell``, prints :data:`~registry_db.resolve.engines.
+    SHELL_FAILURE` on stdout whenever it exits other than 0 (a refusal, bad input, a usage
+    error, the database): ``eval`` of an empty output succeeds, and the engine would start
+    without the settings."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        shell = "--shell" in args[:args.index("--")] if "--" in args else "--shell" in args
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.Exit as exc:
+            if shell and exc.exit_code:
+                _shell_failure()
+            raise
+        except click.ClickException:
+            if shell:
+                _shell_failure()
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SystemExit as exc:
+            if ctx.params.get("shell") and exc.code not in (0, None):
+                _shell_failure()
+            raise
+        except BaseException:
+            if ctx.params.get("shell"):
+                _shell_failure()
+            raise
+
+
+def _shell_failure() -> None:
+    click.echo(f"# registry resolve gave no settings (see its stderr)\n{SHELL_FAILURE}")
+
+
+@click.command("resolve", cls=ShellSafeCommand)
 @_run_options
 @click.option("--batch", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE.jsonl",
               help="Resolve one JSON request per line ('-': stdin); one JSON answer per line.")
@@ -118,12 +171,16 @@ def _run_options(fn: Any, flags: tuple[Flag, ...] = FLAGS) -> Any:
 @click.option("--emit", type=click.Choice(list(ENGINES)), metavar="ENGINE",
               help=f"Print what the engine takes instead of the answer: {', '.join(ENGINES)}.")
 @click.option("--shell", is_flag=True,
-              help="With --emit: export lines and POSIX quoting, ready for a shell.")
+              help="With --emit: POSIX shell for eval (export lines, or a SPECULATIVE_CONFIG / "
+                   "SPECULATIVE_ARGS variable); on any failure, text whose eval fails.")
+@into_option
+@allow_inexact_option
 @json_option
 @click.pass_context
 @handle_errors
 def resolve(ctx: click.Context, batch: str | None, as_json: bool, emit: str | None,
-            shell: bool, deployment: str | None, **run: Any) -> None:
+            shell: bool, deployment: str | None, into: str | None, allow_inexact: bool,
+            **run: Any) -> None:
     """Resolve the acceptance a run uses: AL, rate, K per-position rates, and where they came
     from. Layers, lowest to highest: registry, workload, scenario, cli; the highest that states
     acceptance wins. A refusal exits 1 and names its reason.
@@ -135,23 +192,71 @@ def resolve(ctx: click.Context, batch: str | None, as_json: bool, emit: str | No
         registry resolve --model glm-5.3 --method mtp --k 3 --thinking on \\
             --category chat --fallback-category coding --json
         registry resolve --batch runs.jsonl > answers.jsonl
-        eval "$(registry resolve --model deepseek-v4.1-flash --method dspark --k 5 \\
-            --thinking off --category coding --emit sglang --shell)"
+        set -e; eval "$(registry resolve --model deepseek-v4.1-flash --method dspark \\
+            --k 5 --thinking off --category coding --emit sglang --shell)"
         registry resolve --model deepseek-v4.1-flash --deployment deploy.yaml \\
             --thinking off --category coding
     """
     if shell and emit is None:
         raise click.UsageError("--shell goes with --emit ENGINE")
+    if allow_inexact and emit is None:
+        raise click.UsageError("--allow-inexact goes with --emit ENGINE")
+    if into is not None and emit != "vllm":
+        raise click.UsageError("--into merges vLLM's settings into a speculative config: give "
+                               "--emit vllm")
     if batch is not None:
         if shell:
             raise click.UsageError("--shell writes one run's settings for a shell; with "
                                    "--batch each answer carries them as JSON: drop --shell")
+        if into is not None:
+            raise click.UsageError("--into writes one run's whole speculative config; drop it "
+                                   "with --batch")
         if deployment is not None:
             raise click.UsageError("--deployment answers one run; drop --batch or --deployment")
         given = [flag.decl for flag in FLAGS if run[flag.name] not in (None, ())]
         if given:
             raise click.UsageError(f"--batch reads every run from its file; drop {given[0]}")
-        sys.exit(_run_batch(ctx.obj, batch, emit))
+        sys.exit(_run_batch(ctx.obj, batch, emit, allow_inexact))
+    check_run_flags(run, deployment)
+    handoff = None if emit is None else Handoff(emit, shell, allow_inexact, _into(into))
+    if deployment is not None:
+        _run_deployment(ctx.obj, run, deployment, as_json, handoff)
+        return
+    _run_one(ctx.obj, run, as_json, handoff)
+
+
+def _into(value: str | None) -> dict[str, Any] | None:
+    from registry_db.inputs.speculative_config import load_speculative_config
+
+    return None if value is None else load_speculative_config(value)
+
+
+class Handoff:
+    """What ``--emit`` asks for: the engine, the shell form, whether an inexact hand-off is
+    allowed, and the vLLM config to merge into (``--into``)."""
+
+    def __init__(self, engine: str, shell: bool = False, allow_inexact: bool = False,
+                 into: dict[str, Any] | None = None):
+        self.engine, self.shell, self.allow_inexact, self.into = engine, shell, allow_inexact, into
+
+    def settings(self, resolution: Any) -> Any:
+        """The engine's settings for ``resolution``, merged into ``into`` when given; raises
+        the refusal of an inexact hand-off or a conflicting K."""
+        from registry_db.resolve.engines import EngineSettings, engine_settings
+
+        settings = engine_settings(resolution, self.engine, allow_inexact=self.allow_inexact)
+        if self.into is None:
+            return settings
+        from registry_db.resolve.launch import merged_config
+
+        merged = merged_config(settings, self.into)
+        return EngineSettings(settings.engine, settings.form, tuple(merged.items()),
+                              settings.warnings)
+
+
+def check_run_flags(run: dict[str, Any], deployment: str | None) -> None:
+    """The run's flags as one run (not a batch) needs them: the required ones given, and no
+    flag that a given file states already."""
     if deployment is not None:
         _check_deployment_flags(run)
     for row in INPUTS:
@@ -164,10 +269,6 @@ def resolve(ctx: click.Context, batch: str | None, as_json: bool, emit: str | No
             if run[file_flag.name] is not None and run[term.name] is not None:
                 raise click.UsageError(f"{file_flag.decl} states the {term.decl[2:]} "
                                        f"already; drop {term.decl} or the file")
-    if deployment is not None:
-        _run_deployment(ctx.obj, run, deployment, as_json, emit, shell)
-        return
-    _run_one(ctx.obj, run, as_json, emit, shell)
 
 
 def _check_deployment_flags(run: dict[str, Any]) -> None:
@@ -185,7 +286,7 @@ def _check_deployment_flags(run: dict[str, Any]) -> None:
 
 
 def _run_deployment(settings: Any, run: dict[str, Any], path: str, as_json: bool,
-                    emit: str | None, shell: bool) -> None:
+                    handoff: Handoff | None) -> None:
     """Resolve once per speculating pool of the deployment file; print the answers by pool."""
     from registry_db.inputs.deployment import load_deployment
     from registry_db.inputs.request import POOL_STANDS_IN
@@ -200,22 +301,22 @@ def _run_deployment(settings: Any, run: dict[str, Any], path: str, as_json: bool
     if not as_json:
         for warning in answer.warnings:
             click.echo(f"warning: {warning}", err=True)
-    if emit is not None:
-        from registry_db.resolve.engines import engine_settings
-
+    if handoff is not None:
+        # Every pool's hand-off first: one refused refuses the run before anything is printed.
+        pools = [(name, r, _handed(handoff, r, as_json, f"pool {name!r}: "))
+                 for name, r in answer.pools]
         if as_json:
-            emit_json({"pools": {name: {**engine_settings(r, emit).to_json(),
-                                        "resolution": r.to_json()} for name, r in answer.pools},
+            emit_json({"pools": {name: {**s.to_json(), "resolution": r.to_json()}
+                                 for name, r, s in pools},
                        "warnings": list(answer.warnings)})
             return
-        for name, r in answer.pools:
-            settings_ = engine_settings(r, emit)
+        for name, r, settings_ in pools:
             for note in r.warnings:
                 click.echo(f"note: pool {name}: {note}", err=True)
             for warning in settings_.warnings:
                 click.echo(f"warning: pool {name}: {warning}", err=True)
-            click.echo(f"# pool {_comment_text(name) if shell else name}")
-            click.echo("\n".join(settings_.lines(shell)))
+            click.echo(f"# pool {_comment_text(name) if handoff.shell else name}")
+            click.echo("\n".join(settings_.lines(handoff.shell)))
         return
     if as_json:
         emit_json(answer.to_json())
@@ -226,13 +327,13 @@ def _run_deployment(settings: Any, run: dict[str, Any], path: str, as_json: bool
                                 for name, r in answer.pools))
 
 
-def _run_one(settings: Any, run: dict[str, Any], as_json: bool, emit: str | None = None,
-             shell: bool = False) -> None:
+def _run_one(settings: Any, run: dict[str, Any], as_json: bool,
+             handoff: Handoff | None = None) -> None:
     from registry_db.resolve.plan import resolve as resolve_run
 
     answer = _resolved(settings, run, as_json, resolve_run)
-    if emit is not None:
-        _emit(answer, emit, as_json, shell)
+    if handoff is not None:
+        _emit(answer, handoff, as_json)
     elif as_json:
         emit_json(answer.to_json())
     else:
@@ -253,19 +354,33 @@ def _resolved(settings: Any, run: dict[str, Any], as_json: bool, resolve_with: A
         with reading(settings.url) as bind:
             return resolve_with(bind, request)
     except ResolutionRefused as refusal:
-        if as_json:
-            emit_json(refusal.to_json())
-        else:
-            click.echo(f"refused ({refusal.reason}): {refusal.message}", err=True)
-        sys.exit(1)
+        refuse(refusal, as_json)
 
 
-def _emit(answer: Any, engine: str, as_json: bool, shell: bool) -> None:
-    """What ``engine`` takes, on stdout; the answer's notes on stderr, where a shell's ``eval``
+def refuse(refusal: Any, as_json: bool, prefix: str = "") -> None:
+    """Print a refusal (the contract's JSON, or one line on stderr) and exit 1."""
+    if as_json:
+        emit_json({"refused": {"reason": str(refusal.reason),
+                               "message": prefix + refusal.message}})
+    else:
+        click.echo(f"refused ({refusal.reason}): {prefix}{refusal.message}", err=True)
+    sys.exit(1)
+
+
+def _handed(handoff: Handoff, resolution: Any, as_json: bool, prefix: str = "") -> Any:
+    """``handoff``'s settings for ``resolution``; a refused hand-off is printed, exit 1."""
+    from registry_db.errors import ResolutionRefused
+
+    try:
+        return handoff.settings(resolution)
+    except ResolutionRefused as refusal:
+        refuse(refusal, as_json, prefix)
+
+
+def _emit(answer: Any, handoff: Handoff, as_json: bool) -> None:
+    """What the engine takes, on stdout; the answer's notes on stderr, where a shell's ``eval``
     of stdout does not see them."""
-    from registry_db.resolve.engines import engine_settings
-
-    settings = engine_settings(answer, engine)
+    settings = _handed(handoff, answer, as_json)
     if as_json:
         emit_json({**settings.to_json(), "resolution": answer.to_json()})
         return
@@ -273,7 +388,7 @@ def _emit(answer: Any, engine: str, as_json: bool, shell: bool) -> None:
         click.echo(f"note: {note}", err=True)
     for warning in settings.warnings:
         click.echo(f"warning: {warning}", err=True)
-    click.echo("\n".join(settings.lines(shell)))
+    click.echo("\n".join(settings.lines(handoff.shell)))
 
 
 def _comment_text(name: str) -> str:
@@ -299,7 +414,8 @@ def _request(run: dict[str, Any]) -> tuple[Any, list[Any]]:
     return Request(**fields), warnings
 
 
-def _run_batch(settings: Any, path: str, emit: str | None = None) -> int:
+def _run_batch(settings: Any, path: str, emit: str | None = None,
+               allow_inexact: bool = False) -> int:
     """Every line's answer on stdout, in order, each chunk's as soon as it is answered; 1 when
     some line was no request (those lines named on stderr), else 0."""
     from registry_db.cli.batch_json import answer_line, emit_object, with_emit, write_answers
@@ -315,7 +431,9 @@ def _run_batch(settings: Any, path: str, emit: str | None = None) -> int:
         # The line's id comes first in its answer, for joining by id; "emit" last.
         out = answer_line(line.answer, line.id)
         if emit is not None:
-            knobs, warnings = emit_object(line.answer, emit)
+            knobs, warnings, refusal = emit_object(line.answer, emit, allow_inexact)
+            if refusal is not None:  # the engine would not realise it: no settings to give
+                return answer_line(refusal, line.id)
             out = with_emit(out, knobs)
             said.update(dict.fromkeys(warnings))
         return out

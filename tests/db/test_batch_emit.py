@@ -94,8 +94,9 @@ def test_a_pool_name_with_control_characters_is_refused_where_it_enters(url, tmp
     model = ["--model", KEY["model"], "--thinking", "off", "--category", "coding"]
     result = run_cli("-d", url, "resolve", *model, "--deployment", str(deploy), "--emit",
                      "sglang", "--shell")
-    assert result.exit_code == 1 and result.stdout == ""
-    assert "control character" in result.stderr
+    # No settings: only the text whose eval fails (test_resolve_shell.py).
+    assert result.exit_code == 1 and result.stdout.splitlines()[-1] == "false"
+    assert "touch" not in result.stdout and "control character" in result.stderr
 
 
 def test_every_vllm_value_is_json_text(url):
@@ -107,3 +108,46 @@ def test_every_vllm_value_is_json_text(url):
     assert {k: json.loads(v) for k, v in emit.items()} == {
         "num_speculative_tokens": 5, "rejection_sample_method": "synthetic",
         "synthetic_acceptance_length": 4.07}
+
+
+INEXACT = """kind: AcceptanceProfileSet
+name: inexact
+profiles:
+  - model: model-a
+    speculative_method: mtp
+    num_spec_tokens: 3
+    thinking: "on"
+    category: coding
+    acceptance_length: 3.0
+    per_position_rates: [0.9, 0.6, 0.491]
+    method: measured
+    provenance:
+      source: https://example.org/run.yaml
+      hardware: b300
+      engine_image: img:1
+      sampling: {temperature: 0.0}
+"""
+
+
+def test_a_line_whose_hand_off_is_inexact_is_refused_unless_asked_for(engine, db_url, tmp_path):
+    from registry_db.importing.write import import_paths
+
+    (tmp_path / "inexact.yaml").write_text(INEXACT)
+    import_paths(engine, [tmp_path / "inexact.yaml"])
+    line = json.dumps({"id": "a", "model": "model-a", "method": "mtp", "k": 3, "thinking": "on",
+                       "category": "coding"}) + "\n"
+    result = run_cli("-d", db_url, "resolve", "--batch", "-", "--emit", "vllm", input=line)
+    assert result.exit_code == 0    # a refusal is an answer
+    assert json.loads(result.stdout) == {"id": "a", "refused": {
+        "reason": "inexact_handoff",
+        "message": "vLLM would realise AL 2.991 (1 + the sum of synthetic_acceptance_rates "
+                   "[0.9, 0.6, 0.491]), not the resolved AL 3; --allow-inexact hands it over "
+                   "anyway"}}
+    # SGLang takes the length: realised exactly, no refusal.
+    assert "emit" in json.loads(run_cli("-d", db_url, "resolve", "--batch", "-", "--emit",
+                                        "sglang", input=line).stdout)
+    allowed = run_cli("-d", db_url, "resolve", "--batch", "-", "--emit", "vllm",
+                      "--allow-inexact", input=line)
+    assert json.loads(json.loads(allowed.stdout)["emit"]["synthetic_acceptance_rates"]) == [
+        0.9, 0.6, 0.491]
+    assert allowed.stderr.startswith("warning: vLLM would realise AL 2.991")

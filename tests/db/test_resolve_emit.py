@@ -115,3 +115,85 @@ def test_a_refusal_with_emit_stays_exit_1_with_its_reason(url):
 def test_emit_usage_errors_exit_2(url, args, needle):
     result = run(url, *args)
     assert result.exit_code == 2 and needle in result.stderr, result.stderr
+
+
+INTO = {"method": "dspark", "model": "org/draft", "num_speculative_tokens": 5,
+        "draft_sample_method": "probabilistic"}
+WHOLE = {**INTO, "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 4.07}
+
+
+def test_into_prints_the_whole_speculative_config(url, tmp_path):
+    inline = run(url, *OFF, "--emit", "vllm", "--into", json.dumps(INTO))
+    assert inline.exit_code == 0 and json.loads(inline.stdout) == WHOLE
+    assert list(json.loads(inline.stdout)) == list(WHOLE)      # the given keys keep their order
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(INTO, indent=2))
+    assert json.loads(run(url, *OFF, "--emit", "vllm", "--into", str(path)).stdout) == WHOLE
+    shell = run(url, *OFF, "--emit", "vllm", "--into", str(path), "--shell").stdout
+    assert shlex.split(shell) == [f"SPECULATIVE_CONFIG={json.dumps(WHOLE)}"]
+    as_json = json.loads(run(url, *OFF, "--emit", "vllm", "--into", str(path), "--json").stdout)
+    assert as_json["speculative_config"] == WHOLE
+
+
+def test_into_refuses_a_conflicting_k(url):
+    result = run(url, *OFF, "--emit", "vllm", "--into", '{"num_speculative_tokens": 3}')
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == ("refused (k_mismatch): the speculative config gives "
+                             "num_speculative_tokens 3, the resolved acceptance is for K 5\n")
+
+
+@pytest.mark.parametrize("content, code, needle", [
+    ('{"method": "mtp",\n  "model": }', 1, "spec.json:2:12: (document): not JSON"),
+    ("[1, 2]", 1, "a speculative config is a JSON object, not list"),
+    (None, 1, "cannot read the speculative config"),
+])
+def test_into_a_file_that_is_no_config_is_one_line(url, tmp_path, content, code, needle):
+    path = tmp_path / "spec.json"
+    if content is not None:
+        path.write_text(content)
+    result = run(url, *OFF, "--emit", "vllm", "--into", str(path))
+    assert result.exit_code == code and needle in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("args, needle", [
+    ([*OFF, "--emit", "sglang", "--into", "{}"], "give --emit vllm"),
+    ([*OFF, "--into", "{}"], "give --emit vllm"),
+    ([*OFF, "--emit", "vllm", "--into", "{nope"], "--into: not JSON"),
+    ([*OFF, "--allow-inexact"], "--allow-inexact goes with --emit"),
+    (["--batch", "-", "--emit", "vllm", "--into", "{}"], "drop it with --batch"),
+])
+def test_into_usage_errors_exit_2(url, args, needle):
+    result = run(url, *args)
+    assert result.exit_code == 2 and needle in result.stderr, result.stderr
+
+
+def test_an_inexact_hand_off_is_refused_with_what_the_engine_would_do(url):
+    """TensorRT-LLM at AL 1: 0 forced draft tokens is TensorRT-LLM's "not forcing"."""
+    one = [*GLM, "--category", "coding", "--acceptance-length", "1", "--emit", "trtllm"]
+    result = run(url, *one)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (
+        "refused (inexact_handoff): TensorRT-LLM reads TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"
+        "=0 as not forcing acceptance: the run would measure its real acceptance, not the "
+        "resolved AL 1; --allow-inexact hands it over anyway\n")
+    as_json = run(url, *one, "--json")
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.stdout)["refused"]["reason"] == "inexact_handoff"
+    allowed = run(url, *one, "--allow-inexact")
+    assert allowed.exit_code == 0
+    assert allowed.stdout == "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS=0\n"
+    assert allowed.stderr.startswith("warning: TensorRT-LLM reads ")
+    # Every other engine realises AL 1.
+    for name in ("vllm", "sglang", "atom", "tilert", "blis"):
+        assert run(url, *one[:-1], name).exit_code == 0
+
+
+def test_a_deployment_whose_pool_is_inexact_is_refused_naming_the_pool(url, tmp_path):
+    deploy = tmp_path / "deploy.yaml"
+    deploy.write_text("pools:\n  - name: decode\n    engine:\n      speculative:\n"
+                      "        method: mtp\n        num_spec_tokens: 3\n")
+    args = ["--model", "glm-5.3", "--thinking", "on", "--category", "coding", "--k", "3",
+            "--acceptance-length", "1", "--deployment", str(deploy), "--emit", "trtllm"]
+    result = run(url, *args)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("refused (inexact_handoff): pool 'decode': TensorRT-LLM ")
