@@ -13,7 +13,13 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, handle_errors, progress, report_findings
+from registry_db.cli.output import (
+    check_category,
+    emit_json,
+    handle_errors,
+    progress,
+    report_findings,
+)
 from registry_db.model import THINKING_MODES
 
 OUTPUT_HELP = ("Where to write: a folder (one <set>.yaml per set, created when missing), a "
@@ -53,8 +59,7 @@ def ingest() -> None:
                    "none.")
 @click.option("--hardware", metavar="CHIP",
               help="The chip the curves were measured on, for files that state none.")
-@click.option("--category", metavar="C", callback=lambda ctx, param, value: _category(
-              ctx, param, value),  # defined below, with the counter sources' flags
+@click.option("--category", metavar="C", callback=check_category,
               help="The workload category, for files that state none (such as coding).")
 @click.option("--tp", type=click.IntRange(min=0), metavar="N",
               help="The tensor-parallel width, for files that state none.")
@@ -116,14 +121,6 @@ def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
 
 # --- the counter sources: one set of flags, one way to read them ----------------------------------
 
-def _category(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from registry_db.inputs.schema import category_problem
-
-    problem = None if value is None else category_problem("category", value)
-    if problem is not None:
-        raise click.BadParameter(problem)
-    return value
-
 
 class _Finite(click.FloatRange):
     """A float range that also refuses ``nan`` and ``inf`` (which every range test passes)."""
@@ -157,7 +154,7 @@ def _counter_flags(fn: Any) -> Any:
                      help=f"num_speculative_tokens the server ran with (1..{MAX_K}). "
                           "[required]"),
         click.option("--thinking", type=click.Choice(THINKING_MODES), help="[required]"),
-        click.option("--category", metavar="C", callback=_category,
+        click.option("--category", metavar="C", callback=check_category,
                      help="The workload category, such as coding. [required]"),
         click.option("--hardware", metavar="CHIP", help="The chip it ran on. [required]"),
         click.option("--engine-image", metavar="IMAGE", help="The engine image. [required]"),

@@ -106,6 +106,18 @@ def one_line(_ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return value
 
 
+def check_category(_ctx: click.Context, param: click.Parameter, value: str | None
+                   ) -> str | None:
+    """A ``--category`` (or ``--fallback-category``) by the spec's category rule, its one
+    message naming the option."""
+    from registry_db.inputs.schema import category_problem
+
+    problem = None if value is None else category_problem(str(param.name), value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
+
+
 def _as_of(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
     from registry_db.inputs.as_of import as_of_utc
 

@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from registry_db.cli.output import (
+    check_category,
     complete_methods,
     complete_models,
     complete_set_names,
@@ -50,14 +51,6 @@ def _nonempty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
-def _category(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    from registry_db.inputs.schema import category_problem
-
-    problem = None if value is None else category_problem(str(param.name), value)
-    if problem is not None:
-        raise click.BadParameter(problem)
-    return value
-
 
 def _k(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
     from registry_db.inputs.schema import k_problem
@@ -82,7 +75,7 @@ def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
 #: How each kind of flag in :data:`registry_db.inputs.layers.FLAGS` becomes a click option.
 _KINDS: dict[str, dict[str, Any]] = {
     "text": {"callback": _nonempty},
-    "category": {"callback": _category},
+    "category": {"callback": check_category},
     "k": {"type": click.IntRange(min=1), "callback": _k},
     "thinking": {"type": click.Choice(THINKING_MODES)},
     "number": {"type": float},
