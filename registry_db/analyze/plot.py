@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from registry_db.analyze.coverage import Coverage, describe
+from registry_db.analyze.readable import readable
 from registry_db.errors import MissingExtra, RegistryError
+from registry_db.model import MAX_K
 from registry_db.yaml.render import refuse_overwrites, write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,6 +53,11 @@ LEGEND_ENTRY = {True: 14.0, False: 11.0}
 LEGEND_CHARS = {True: 56, False: 34}
 #: What to do about a panel with more lines than a legend can name.
 CROWDED_HINT = "narrow with --method, --thinking or --category"
+#: The most panels a picture draws (one per model past a dozen lines): 36 took about 5 s of
+#: CPU, and the cost grows with each (96 took 19 s, docs/decisions.md).
+MAX_PANELS = 36
+#: The most lines and points a picture draws.
+MAX_LINES, MAX_POINTS = 400, 2000
 FORMATS = {".png": "png", ".svg": "svg"}
 DPI = 150
 #: A value with counts gets a bar of this many standard errors each way (a 95% interval, were
@@ -168,12 +175,39 @@ def title_lines(coverage: Coverage) -> tuple[str, str]:
             f"set{'s' if len(coverage.sets) > 1 else ''} {sets} · {cat}{extra}")
 
 
+class PictureTooLarge(RegistryError):
+    """A picture past one of the bounds (K, panels, lines, points): drawing it would take
+    minutes and gigabytes, and show nothing a reader could tell apart."""
+
+
+def check_size(coverage: Coverage, lines: Sequence[Curve] | None = None) -> None:
+    """Refuse a picture past a bound, saying which and how to narrow it (before any drawing:
+    the grid holds a cell per K, so a K of ten million costs gigabytes to draw)."""
+    if coverage.max_k > MAX_K:
+        raise PictureTooLarge(f"K {coverage.max_k} is more than a picture draws (K is at most "
+                              f"{MAX_K}); narrow the rows")
+    lines = curves(coverage) if lines is None else lines
+    models = {c.model for c in lines}
+    points = sum(len(c.points) for c in lines)
+    for what, count, bound in (("lines", len(lines), MAX_LINES),
+                               ("points", points, MAX_POINTS)):
+        if count > bound:
+            raise PictureTooLarge(f"{count} {what} are more than a picture draws (at most "
+                                  f"{bound}); narrow the rows, e.g. to one model or method")
+    if len(lines) > MAX_LINES_PER_PANEL and len(models) > MAX_PANELS:
+        raise PictureTooLarge(f"{len(models)} models would be {len(models)} panels, more than a "
+                              f"picture draws (at most {MAX_PANELS}); narrow the rows to fewer "
+                              "models")
+
+
 def build_figure(coverage: Coverage) -> Figure:
-    """The picture of ``coverage``: one panel, or one per model above a dozen lines."""
+    """The picture of ``coverage``: one panel, or one per model above a dozen lines;
+    :class:`PictureTooLarge` past a bound (:func:`check_size`)."""
     require_matplotlib()
+    lines = curves(coverage)
+    check_size(coverage, lines)
     from matplotlib.figure import Figure
 
-    lines = curves(coverage)
     models = sorted({c.model for c in lines})
     multiples = len(lines) > MAX_LINES_PER_PANEL and len(models) > 1
     colours = _colours(lines)
@@ -398,7 +432,7 @@ def _panel(ax: Axes, lines: Sequence[Curve], max_k: int, colours: dict[str, Any]
             # Beside its point: above or below, a label would sit on the point's own bar.
             px, offset, ha, va = label_of[n][2], (size / 2 + 5, 0.0), "left", "center"
         # On a white ground: a line that crosses a label does not strike it through.
-        ax.annotate(f"{p.acceptance_length}", (px, p.acceptance_length), xytext=offset,
+        ax.annotate(f"{readable(p.acceptance_length)}", (px, p.acceptance_length), xytext=offset,
                     textcoords="offset points", ha=ha, va=va, fontsize=9 if single else 7,
                     color="0.25" if shared else colours[_group(c)], gid="value", zorder=4,
                     bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none",

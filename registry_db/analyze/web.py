@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from registry_db.resolve.statements import named_one_statement
+from registry_db.resolve.statements import LIVE_SETS, named_one_statement
 from registry_db.store.catalog import RELATIONS, VIEWS, plain_text
 
 TITLE = "Acceptance-profile registry"
@@ -56,34 +56,66 @@ PAGES: dict[str, Page] = {
 # --- resolve a run ----------------------------------------------------------------------------
 
 #: The form of "resolve a run", in its order: the resolver's terms (``set``: one set, or every
-#: set when empty; ``fallback``: the pin's fallback_category, none when empty).
-RESOLVE_PARAMETERS = ("model", "method", "k", "thinking", "category", "fallback", "set")
+#: set when empty; ``fallback``: the pin's fallback_category, none when empty; ``hardware``:
+#: the run's chip; ``as_of``: the registry as of that time, ISO 8601, to the millisecond).
+RESOLVE_PARAMETERS = ("model", "method", "k", "thinking", "category", "fallback", "set",
+                      "hardware", "as_of")
+
+#: The form's time, read by SQLite (``Z``, ``+HH:MM`` or no zone: UTC) and written as the
+#: resolver binds a time (:func:`registry_db.resolve.lookup.bound`: microseconds, no zone).
+_MOMENT = "(SELECT at FROM moment)"
 
 
-def named_statement(scoped: bool) -> str:
+def named_statement(scoped: bool, as_of: bool = False) -> str:
     """The resolver's one-run statement on SQLite over every set (or, ``scoped``, over the one
-    set ``:set``; the resolver names it ``:set_1``), its parameters named as the form's."""
-    return named_one_statement("sqlite", 1 if scoped else 0).replace(":set_1", ":set")
+    set ``:set``; the resolver names it ``:set_1``), now or (``as_of``) as of the form's time,
+    its parameters named as the form's."""
+    text = named_one_statement("sqlite", 1 if scoped else 0, as_of).replace(":set_1", ":set")
+    return text.replace(":as_of", _MOMENT)
 
 
 #: Around the resolver's statement, the decision resolve/finish.py makes from its rows (and the
 #: refusals the resolver makes before any lookup), in the resolver's order, as one answer row.
-_RESOLVE = """WITH RECURSIVE every_set AS (
+_RESOLVE = """WITH RECURSIVE moment AS (
+    SELECT CASE WHEN :as_of = '' THEN NULL
+                ELSE strftime('%Y-%m-%d %H:%M:%f', :as_of) || '000' END AS at,
+           CASE WHEN :as_of = '' THEN ''
+                ELSE ' as of ' || strftime('%Y-%m-%dT%H:%M:%S', :as_of)
+                     || CASE WHEN strftime('%f', :as_of) LIKE '%.000' THEN ''
+                             ELSE substr(strftime('%f', :as_of), 3) || '000' END
+                     || 'Z' END AS said
+),
+every_set AS (
 {every}
 ),
 one_set AS (
 {one}
 ),
+every_set_then AS (
+{every_then}
+),
+one_set_then AS (
+{one_then}
+),
 -- The statement's rows: one per (profile of the winning key, stored rate).
 found AS (
-    SELECT * FROM every_set WHERE :set = ''
+    SELECT * FROM every_set WHERE :set = '' AND :as_of = ''
     UNION ALL
-    SELECT * FROM one_set WHERE :set <> ''
+    SELECT * FROM one_set WHERE :set <> '' AND :as_of = ''
+    UNION ALL
+    SELECT * FROM every_set_then WHERE :set = '' AND :as_of <> ''
+    UNION ALL
+    SELECT * FROM one_set_then WHERE :set <> '' AND :as_of <> ''
 ),
 held AS (
     SELECT id, name AS profile_set, category, acceptance_length, method, copied_from, source,
-           hardware, revision, COUNT(position) AS stored_rates
+           hardware, revision, COUNT(position) AS stored_rates, drafts, al_stderr,
+           accepted_per_position IS NOT NULL AS stderr_exact
     FROM found GROUP BY id
+),
+-- The sets of the registry as of the form's time.
+live AS (
+{live}
 ),
 winner AS (SELECT MAX(category) AS category, MAX(set_count) AS set_count FROM found),
 one AS (SELECT * FROM held WHERE (SELECT set_count FROM winner) = 1),
@@ -97,10 +129,19 @@ terms AS (
         WHEN NOT (CAST(:k AS INTEGER) >= 1 AND CAST(CAST(:k AS INTEGER) AS TEXT) = trim(:k))
             THEN 'K is a whole number, at least 1'
         WHEN :thinking NOT IN ('', 'on', 'off') THEN 'thinking is on or off'
+        WHEN :as_of <> '' AND (strftime('%f', :as_of) IS NULL OR NOT :as_of GLOB
+                '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*')
+            THEN 'as_of: ''' || :as_of || ''' is not an ISO 8601 time such as '
+                 || '2026-11-30T12:00:00Z (no zone means UTC)'
+        WHEN :as_of GLOB '*[.,][0-9][0-9][0-9][0-9]*'
+            THEN 'as_of: the form reads a time to the millisecond'
     END AS invalid,
-    :set <> '' AND NOT EXISTS (SELECT 1 FROM profile_sets WHERE name = :set) AS unknown_set,
+    :set <> '' AND NOT EXISTS (SELECT 1 FROM profile_sets WHERE name = :set AND :as_of = ''
+                               UNION ALL
+                               SELECT 1 FROM live WHERE set_name = :set) AS unknown_set,
     CASE WHEN :set = '' THEN 'the registry (every set)'
-         ELSE 'the registry sets ''' || :set || '''' END AS scope,
+         ELSE 'the registry sets ''' || :set || '''' END
+        || (SELECT said FROM moment) AS scope,
     :model || '/' || :method || '/k' || trim(:k) || '/thinking-' || :thinking || '/'
         AS prefix
 ),
@@ -123,7 +164,9 @@ SELECT
         WHEN 'invalid_request' THEN d.invalid
         WHEN 'unknown_set' THEN 'no profile set named ''' || :set || '''; known sets: '
             || COALESCE((SELECT group_concat(name, ', ') FROM (
-                SELECT name FROM profile_sets ORDER BY name LIMIT 20)), 'none')
+                SELECT name FROM profile_sets WHERE :as_of = ''
+                UNION SELECT set_name FROM live ORDER BY 1 LIMIT 20)), 'none')
+            || (SELECT said FROM moment)
         WHEN 'no_thinking' THEN 'the registry lookup needs the workload''s thinking mode '
             || '(on or off) and none was given'
         WHEN 'no_category' THEN 'the registry lookup needs the workload''s category and none '
@@ -139,16 +182,20 @@ SELECT
             || ': ' || (SELECT group_concat(profile_set, ', ') FROM (
                 SELECT profile_set FROM held ORDER BY profile_set))
             || '; name one with set'
-        ELSE NULLIF(
-            CASE WHEN o.category <> :category THEN CASE WHEN :category = ''
+        -- the resolver's notes in its order, each after '; ' (the first one's cut off)
+        ELSE NULLIF(substr(
+            CASE WHEN o.category <> :category THEN '; ' || CASE WHEN :category = ''
                 THEN 'the workload states no category'
                 ELSE 'the workload''s category ''' || :category || ''' has no profile' END
                 || '; used the fallback category ''' || o.category || '''' ELSE '' END
-            || CASE WHEN o.category <> :category AND o.method <> 'measured' THEN '; '
-                ELSE '' END
+            -- chip names compared without case, as the resolver does
+            || CASE WHEN :hardware <> '' AND o.hardware IS NOT NULL
+                     AND lower(:hardware) <> lower(o.hardware)
+                THEN '; the profile was measured on ' || o.hardware || ' and the run is on '
+                     || :hardware || '; acceptance is reused across hardware' ELSE '' END
             || CASE WHEN o.method = 'measured' THEN ''
-                ELSE 'the profile''s value is not measured ('
-                    || COALESCE('copied from ' || o.copied_from, o.method) || ')' END, '')
+                ELSE '; the profile''s value is not measured ('
+                    || COALESCE('copied from ' || o.copied_from, o.method) || ')' END, 3), '')
     END AS message,
     CASE WHEN d.answer = 'resolved' OR d.answer = 'conflict' THEN d.prefix || d.used END
         AS profile,
@@ -176,15 +223,25 @@ SELECT
         AS fallback_replaced,
     CASE WHEN o.id IS NOT NULL AND o.category <> :category THEN o.category END
         AS fallback_category,
+    o.al_stderr,
+    CASE WHEN o.al_stderr IS NOT NULL THEN o.stderr_exact END AS al_stderr_exact,
+    o.drafts,
+    o.acceptance_length - 1.96 * o.al_stderr AS al_low_95,
+    o.acceptance_length + 1.96 * o.al_stderr AS al_high_95,
     o.method,
     o.source,
     o.hardware AS measured_on,
+    NULLIF(:hardware, '') AS run_on,
+    (SELECT NULLIF(substr(said, 8), '') FROM moment) AS as_of,
     :model AS model,
     :method AS speculative_method,
     CASE WHEN d.invalid IS NULL THEN CAST(:k AS INTEGER) END AS num_spec_tokens,
     :thinking AS thinking,
     d.used AS category
-FROM decided d LEFT JOIN one o ON d.answer = 'resolved'"""
+FROM decided d LEFT JOIN one o ON d.answer = 'resolved'
+-- An empty form (the page as first opened) asks nothing: no row, no error.
+WHERE :model <> '' OR :method <> '' OR :k <> '' OR :thinking <> '' OR :category <> ''
+   OR :fallback <> '' OR :set <> '' OR :hardware <> '' OR :as_of <> ''"""
 
 
 #: The answer row's columns, in order, and what each says (the page shows them beside it).
@@ -206,10 +263,20 @@ RESOLVE_COLUMNS: dict[str, str] = {
     "fallback_replaced": "The workload's category that had no profile (empty when the "
                          "workload stated none).",
     "fallback_category": "The fallback category used in its place.",
+    "al_stderr": "The AL's standard error, from the profile's counts (empty without counts). "
+                 "Unit: tokens per step.",
+    "al_stderr_exact": "1 when the stderr is exact (per-position counts), 0 when it is the "
+                       "largest the totals allow.",
+    "drafts": "The verification steps the counts cover.",
+    "al_low_95": "AL − 1.96 stderr: the low end of a 95% interval. Unit: tokens per step.",
+    "al_high_95": "AL + 1.96 stderr: the high end of a 95% interval. Unit: tokens per step.",
     "method": "How the value was obtained: measured, literature, vendor_spec, copied or "
               "assumed.",
     "source": "provenance.source: the document the value was read from.",
     "measured_on": "provenance.hardware: the chip it was measured on.",
+    "run_on": "The run's chip, as the form gave it (a chip other than measured_on is said "
+              "in the message).",
+    "as_of": "The time the registry was read as of (UTC), when the form gave one.",
     "model": "The run's model.",
     "speculative_method": "The run's speculative method.",
     "num_spec_tokens": "The run's K. Unit: tokens.",
@@ -220,7 +287,10 @@ RESOLVE_COLUMNS: dict[str, str] = {
 
 def resolve_sql() -> str:
     """"Resolve a run": the resolver's statement and its decision, one answer row."""
-    return _RESOLVE.format(every=named_statement(False), one=named_statement(True))
+    return _RESOLVE.format(every=named_statement(False), one=named_statement(True),
+                           every_then=named_statement(False, True),
+                           one_then=named_statement(True, True),
+                           live=LIVE_SETS.format(at=_MOMENT))
 
 
 # --- the other canned queries -----------------------------------------------------------------
@@ -346,6 +416,26 @@ def metadata(database: str) -> dict[str, Any]:
 
 # --- the picture of a page's rows -------------------------------------------------------------
 
+#: The most rows a page's picture draws (Datasette's own limit on a page's rows, 1,000).
+MAX_PICTURE_ROWS = 1000
+
+
+def check_picture(columns: list[str], rows: list[Any]) -> None:
+    """Refuse, before anything is drawn, rows a picture cannot hold: too many, or a K past the
+    spec's (any SQL can name a K of ten million); the figure's own bounds follow
+    (:func:`registry_db.analyze.plot.check_size`)."""
+    from registry_db.analyze.plot import MAX_K, PictureTooLarge
+
+    if len(rows) > MAX_PICTURE_ROWS:
+        raise PictureTooLarge(f"{len(rows)} rows are more than a picture draws (at most "
+                              f"{MAX_PICTURE_ROWS}); narrow the rows")
+    at = columns.index("num_spec_tokens")
+    big = max((r[at] for r in rows if isinstance(r[at], int)), default=0)
+    if big > MAX_K:
+        raise PictureTooLarge(f"K {big} is more than a picture draws (K is at most {MAX_K}); "
+                              "narrow the rows")
+
+
 def can_picture(columns: Any) -> bool:
     """Whether rows with these columns can be drawn (AL against K)."""
     return set(PICTURE_COLUMNS) <= set(columns or ())
@@ -359,6 +449,7 @@ def picture_png(columns: list[str], rows: list[Any]) -> bytes:
 
     from registry_db.analyze import plot
 
+    check_picture(columns, rows)
     fig = plot.build_figure(_coverage(columns, rows))
     buffer = io.BytesIO()
     # No date or version in the file, as plot.save_figure: the same rows, the same bytes.

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from registry_db import interrupts
+from registry_db.analyze.readable import READABLE_DIGITS, readable  # noqa: F401 (shared)
 from registry_db.errors import InvalidInput, RegistryError
 from registry_db.model import control_problem, visible
 
@@ -153,19 +154,6 @@ def emit_lines(objects: Iterable[Any]) -> None:
     """Print each object as one line of JSON (``--nl``; nothing at all for none)."""
     text = "".join(json.dumps(o, ensure_ascii=False, default=str) + "\n" for o in objects)
     click.echo(text, nl=False)
-
-
-#: Decimal places that tables keep (``--json``, ``--nl`` and ``--csv`` keep every digit).
-READABLE_DIGITS = 4
-
-
-def readable(value: Any) -> Any:
-    """A float rounded for reading (0.6140000000000001 -> 0.614, 4.07 stays 4.07); anything
-    else as it is. Tables and text use it; ``--json``, ``--nl`` and ``--csv`` never do: CSV is
-    for programs."""
-    if isinstance(value, float):
-        return round(value, READABLE_DIGITS)
-    return value
 
 
 def with_stderr(al: float, uncertainty: Any) -> Any:

@@ -6,7 +6,6 @@ refusals need none of it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +55,10 @@ def serve(settings: Any, port: int, host: str, print_metadata: bool) -> None:
     by model, method, thinking and category, and canned queries (resolve a run, coverage of a
     model, history of a set, conflicts), each page's AL-against-K picture beneath it.
 
-    Read-only: the SQLite file is opened immutable, so restart the server after an import.
+    Read-only, and live: each request reads one snapshot of the registry, taken anew when an
+    import (or any write) committed since the last, so a page is consistent within itself and
+    an import is seen at the next request; the registry's latest revision and the time it was
+    read head every page. Nothing is written next to the file.
     Needs the web extra: pip install 'registry_db[web]'. --metadata prints the metadata for
     running Datasette another way (datasette -i registry.db -m metadata.json, with the plugin
     this package installs). A PostgreSQL registry is refused (exit 2): Datasette reads SQLite.
@@ -74,21 +76,36 @@ def serve(settings: Any, port: int, host: str, print_metadata: bool) -> None:
     if print_metadata:
         emit_json(meta)
         return
-    with settings.registry(readonly=True):
-        pass  # a missing file or an old schema: exit 3, as every command that reads
-    wal = f"{path}-wal"
-    if os.path.exists(wal) and os.path.getsize(wal) > 0:
-        raise DatabaseError(
-            f"{wal} holds changes a writer has not yet put into {path} (is an import "
-            "running?); Datasette's immutable mode would not see them: serve again when it "
-            "has finished")
-    try:
-        import matplotlib  # noqa: F401 - the pictures; imported here so that a missing one is said now
+    from registry_db.analyze.web_snapshot import Snapshots
+    from registry_db.store.migrate import require_existing
 
-        from registry_db.analyze import web_plugin
-    except ImportError as exc:
-        raise MissingExtra(f"registry serve needs Datasette, which is not installed ({exc}); "
-                           f"install the web extra: {INSTALL_HINT}") from None
-    click.echo(f"Serving {path} read-only at http://{host}:{port}/ (Ctrl-C stops it)",
-               err=True)
-    web_plugin.serve(path, meta, host, port)
+    require_existing(settings.url)  # a missing file: exit 3, and nothing created
+    snapshots = Snapshots(path)
+    try:
+        _check_schema(snapshots)
+        try:
+            import matplotlib  # noqa: F401 - the pictures; imported here so that a missing one is said now
+
+            from registry_db.analyze import web_plugin
+        except ImportError as exc:
+            raise MissingExtra(f"registry serve needs Datasette, which is not installed "
+                               f"({exc}); install the web extra: {INSTALL_HINT}") from None
+        click.echo(f"Serving {path} read-only at http://{host}:{port}/ (Ctrl-C stops it)",
+                   err=True)
+        web_plugin.serve(snapshots, meta, host, port)
+    finally:
+        snapshots.close()
+
+
+def _check_schema(snapshots: Any) -> None:
+    """An empty file or an old schema: exit 3, as every command that reads; checked on the
+    first snapshot, so that nothing opens the live file but the copy (which creates nothing
+    beside it)."""
+    from registry_db.store.migrate import registry
+
+    copy = snapshots.current().path
+    try:
+        with registry(f"sqlite:///{copy}", readonly=True):
+            pass
+    except DatabaseError as exc:  # said of the registry's file, not of the copy
+        raise type(exc)(str(exc).replace(copy, snapshots.path)) from None

@@ -20,11 +20,12 @@ from tests.helpers import (
     WEB_THINKING,
     make_registry,
     run_cli,
+    web_sets,
 )
 
 #: The form's values swept: every term given or left empty, a category nothing holds, an
 #: unknown set.
-FORMS = [dict(zip(web.RESOLVE_PARAMETERS, values)) for values in itertools.product(
+FORMS = [dict(zip(web.RESOLVE_PARAMETERS, (*values, "", ""))) for values in itertools.product(
     WEB_MODELS, WEB_METHODS, [str(k) for k in WEB_KS], (*WEB_THINKING, ""),
     (*WEB_CATEGORIES, "", "none"), ("", "coding", "chat"), ("", *WEB_SETS, "nope"))]
 
@@ -39,6 +40,9 @@ def _request(form: dict[str, str]) -> dict:
         line["pin"] = {"fallback_category": form["fallback"]}
     if form["set"]:
         line["sets"] = [form["set"]]
+    for term in ("hardware", "as_of"):
+        if form.get(term):
+            line[term] = form[term]
     return line
 
 
@@ -76,8 +80,9 @@ def _same(form: dict, mine: dict, theirs: dict) -> None:
             # The library names the flag (--set); the page names its field.
             assert refused["message"].startswith(said.removesuffix("set")), (where, refused)
         elif refused["reason"] == "unknown_set":
-            assert "no profile set named 'nope'" in said and "known sets: alpha, beta, gamma" \
-                in said, where
+            assert f"no profile set named '{form['set']}'" in said, where
+            if not form.get("as_of"):
+                assert "known sets: alpha, beta, gamma" in said, where
         else:
             # The library goes on to say what is stored for the model and method.
             assert refused["message"].startswith(said), (where, refused)
@@ -96,6 +101,11 @@ def _same(form: dict, mine: dict, theirs: dict) -> None:
     assert mine["fallback_category"] == fallback.get("category"), where
     assert mine["source"] == theirs["source"], where
     assert mine["message"] == ("; ".join(theirs["warnings"]) or None), where
+    u = theirs["uncertainty"] or {}
+    assert mine["al_stderr"] == u.get("stderr"), where
+    assert mine["drafts"] == u.get("drafts"), where
+    assert (None if mine["al_stderr_exact"] is None else bool(mine["al_stderr_exact"])) \
+        == u.get("exact"), where
 
 
 @pytest.mark.parametrize("seed", [7, 11, 23])
@@ -153,3 +163,65 @@ def test_bad_form_values_are_said_to_be_bad(registry_file):
     assert [a["message"] for a in answers] == (
         ["K is a whole number, at least 1"] * 4
         + ["thinking is on or off", "model and method are required"])
+
+
+def test_an_empty_form_asks_nothing(registry_file):
+    """The page as first opened: no answer row, so no red invalid_request."""
+    conn = sqlite3.connect(f"file:{registry_file}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(web.resolve_sql(), dict.fromkeys(web.RESOLVE_PARAMETERS, ""))
+        assert rows.fetchall() == []
+    finally:
+        conn.close()
+
+
+def _history(tmp_path) -> tuple[object, str]:
+    """A registry whose sets alpha and beta have a second revision with other values, and a
+    time between the two imports (to the millisecond, as the form reads it)."""
+    from datetime import datetime, timedelta
+
+    path = make_registry(tmp_path, 7)
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        (last,) = conn.execute("SELECT MAX(imported_at) FROM revisions").fetchone()
+    finally:
+        conn.close()
+    between = datetime.fromisoformat(last) + timedelta(milliseconds=1)
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    for name, content in web_sets(8).items():
+        if name in ("alpha", "beta"):
+            (newer / f"{name}.yaml").write_text(content, encoding="utf-8")
+    result = run_cli("-d", str(path), "import", str(newer))
+    assert result.exit_code == 0, result.stderr
+    return path, between.strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z"
+
+
+def test_hardware_and_as_of_answer_as_registry_resolve(tmp_path):
+    path, between = _history(tmp_path)
+    forms = [dict(zip(web.RESOLVE_PARAMETERS, values)) for values in itertools.product(
+        WEB_MODELS, WEB_METHODS, [str(k) for k in WEB_KS], WEB_THINKING, ("coding", "chat"),
+        ("", "coding"), ("", "alpha", "gamma", "nope"), ("", "B300"),
+        ("", "2000-01-01", between, "2999-01-01T00:00:00Z"))]
+    mine, theirs = _canned(path, forms), _library(path, forms, tmp_path)
+    assert len(mine) == len(theirs) == len(forms)
+    for form, a, b in zip(forms, mine, theirs):
+        _same(form, a, b)
+    resolved = [(f, a) for f, a in zip(forms, mine) if a["answer"] == "resolved"]
+    # The sweep reaches both revisions, a chip other than the profile's, and counts.
+    assert {a["revision"] for f, a in resolved if f["as_of"] == between} == {1}
+    assert {a["revision"] for f, a in resolved if f["as_of"] == ""} == {1, 2}
+    assert any("measured on h200 and the run is on B300" in (a["message"] or "")
+               for _, a in resolved)
+    assert any(a["al_stderr"] is not None for _, a in resolved)
+    assert all(a["answer"] in ("no_match", "fallback_no_match", "unknown_set")
+               for f, a in zip(forms, mine) if f["as_of"] == "2000-01-01")
+
+
+def test_bad_times_are_said_to_be_bad(registry_file):
+    base = {**dict.fromkeys(web.RESOLVE_PARAMETERS, ""), "model": "model-a", "method": "mtp",
+            "k": "2", "thinking": "on", "category": "coding"}
+    answers = _canned(registry_file, [{**base, "as_of": t} for t in (
+        "yesterday", "now", "2026-13-45", "12:00", "2026-11-30T12:00:00.1234Z")])
+    assert [a["answer"] for a in answers] == ["invalid_request"] * 5
+    assert all(a["message"].startswith("as_of: ") for a in answers)
