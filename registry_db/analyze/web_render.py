@@ -40,11 +40,20 @@ def _work(conn: Any, memory: int) -> None:
         pass
     from registry_db.analyze.web import picture_png
 
+    try:
+        import matplotlib.figure  # noqa: F401 - loaded now, within the limit
+        broken = None
+    except (MemoryError, ImportError) as exc:  # a limit too small to load the libraries
+        broken = (f"the picture worker cannot start within the memory a picture may take "
+                  f"({memory // 2**20} MiB): {exc}")
     while True:
         try:
             columns, rows = conn.recv()
         except EOFError:
             return
+        if broken is not None:
+            conn.send(("refused", broken))
+            continue
         try:
             answer: tuple[str, Any] = ("png", picture_png(columns, rows))
         except MemoryError:

@@ -252,3 +252,63 @@ def test_a_port_already_taken_is_said_and_exit_1(server):
     assert "address already in use" in done.stderr
     assert f"cannot listen on 127.0.0.1:{server.port}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_picture_past_a_bound_is_refused_with_why(server, db):
+    sql = ("SELECT 'm' AS model, 'mtp' AS speculative_method, 10000000 AS num_spec_tokens, "
+           "'off' AS thinking, 2.0 AS acceptance_length, 'measured' AS method")
+    status, kind, body = _get(server, f"/{db}.png", sql=sql)
+    assert (status, kind) == (400, "text/plain")
+    assert body.decode().startswith("No picture: K 10000000 is more than a picture draws")
+    assert _get(server, f"/{db}/set_overview.json")[0] == 200  # and the server goes on
+
+
+def test_the_server_answers_while_a_picture_is_drawn(server, db):
+    """A slow picture (36 panels) is drawn off the event loop: a page asked for after it
+    answers before it does."""
+    import threading
+
+    sql = ("WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 431) "
+           "SELECT 'model-' || (i % 36) AS model, 'mtp' AS speculative_method, "
+           "1 + i % 12 AS num_spec_tokens, 'off' AS thinking, 'c' || (i / 144) AS category, "
+           "1.0 + (i % 12) * 0.3 AS acceptance_length, 'measured' AS method FROM n")
+    done: list[str] = []
+    picture: list[tuple] = []
+
+    def draw() -> None:
+        picture.append(_get(server, f"/{db}.png", sql=sql))
+        done.append("picture")
+
+    worker = threading.Thread(target=draw)
+    worker.start()
+    _wait_for_drawing(server)
+    status, _, _ = _get(server, f"/{db}/set_overview.json")
+    done.append("page")
+    worker.join(timeout=300)
+    assert status == 200 and picture and picture[0][:2] == (200, "image/png")
+    assert done == ["page", "picture"]
+
+
+def _wait_for_drawing(server) -> None:
+    """Until the server's picture worker (its child process) is using the CPU."""
+    import time
+    from pathlib import Path
+
+    def worker_cpu() -> int | None:
+        for task in Path(f"/proc/{server.process.pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                if b"spawn_main" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                    continue  # multiprocessing's resource tracker
+                stat = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+                return int(stat[11]) + int(stat[12])  # utime + stime, in ticks
+        return None
+
+    first = None
+    for _ in range(3000):
+        now = worker_cpu()
+        if now is not None and first is not None and now > first:
+            return
+        if first is None:
+            first = now
+        time.sleep(0.01)
+    raise AssertionError("the picture worker never started drawing")
