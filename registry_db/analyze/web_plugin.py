@@ -117,6 +117,14 @@ class SnapshotDatabase(Database):
     def _snapshot(self) -> Snapshot:
         return PINNED.get() or self.snapshots.current()
 
+    @property
+    def size(self) -> int:
+        return Path(self._snapshot().path).stat().st_size
+
+    @property
+    def mtime_ns(self) -> int:
+        return Path(self._snapshot().path).stat().st_mtime_ns
+
     def connect(self, write: bool = False) -> Any:
         if write:
             raise RegistryError("registry serve is read-only")
@@ -150,8 +158,7 @@ def datasette(snapshots: Snapshots, metadata: dict[str, Any]) -> Any:
 
     registered()
     ds = Datasette(metadata=metadata, settings=SETTINGS, template_dir=TEMPLATES)
-    name = Path(snapshots.path).stem
-    ds.add_database(SnapshotDatabase(ds, snapshots), name=name, route=name)
+    ds.add_database(SnapshotDatabase(ds, snapshots), name=snapshots.name, route=snapshots.name)
     return ds
 
 

@@ -66,7 +66,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(" ", "seconds").replace("+00:00", " UTC")
 
 
-def state_of(conn: sqlite3.Connection) -> State:
+def state_of(conn: sqlite3.Connection, origin: str = "") -> State:
     """The :class:`State` a registry file's connection holds."""
     revisions, sets = conn.execute(
         "SELECT (SELECT COUNT(*) FROM revisions), (SELECT COUNT(*) FROM profile_sets)"
@@ -76,7 +76,7 @@ def state_of(conn: sqlite3.Connection) -> State:
     at, name, number, action = last if last is not None else (None, None, None, None)
     if at is not None:  # stored as UTC text with microseconds: seconds are enough to read
         at = str(at)[:19] + " UTC"
-    return State(revisions, sets, at, name, number, action, _now())
+    return State(revisions, sets, at, name, number, action, _now() + origin)
 
 
 @dataclass
@@ -100,8 +100,13 @@ class Snapshot:
 class Snapshots:
     """The snapshots of the SQLite registry at ``path``, in a private folder."""
 
+    #: What the snapshots are copies of, for the line at the top of every page.
+    origin = ""
+
     def __init__(self, path: str):
         self.path = os.path.abspath(path)
+        #: The registry's name on the server (its file's stem).
+        self.name = os.path.splitext(os.path.basename(path))[0]
         self.folder = tempfile.mkdtemp(prefix="registry-serve-")
         self._lock = threading.Lock()
         self._generation = 0
@@ -133,6 +138,20 @@ class Snapshots:
             assert self.latest is not None
             return self.latest
 
+    def _taken(self, dest: str, signature: Any) -> None:
+        """``dest`` (a whole copy) becomes the latest snapshot."""
+        conn = sqlite3.connect(f"file:{quote(dest)}?mode=ro&immutable=1", uri=True)
+        try:
+            state = state_of(conn, self.origin)
+        finally:
+            conn.close()
+        if self.latest is not None:
+            self.latest.retired = True
+            self._old.append(self.latest)
+        self.latest = Snapshot(dest, self._generation, state)
+        self._signature = signature
+        self.prune()
+
     def _pending(self) -> bool:
         """A writer's ``-wal`` or ``-shm`` beside the file: read through them (``mode=ro``)."""
         return os.path.exists(self.path + "-wal") or os.path.exists(self.path + "-shm")
@@ -158,17 +177,7 @@ class Snapshots:
         if not copied:
             signature = self.signature()
             self._copy(readonly_options(self.path), dest)
-        conn = sqlite3.connect(f"file:{quote(dest)}?mode=ro&immutable=1", uri=True)
-        try:
-            state = state_of(conn)
-        finally:
-            conn.close()
-        if self.latest is not None:
-            self.latest.retired = True
-            self._old.append(self.latest)
-        self.latest = Snapshot(dest, self._generation, state)
-        self._signature = signature
-        self.prune()
+        self._taken(dest, signature)
 
     def _copy(self, options: str, dest: str) -> None:
         """The registry copied into ``dest`` in one read transaction (a failed copy leaves no
@@ -205,3 +214,67 @@ class Snapshots:
     def close(self) -> None:
         """Remove the private folder and every copy in it."""
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+#: What changes whenever a writer commits to a PostgreSQL registry: every import, update,
+#: deletion and restore writes a revision.
+_PG_SIGNATURE = "SELECT COUNT(*), MAX(id), MAX(imported_at) FROM revisions"
+
+
+class CopiedSnapshots(Snapshots):
+    """Snapshots of a PostgreSQL registry, which Datasette cannot read: each a new SQLite
+    registry at the same schema head, every table copied in one read-only, repeatable-read
+    transaction, taken again at the first request after a revision was written."""
+
+    def __init__(self, url: str, engine: Any):
+        from registry_db.store.urls import redact
+
+        self.url, self.engine = url, engine
+        self.origin = f" (a copy of the PostgreSQL registry {redact(url)})"
+        self.folder = tempfile.mkdtemp(prefix="registry-serve-")
+        self.path = os.path.join(self.folder, "registry.db")
+        self.name = engine.url.database or "registry"
+        self._lock = threading.Lock()
+        self._generation = 0
+        self._signature = None
+        self.latest = None
+        self._old = []
+
+    def signature(self) -> Any:
+        from sqlalchemy import text
+
+        with self.engine.connect() as conn:
+            return tuple(conn.execute(text(_PG_SIGNATURE)).one())
+
+    def _take(self, signature: Any) -> None:
+        from sqlalchemy import delete, insert, select, text
+
+        from registry_db.store.migrate import open_registry
+        from registry_db.store.schema import metadata
+
+        self._generation += 1
+        dest = os.path.join(self.folder, f"snapshot-{self._generation}.db")
+        copy = open_registry(f"sqlite:///{dest}", create=True)  # the schema, at the head
+        try:
+            with self.engine.connect().execution_options(
+                    isolation_level="REPEATABLE READ") as source, copy.begin() as target:
+                # The signature read in the same transaction: the copy holds exactly it.
+                signature = tuple(source.execute(text(_PG_SIGNATURE)).one())
+                for table in reversed(metadata.sorted_tables):  # what the migrations seeded
+                    target.execute(delete(table))
+                for table in metadata.sorted_tables:
+                    rows = [dict(r) for r in source.execute(select(table)).mappings()]
+                    if rows:
+                        target.execute(insert(table), rows)
+        except BaseException:
+            copy.dispose()
+            for name in (dest, dest + "-wal", dest + "-shm"):
+                if os.path.exists(name):
+                    os.remove(name)
+            raise
+        copy.dispose()  # the last connection: SQLite folds its -wal into the file
+        self._taken(dest, signature)
+
+    def close(self) -> None:
+        self.engine.dispose()
+        super().close()

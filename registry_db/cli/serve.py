@@ -17,8 +17,9 @@ from registry_db.errors import DatabaseError, MissingExtra, UsageError
 INSTALL_HINT = "pip install 'registry_db[web]'  (in a checkout: pip install -e '.[web]')"
 
 
-def sqlite_file(url: str) -> str:
-    """The registry's SQLite file, or the usage error that says what to do instead."""
+def sqlite_file(url: str) -> str | None:
+    """The registry's SQLite file; None for PostgreSQL (served from SQLite copies); else the
+    usage error that says what to do instead."""
     from registry_db.store.sqlite_read import sqlite_file as plain_file
 
     path = plain_file(url)  # a plain sqlite:///PATH without SQLAlchemy's import (--metadata)
@@ -30,14 +31,16 @@ def sqlite_file(url: str) -> str:
     if path is not None and path != ":memory:":
         return path
     if dialect_of(url) == "postgresql":
-        raise UsageError(
-            f"registry serve runs Datasette, which reads SQLite files only, and the registry "
-            f"at {redact(url)} is PostgreSQL. Either copy its current sets into a local file "
-            f"and serve that: registry -d URL export -o sets/ && registry -d registry.db "
-            f"import sets/ && registry -d registry.db serve; or read it in psql, where every "
-            f"table, view and column is described: \\d+ acceptance_profiles")
-    raise UsageError(f"registry serve needs the registry's SQLite file; {redact(url)} is not "
-                     "one")
+        return None
+    raise UsageError(f"registry serve needs the registry's SQLite file or a PostgreSQL URL; "
+                     f"{redact(url)} is neither")
+
+
+def _database_name(url: str) -> str:
+    """A PostgreSQL registry's name on the server: its database's."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).database or "registry"
 
 
 @click.command("serve")
@@ -61,7 +64,9 @@ def serve(settings: Any, port: int, host: str, print_metadata: bool) -> None:
     read head every page. Nothing is written next to the file.
     Needs the web extra: pip install 'registry_db[web]'. --metadata prints the metadata for
     running Datasette another way (datasette -i registry.db -m metadata.json, with the plugin
-    this package installs). A PostgreSQL registry is refused (exit 2): Datasette reads SQLite.
+    this package installs). A PostgreSQL registry is served from SQLite copies (Datasette
+    reads SQLite only), each taken in one read-only transaction at the first request after a
+    revision was written; the copy's time heads every page.
 
     \b
     Example:
@@ -72,17 +77,24 @@ def serve(settings: Any, port: int, host: str, print_metadata: bool) -> None:
     from registry_db.analyze.web import metadata
 
     path = sqlite_file(settings.url)
-    meta = metadata(Path(path).stem)
+    meta = metadata(Path(path).stem if path is not None else _database_name(settings.url))
     if print_metadata:
         emit_json(meta)
         return
-    from registry_db.analyze.web_snapshot import Snapshots
-    from registry_db.store.migrate import require_existing
+    from registry_db.analyze.web_snapshot import CopiedSnapshots, Snapshots
+    from registry_db.store.migrate import open_registry, require_existing
 
-    require_existing(settings.url)  # a missing file: exit 3, and nothing created
-    snapshots = Snapshots(path)
+    snapshots: Snapshots
+    if path is None:  # PostgreSQL: the schema checked as every reader checks it
+        snapshots = CopiedSnapshots(settings.url, open_registry(settings.url, readonly=True))
+    else:
+        require_existing(settings.url)  # a missing file: exit 3, and nothing created
+        snapshots = Snapshots(path)
     try:
-        _check_schema(snapshots)
+        if path is None:
+            snapshots.current()
+        else:
+            _check_schema(snapshots)
         try:
             import matplotlib  # noqa: F401 - the pictures; imported here so that a missing one is said now
 
@@ -90,8 +102,10 @@ def serve(settings: Any, port: int, host: str, print_metadata: bool) -> None:
         except ImportError as exc:
             raise MissingExtra(f"registry serve needs Datasette, which is not installed "
                                f"({exc}); install the web extra: {INSTALL_HINT}") from None
-        click.echo(f"Serving {path} read-only at http://{host}:{port}/ (Ctrl-C stops it)",
-                   err=True)
+        from registry_db.store.urls import redact
+
+        click.echo(f"Serving {path or redact(settings.url)} read-only at http://{host}:{port}/ "
+                   "(Ctrl-C stops it)", err=True)
         web_plugin.serve(snapshots, meta, host, port)
     finally:
         snapshots.close()

@@ -1,6 +1,7 @@
 """A real browser on ``registry serve``: headless Chromium (Debian's ``chromium`` and
 ``chromium-driver``) loads "Resolve a run", fills the form, submits it and reads the answer from
-the page; and finds a profile by its facets. Screenshots go beside the test's files (and to
+the page; finds a profile by its facets; and sees an import made while the server runs on
+every page at the next request. Screenshots go beside the test's files (and to
 ``$REGISTRY_TEST_SCREENSHOTS`` when set), for a person to look at."""
 
 from __future__ import annotations
@@ -107,6 +108,101 @@ def _fallback_run(path: Path) -> dict:
         return dict(row)
     finally:
         conn.close()
+
+
+def _said(driver, column: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(
+        By.CSS_SELECTOR, f"#registry-answer tr[data-column={column}] td.value").text
+
+
+def _fill(driver, url: str, form_values: dict[str, str]):
+    """Open the form at ``url``, fill it and submit it; the answer's first cell."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(url)
+    form = _wait(driver, "form.sql")
+    for name, value in form_values.items():
+        field = form.find_element(By.NAME, name)
+        field.clear()
+        field.send_keys(value)
+    return _follow(driver, form.find_element(By.CSS_SELECTOR,
+                                             "input[type=submit], button[type=submit]"),
+                   "#registry-answer tr[data-column=answer] td.value")
+
+
+def test_the_empty_form_greets_without_an_error(server, browser):
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{server.url}/{server.path.stem}/resolve")
+    form = _wait(browser, "form.sql")
+    names = {f.get_attribute("name") for f in form.find_elements(By.CSS_SELECTOR, "input")}
+    assert {"hardware", "as_of"} <= names
+    assert browser.find_elements(By.CSS_SELECTOR, "#registry-answer") == []
+    assert "invalid_request" not in browser.find_element(By.TAG_NAME, "body").text
+    state = browser.find_element(By.CSS_SELECTOR, "p.registry-state").text
+    assert state.startswith("The registry as of its latest revision, ")
+
+
+def test_an_import_while_serving_is_seen_at_the_next_request(registry_file, browser,
+                                                             tmp_path):
+    """The import lands between two loads of each page: the second shows it, with no error,
+    and the resolve form answers from the new revision as registry resolve does."""
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    from tests.helpers import Server, free_port, run_cli, web_sets
+
+    path = tmp_path / "served.db"
+    shutil.copy(registry_file, path)
+    running = Server(path, free_port())
+    try:
+        running.wait()
+        base = f"{running.url}/{path.stem}"
+        pages = ("set_revisions", "acceptance_profiles", "profile_history", "set_overview")
+        for page in pages:
+            browser.get(f"{base}/{page}?profile_set=alpha")
+            _wait(browser, "p.registry-state")
+        before = browser.find_element(By.CSS_SELECTOR, "p.registry-state").text
+        sets = tmp_path / "sets"
+        sets.mkdir()
+        (sets / "alpha.yaml").write_text(web_sets(8)["alpha"], encoding="utf-8")
+        assert run_cli("-d", str(path), "import", str(sets)).exit_code == 0
+        for page in pages:
+            browser.get(f"{base}/{page}?profile_set=alpha")
+            state = _wait(browser, "p.registry-state").text
+            assert "alpha revision 2 (updated)" in state and state != before, page
+            body = browser.find_element(By.TAG_NAME, "body").text
+            assert "malformed" not in body and "Error" not in browser.title, page
+        revisions = {td.text for td in browser.find_elements(By.CSS_SELECTOR, "td.col-revision")}
+        browser.get(f"{base}/set_revisions?profile_set=alpha")
+        _wait(browser, "p.registry-state")
+        shown = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "td.col-revision")]
+        assert shown == ["2", "1"], (shown, revisions)
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            model, method, k, thinking, category = conn.execute(
+                "SELECT model, speculative_method, num_spec_tokens, thinking, category "
+                "FROM acceptance_profiles WHERE profile_set = 'alpha' ORDER BY profile "
+                "LIMIT 1").fetchone()
+        finally:
+            conn.close()
+        answer = _fill(browser, f"{base}/resolve", {
+            "model": model, "method": method, "k": str(k), "thinking": thinking,
+            "category": category, "set": "alpha", "hardware": "B300"})
+        assert answer.text == "resolved"
+        cli = json.loads(run_cli("-d", str(path), "resolve", "--model", model, "--method",
+                                 method, "--k", str(k), "--thinking", thinking, "--category",
+                                 category, "--set", "alpha", "--json").stdout)
+        assert (_said(browser, "revision"), float(_said(browser, "acceptance_length"))) == (
+            "2", cli["acceptance_length"])
+        assert "alpha revision 2" in browser.find_element(By.CSS_SELECTOR,
+                                                          "p.registry-state").text
+        _screenshot(browser, tmp_path, "web-after-import.png")
+    finally:
+        running.stop()
 
 
 def test_resolve_a_run_from_the_form(server, browser, tmp_path):

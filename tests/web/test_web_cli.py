@@ -78,17 +78,23 @@ def test_every_canned_query_runs_on_the_registry(registry_file):
 
 @pytest.mark.parametrize("url", ["postgresql://analyst@db.invalid/registry",
                                  "postgres://analyst@db.invalid/registry"])
-@pytest.mark.parametrize("metadata", [False, True])
-def test_a_postgresql_registry_is_refused_with_what_to_do_instead(url, metadata):
-    """Exit 2, before any connection: Datasette reads SQLite; export + import makes a file, and
-    psql shows the same descriptions as comments."""
-    result = run_cli("-d", url, "serve", *(["--metadata"] if metadata else []))
+def test_a_postgresql_registry_is_named_by_its_database(url):
+    """Served from SQLite copies: the metadata names the database, without connecting."""
+    result = run_cli("-d", url, "serve", "--metadata")
+    assert result.exit_code == 0, result.stderr
+    assert list(json.loads(result.stdout)["databases"]) == ["registry"]
+
+
+def test_an_unreachable_postgresql_registry_is_exit_3():
+    result = run_cli("-d", "postgresql://analyst@db.invalid/registry", "serve")
+    assert result.exit_code == 3
+    assert "Traceback" not in result.stderr
+
+
+def test_a_url_that_is_neither_is_a_usage_error():
+    result = run_cli("-d", "mysql://analyst@db.invalid/registry", "serve")
     assert result.exit_code == 2
-    assert result.stdout == ""
-    said = result.stderr
-    assert "Datasette, which reads SQLite files only" in said
-    assert "registry -d URL export -o sets/" in said and "import sets/" in said
-    assert "psql" in said and r"\d+ acceptance_profiles" in said
+    assert "SQLite file or a PostgreSQL URL" in result.stderr
 
 
 def test_a_missing_file_is_exit_3_and_is_not_created(tmp_path):

@@ -62,7 +62,7 @@ def _pages(db: str) -> list[tuple[str, dict[str, str]]]:
     return pages
 
 
-def _import_delta(path: Path, folder: Path, seed: int = 8) -> None:
+def _import_delta(path: Path | str, folder: Path, seed: int = 8) -> None:
     """Set delta (alpha's content of another seed) into the registry at ``path``."""
     folder.mkdir(exist_ok=True)
     text = web_sets(seed)["alpha"].replace("name: alpha", "name: delta")
@@ -202,3 +202,61 @@ def test_no_page_shows_more_digits_than_the_command_lines_tables(tmp_path):
         assert answer["acceptance_rate"] != round(answer["acceptance_rate"], READABLE_DIGITS)
     finally:
         running.stop()
+
+
+@pytest.mark.postgres
+def test_a_postgresql_registry_is_served_from_copies_refreshed_after_an_import(
+        pg_session_url, tmp_path):
+    """Datasette reads SQLite only: each state of the PostgreSQL registry is copied into a
+    private SQLite file at the first request after it, and the copy's time heads every page."""
+    import os
+    import time
+
+    url = pg_session_url
+    sets = tmp_path / "first"
+    sets.mkdir()
+    for name, content in web_sets(7).items():
+        (sets / f"{name}.yaml").write_text(content, encoding="utf-8")
+    assert run_cli("-d", url, "import", str(sets)).exit_code == 0
+    port = free_port()
+    log = (tmp_path / "serve.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "registry_db", "-d", url, "serve", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    class At:
+        url = f"http://127.0.0.1:{port}"
+
+    try:
+        for _ in range(600):
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                urllib.request.urlopen(f"{At.url}/-/versions.json", timeout=5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        db = url.rsplit("/", 1)[1].split("?")[0]
+        status, body = _get(At, f"/{db}/set_revisions")
+        page = html.unescape(body.decode())
+        assert status == 200 and "(a copy of the PostgreSQL registry " in page
+        _import_delta(url, tmp_path / "second")
+        for path, form in _pages(db):
+            status, body = _get(At, path, **form)
+            assert status == 200, (path, body[:300])
+            assert "delta revision 1 (added)" in html.unescape(body.decode()), path
+        key = {"model": "model-a", "method": "mtp", "k": "2", "thinking": "on",
+               "category": "coding", "fallback": "chat"}
+        (answer,) = json.loads(_get(At, f"/{db}/resolve.json", _shape="array", **key)[1])
+        cli = json.loads(run_cli("-d", url, "resolve", "--model", "model-a", "--method", "mtp",
+                                 "--k", "2", "--thinking", "on", "--category", "coding",
+                                 "--fallback-category", "chat", "--json").stdout or "{}")
+        if "refused" in cli:
+            assert answer["answer"] == cli["refused"]["reason"]
+        else:
+            assert (answer["profile_set"], answer["acceptance_length"]) == (
+                cli["profile_set"], cli["acceptance_length"])
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
