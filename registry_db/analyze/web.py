@@ -350,7 +350,10 @@ def canned_queries() -> tuple[Canned, ...]:
                "reason. The resolver's own statement decides. model, method, k and thinking "
                "(on or off) are the run's; category is the workload's; fallback is the "
                "scenario's fallback_category (empty: none); set restricts the registry to one "
-               "set (empty: every set).", resolve_sql(), RESOLVE_PARAMETERS, hide_sql=True),
+               "set (empty: every set); hardware is the run's chip; as_of reads the registry "
+               "as of a time (ISO 8601, e.g. 2026-11-30T12:00:00Z; empty: now). With counts, "
+               "the answer gives the AL's standard error and a 95% interval.", resolve_sql(),
+               RESOLVE_PARAMETERS, hide_sql=True),
         Canned("coverage", "Coverage of a model",
                "Every cell of a model's grid (method, thinking mode, category, K from 1 to the "
                "largest stored): stored, missing (a run there is refused or falls back) or a "
