@@ -158,6 +158,7 @@ def datasette(snapshots: Snapshots, metadata: dict[str, Any]) -> Any:
 
     registered()
     ds = Datasette(metadata=metadata, settings=SETTINGS, template_dir=TEMPLATES)
+    ds.remove_database("_memory")  # Datasette's own when given no file: not the registry
     ds.add_database(SnapshotDatabase(ds, snapshots), name=snapshots.name, route=snapshots.name)
     return ds
 
@@ -213,9 +214,14 @@ def serve(snapshots: Snapshots, metadata: dict[str, Any], host: str, port: int) 
         config = uvicorn.Config(pinned(ds.app(), snapshots), host=host, port=port,
                                 log_level="info", lifespan="on", workers=1)
         server = Server(config)
-        with contextlib.suppress(KeyboardInterrupt):
+        try:
             server.run()
-        if not server.started:  # uvicorn could not listen (it logged why)
+        except KeyboardInterrupt:
+            pass
+        except SystemExit as exc:  # uvicorn's own exit when it cannot listen (it logged why)
+            if not exc.code:
+                raise
+        if not server.started:
             raise RegistryError(f"cannot listen on {host}:{port} (the reason is above); "
                                 "choose another --port or --host")
     finally:

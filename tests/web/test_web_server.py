@@ -127,7 +127,8 @@ def test_resolve_a_run_through_the_server(server, db):
     key = _a_key(server, 1)
     form = {"model": key["model"], "method": key["speculative_method"],
             "k": str(key["num_spec_tokens"]), "thinking": key["thinking"],
-            "category": key["category"], "fallback": "", "set": ""}
+            "category": key["category"], "fallback": "", "set": "", "hardware": "",
+            "as_of": ""}
     (answer,) = _canned(server, db, "resolve", **form)
     (stored,) = _sql(server, "SELECT profile, profile_set, acceptance_length FROM "
                              "acceptance_profiles WHERE profile = :p",
