@@ -110,7 +110,8 @@ found AS (
 held AS (
     SELECT id, name AS profile_set, category, acceptance_length, method, copied_from, source,
            hardware, revision, COUNT(position) AS stored_rates, drafts, al_stderr,
-           accepted_per_position IS NOT NULL AS stderr_exact
+           -- exact with per-position counts, or at K 1 (a step accepts 0 or 1 draft)
+           accepted_per_position IS NOT NULL OR CAST(:k AS INTEGER) = 1 AS stderr_exact
     FROM found GROUP BY id
 ),
 -- The sets of the registry as of the form's time.
@@ -265,8 +266,8 @@ RESOLVE_COLUMNS: dict[str, str] = {
     "fallback_category": "The fallback category used in its place.",
     "al_stderr": "The AL's standard error, from the profile's counts (empty without counts). "
                  "Unit: tokens per step.",
-    "al_stderr_exact": "1 when the stderr is exact (per-position counts), 0 when it is the "
-                       "largest the totals allow.",
+    "al_stderr_exact": "1 when the stderr is exact (per-position counts, or K 1), 0 when it "
+                       "is the largest the totals allow.",
     "drafts": "The verification steps the counts cover.",
     "al_low_95": "AL − 1.96 stderr: the low end of a 95% interval. Unit: tokens per step.",
     "al_high_95": "AL + 1.96 stderr: the high end of a 95% interval. Unit: tokens per step.",
