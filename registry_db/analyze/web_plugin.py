@@ -100,8 +100,9 @@ def registered() -> None:
 
 
 #: Datasette's settings for the registry: facet suggestions off (on the coverage view each
-#: suggestion is a query over the whole grid).
-SETTINGS = {"suggest_facets": False}
+#: suggestion is a query over the whole grid); no caching (Datasette's default lets a browser
+#: keep a page 5 s, and the page must show an import at the next request).
+SETTINGS = {"suggest_facets": False, "default_cache_ttl": 0}
 
 
 class SnapshotDatabase(Database):
