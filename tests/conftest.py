@@ -42,6 +42,7 @@ from tests.helpers import (
     PgServer,
     PgWorkspace,
     SharedRegistries,
+    build_seed,
     pg_admin_url,
     with_database,
 )
@@ -247,3 +248,16 @@ def shared_url(shared_registry, backend, _shared_registries):
         return _shared_registries.url(backend, name, build)
 
     return get
+
+
+@pytest.fixture
+def seeded(shared_url) -> str:
+    """The URL of a registry holding the seed, shared by the tests that only read it."""
+    return shared_url("seed", build_seed)
+
+
+@pytest.fixture
+def own_seeded(db_url, engine) -> str:
+    """The URL of a registry holding the seed, of this test's own (for a test that adds to it)."""
+    build_seed(engine)
+    return db_url

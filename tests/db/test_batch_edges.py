@@ -17,11 +17,10 @@ import tracemalloc
 import pytest
 
 from registry_db.cli.batch_json import answer_line
-from registry_db.importing import write as importer
 from registry_db.inputs.batch_stream import CHUNK, CHUNK_BYTES, MAX_LINE, chunks
 from registry_db.resolve.batch import SEEN, SEEN_BYTES, Seen, answer_chunks
 from registry_db.resolve.reading import reading
-from tests.helpers import ROOT, SEED, run_cli
+from tests.helpers import ROOT, run_cli
 
 KEY = {"model": "deepseek-v4.1-flash", "method": "dspark", "k": 5, "thinking": "off",
        "category": "coding"}
@@ -31,10 +30,6 @@ CHECKED = json.dumps({**KEY, "counts": COUNTS})
 DRIFTED = json.dumps({**KEY, "counts": {**COUNTS, "accepted_tokens": 1000}})
 
 
-@pytest.fixture
-def seeded(db_url, engine):
-    importer.import_paths(engine, [SEED])
-    return db_url
 
 
 def _env() -> dict[str, str]:

@@ -12,23 +12,14 @@ import pytest
 from click.testing import CliRunner
 
 from registry_db.cli.group import COMMANDS, main
-from tests.helpers import SEED, build_seed, write_set
+from tests.helpers import SEED, write_set
 from tests.helpers import run_on as run
 
 DSV = "deepseek-v4.1-flash"
 
 
-@pytest.fixture
-def seeded(shared_url):
-    """A registry holding the seed, shared by the tests that only read it."""
-    return shared_url("seed", build_seed)
 
 
-@pytest.fixture
-def own_seeded(db_url):
-    """A registry holding the seed, of this test's own (it adds to it)."""
-    assert run(db_url, "import", str(SEED)).exit_code == 0
-    return db_url
 
 
 # --- browsing without SQL -------------------------------------------------------------------------

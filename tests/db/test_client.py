@@ -19,27 +19,22 @@ from registry_db import (
     resolve_many,
 )
 from registry_db.history import read as history_module
-from registry_db.importing import write as importer
 from registry_db.resolve.batch import answer_lines
 from registry_db.store import read as read_module
-from tests.helpers import SEED, run_cli
+from tests.helpers import run_cli
 
 KEY = {"model": "deepseek-v4.1-flash", "method": "dspark", "k": 5, "thinking": "off",
        "category": "coding"}
 
 
-@pytest.fixture
-def seeded(db_url, engine):
-    importer.import_paths(engine, [SEED])
-    return db_url
 
 
-def test_it_answers_as_the_library_and_the_command_line(seeded, engine):
-    with Registry(seeded) as reg:
+def test_it_answers_as_the_library_and_the_command_line(own_seeded, engine):
+    with Registry(own_seeded) as reg:
         got = reg.resolve(**KEY, hardware="h200")
         assert got == resolve(engine, Request(**KEY, hardware="h200"))
         assert reg.resolve(Request(**KEY)) == resolve(engine, Request(**KEY))
-        cli = json.loads(run_cli("-d", seeded, "resolve", "--model", KEY["model"], "--method",
+        cli = json.loads(run_cli("-d", own_seeded, "resolve", "--model", KEY["model"], "--method",
                                  "dspark", "--k", "5", "--thinking", "off", "--category",
                                  "coding", "--json").stdout)
         assert reg.resolve(**KEY).to_json() == cli
@@ -50,17 +45,17 @@ def test_it_answers_as_the_library_and_the_command_line(seeded, engine):
         assert refused.value.reason == "no_match"
 
 
-def test_batch_is_the_batch(seeded, engine):
+def test_batch_is_the_batch(own_seeded, engine):
     lines = [json.dumps({"id": "a", **KEY}), "", "{bad", json.dumps(KEY)]
-    with Registry(seeded) as reg:
+    with Registry(own_seeded) as reg:
         got = list(reg.batch(lines))
     assert got == list(answer_lines(engine, lines))
     assert [(a.id, a.line) for a in got] == [("a", 1), (None, 3), (None, 4)]
 
 
-def test_reads_and_checks_as_the_library(seeded, engine):
+def test_reads_and_checks_as_the_library(own_seeded, engine):
     counts = Counts(drafts=1000, draft_tokens=5000, accepted_tokens=3070)
-    with Registry(seeded) as reg:
+    with Registry(own_seeded) as reg:
         assert reg.profiles(model="glm-5.3") == read_module.list_profiles(engine,
                                                                            model="glm-5.3")
         assert reg.sets() == list_sets(engine)
@@ -72,15 +67,15 @@ def test_reads_and_checks_as_the_library(seeded, engine):
         assert reg.check(Request(**KEY), counts).verdict == "consistent"
 
 
-def test_the_with_block_closes_the_engine(seeded):
-    with Registry(seeded) as reg:
+def test_the_with_block_closes_the_engine(own_seeded):
+    with Registry(own_seeded) as reg:
         reg.resolve(**KEY)
         assert reg.engine.pool.checkedin() == 1  # the connection, back in the pool
     assert reg.engine.pool.checkedin() == 0
 
 
-def test_a_request_and_its_fields_are_not_both_taken(seeded):
-    with Registry(seeded) as reg, pytest.raises(TypeError, match="not both"):
+def test_a_request_and_its_fields_are_not_both_taken(own_seeded):
+    with Registry(own_seeded) as reg, pytest.raises(TypeError, match="not both"):
         reg.resolve(Request(**KEY), model="x")
 
 

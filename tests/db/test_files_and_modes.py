@@ -36,10 +36,6 @@ def test_downgrade_base_leaves_a_database_every_command_treats_as_empty(db_url):
 
 # --- export's file modes -------------------------------------------------------------------------
 
-@pytest.fixture
-def seeded(db_url, engine):
-    importer.import_paths(engine, [SEED])
-    return db_url
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
@@ -182,15 +178,15 @@ def test_unreadable_folder_is_a_finding(command, tmp_path, db_url):
 
 # --- export to stdout ----------------------------------------------------------------------------
 
-def test_export_to_stdout_of_several_sets_is_refused_and_one_set_round_trips(seeded, tmp_path):
+def test_export_to_stdout_of_several_sets_is_refused_and_one_set_round_trips(own_seeded, tmp_path):
     other = tmp_path / "other.yaml"
     other.write_text(SEED_FILE.read_text().replace("name: inferencex-golden-al", "name: other"))
-    assert run_cli("-d", seeded, "import", str(other)).exit_code == 0
+    assert run_cli("-d", own_seeded, "import", str(other)).exit_code == 0
     for args in (["-o", "-"], ["inferencex-golden-al", "other", "-o", "-"]):
-        result = run_cli("-d", seeded, "export", *args)
+        result = run_cli("-d", own_seeded, "export", *args)
         assert result.exit_code == 1 and result.stdout == ""
         assert "-o - prints one set" in result.stderr and "-o DIR" in result.stderr
-    one = run_cli("-d", seeded, "export", "other", "-o", "-")
+    one = run_cli("-d", own_seeded, "export", "other", "-o", "-")
     assert one.exit_code == 0
     (tmp_path / "back.yaml").write_text(one.stdout)
     fresh = f"sqlite:///{tmp_path / 'fresh.db'}"

@@ -12,22 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from registry_db.cli.group import COMMANDS, main
-from tests.helpers import SEED, build_seed, reader_role, run_cli, run_in_terminal, write_set
+from tests.helpers import reader_role, run_cli, run_in_terminal, write_set
 
 DSV = "deepseek-v4.1-flash"
 
 
-@pytest.fixture
-def seeded(shared_url):
-    """A registry holding the seed, shared by the tests that only read it."""
-    return shared_url("seed", build_seed)
 
 
-@pytest.fixture
-def own_seeded(db_url):
-    """A registry holding the seed, of this test's own (it adds to it)."""
-    assert run_cli("-d", db_url, "import", str(SEED)).exit_code == 0
-    return db_url
 
 
 @pytest.fixture

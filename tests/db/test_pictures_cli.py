@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from registry_db.importing import write as importer
-from tests.helpers import ALPHA, BETA, ROOT, SEED, build_seed, png_size, run_cli, write_grid_set
+from tests.helpers import ALPHA, BETA, ROOT, SEED, png_size, run_cli, write_grid_set
 
 SEED_TABLE = """\
 model                speculative_method  thinking  category  k1  k2     k3  k4    k5
@@ -36,10 +36,6 @@ def run(url: str, *args: str):
     return run_cli("-d", url, *args)
 
 
-@pytest.fixture
-def seeded(shared_url):
-    """A registry holding the seed, shared by the tests that only read it."""
-    return shared_url("seed", build_seed)
 
 
 @pytest.fixture

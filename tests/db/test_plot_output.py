@@ -7,15 +7,11 @@ import os
 
 import pytest
 
-from tests.helpers import build_seed, run_cli
+from tests.helpers import run_cli
 
 pytest.importorskip("matplotlib")
 
 
-@pytest.fixture
-def seeded(shared_url):
-    """A registry holding the seed, shared by the tests that only read it."""
-    return shared_url("seed", build_seed)
 
 
 def test_a_different_file_is_replaced_only_with_force(seeded, tmp_path):
