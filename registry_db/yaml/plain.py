@@ -46,6 +46,8 @@ class _LongWay(Exception):
 
 #: Stands for "the next scalar of this mapping is a key".
 _KEY = object()
+#: Stands for "the open container is a list" (not None: ``~`` is a valid key).
+_ITEM = object()
 
 
 def load_plain_file(path: str | os.PathLike) -> Any:
@@ -93,7 +95,7 @@ def _build(get_event: Any) -> Any:
     """
     stack: list[tuple[Any, Any, str | None, int]] = []  # outer (container, key, anchor, nodes)
     top: Any = None  # the innermost open container (None: none is open)
-    key: Any = None  # its state: None (a list), _KEY, or the key awaiting a value
+    key: Any = _ITEM  # its state: _ITEM (a list), _KEY, or the key awaiting a value
     anchor: str | None = None  # the innermost container's anchor,
     before = 0  # and the nodes before it
     anchors: dict[str, tuple[Any, int]] = {}  # name -> (value, nodes it expands to)
@@ -122,7 +124,7 @@ def _build(get_event: Any) -> Any:
                     raise _LongWay
                 key = value
                 continue
-            if key is not None:
+            if key is not _ITEM:
                 top[key] = value
                 key = _KEY
                 continue
@@ -140,7 +142,7 @@ def _build(get_event: Any) -> Any:
             if kind is MappingStartEvent:
                 top, key = {}, _KEY
             else:
-                top, key = [], None
+                top, key = [], _ITEM
             anchor, before = name, total
             continue
         elif kind is MappingEndEvent or kind is SequenceEndEvent:
@@ -151,7 +153,7 @@ def _build(get_event: Any) -> Any:
             if stack:
                 top, key, anchor, before = stack.pop()
             else:
-                top, key = None, None
+                top, key = None, _ITEM
         elif kind is AliasEvent:
             name = event.anchor
             if name in open_anchors or name not in anchors:
@@ -174,7 +176,7 @@ def _build(get_event: Any) -> Any:
         # A finished node: into the open container, or it is the document.
         if top is None:
             root = value
-        elif key is None:
+        elif key is _ITEM:
             top.append(value)
         elif key is _KEY:
             if type(value) is dict or type(value) is list or value in top:
