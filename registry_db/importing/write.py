@@ -434,7 +434,7 @@ class Loaded:
     #: In file order: a set read from its file, or a file skipped unread (unchanged).
     sets: tuple[ProfileSet | Known, ...]
     warnings: tuple[Finding, ...]
-    #: Each file read whose bytes held still while it was read: (bytes hash, its findings).
+    #: Each file read: (SHA-256 of the very bytes parsed, its findings).
     files: Mapping[str, tuple[str, tuple[Finding, ...]]]
 
 
@@ -453,21 +453,23 @@ def load_skipping(paths: Sequence[str | Path], known: Lookup,
         files, loader.MAX_FILE_BYTES)
     skip = dict(known(before)) if before else {}
     to_read = [f for f in files if str(f) not in skip]
+    parsed_hashes: dict[str, str] = {}  # of the very bytes parsed: an edit between reads is kept
     if skip:
-        sets, findings = check_paths(to_read, progress) if to_read else ([], [])
+        sets, findings = (check_paths(to_read, progress, parsed_hashes) if to_read
+                          else ([], []))
         names = [s.name for s in sets] + [k.name for k in skip.values()]
         plain = any(f.is_error for f in findings) or len(set(names)) < len(names)
     if not skip or plain:
-        skip, to_read = {}, files
-        sets, findings = check_paths(paths, progress)
+        skip, to_read, parsed_hashes = {}, files, {}
+        sets, findings = check_paths(paths, progress, parsed_hashes)
         collected = []  # check_paths collects them again
     if any(f.is_error for f in findings):
         raise InvalidInput(findings)
-    after = unchanged.file_hashes(to_read, loader.MAX_FILE_BYTES)
     by_file: dict[str, list[Finding]] = defaultdict(list)
     for f in findings:
         by_file[f.file].append(f)
-    held = {p: (h, tuple(by_file[p])) for p, h in after.items() if before.get(p) == h}
+    # Only regular files within the limit (``before`` has those) are ever looked up again.
+    held = {p: (h, tuple(by_file[p])) for p, h in parsed_hashes.items() if p in before}
     parsed: dict[str | None, ProfileSet | Known] = {s.file: s for s in sets}
     ordered = [skip.get(str(f)) or parsed.get(str(f)) for f in files]
     replayed = [*collected, *findings, *(x for k in skip.values() for x in k.findings)]

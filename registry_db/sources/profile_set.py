@@ -7,6 +7,7 @@ one rule that spans files: two files may not declare one set.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterable
@@ -16,7 +17,7 @@ from typing import Any
 from registry_db.errors import Finding, InvalidInput, cap_findings, sort_findings
 from registry_db.inputs.profile_set import YAML_SUFFIXES, check_profile_set
 from registry_db.model import ProfileSet
-from registry_db.yaml.load import UNKNOWN, load_file, mark, pos
+from registry_db.yaml.load import UNKNOWN, load_file, load_yaml, mark, pos, read_file_bytes
 
 NAME = "profile-set"
 DESCRIPTION = "AcceptanceProfileSet YAML files, or folders of them"
@@ -141,11 +142,11 @@ def collect_files(paths: Iterable[str | os.PathLike],
 FAST_PATH = True
 
 
-def _fast(path: Path, file: str) -> tuple[Any, ProfileSet] | None:
+def _fast(data: bytes, file: str) -> tuple[Any, ProfileSet] | None:
     """The document and set of a file that loads and checks without a single finding, or None."""
-    from registry_db.yaml.plain import load_plain_file
+    from registry_db.yaml.plain import load_plain_bytes
 
-    doc = load_plain_file(path)
+    doc = load_plain_bytes(data)
     if not isinstance(doc, dict):
         return None
     profile_set, problems = check_profile_set(doc, file)
@@ -156,13 +157,16 @@ def _fast(path: Path, file: str) -> tuple[Any, ProfileSet] | None:
 
 def check_paths(paths: Iterable[str | os.PathLike],
                 progress: Callable[[str, int, int], None] | None = None,
+                read_hashes: dict[str, str] | None = None,
                 ) -> tuple[list[ProfileSet], list[Finding]]:
     """Load and check every file under ``paths``, and the rule that set names are unique.
 
     Returns every valid set and every finding (sorted; at most
     :data:`registry_db.errors.MAX_FINDINGS_PER_FILE` a file, then a count of the rest); the
     caller writes nothing when any finding is an error. File names in findings are the paths
-    as given. ``progress("validate", done, total)`` is called after each file.
+    as given. ``progress("validate", done, total)`` is called after each file. Each file's
+    bytes are read once; ``read_hashes`` (when given) gets ``file -> SHA-256`` of exactly the
+    bytes that were parsed.
     """
     findings: list[Finding] = []
     sets: list[ProfileSet] = []
@@ -173,13 +177,20 @@ def check_paths(paths: Iterable[str | os.PathLike],
             progress("validate", done, len(files))
         file = str(path)
         profile_set: ProfileSet | None
-        fast = _fast(path, file) if FAST_PATH else None
+        try:
+            data = read_file_bytes(path, file)
+        except InvalidInput as exc:
+            findings.extend(exc.findings)
+            continue
+        if read_hashes is not None:
+            read_hashes[file] = hashlib.sha256(data).hexdigest()
+        fast = _fast(data, file) if FAST_PATH else None
         if fast is not None:
             doc, profile_set = fast
         else:
             load_failed = False
             try:
-                doc = load_file(path, file)
+                doc = load_yaml(data, file)
             except InvalidInput as exc:
                 findings.extend(exc.findings)
                 doc = getattr(exc, "document", None)

@@ -163,6 +163,12 @@ def load_file(path: str | os.PathLike, file: str | None = None,
     Files over ``max_bytes`` (default :data:`MAX_FILE_BYTES`) are refused before being read.
     """
     label = str(path) if file is None else file
+    return load_yaml(read_file_bytes(path, label, max_bytes), label)
+
+
+def read_file_bytes(path: str | os.PathLike, label: str, max_bytes: int | None = None) -> bytes:
+    """The bytes of the file at ``path``, read once; :class:`InvalidInput` (named ``label``)
+    when it cannot be read or is over ``max_bytes`` (default :data:`MAX_FILE_BYTES`)."""
     max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
     try:
         with open(path, "rb") as fh:
@@ -174,7 +180,7 @@ def load_file(path: str | os.PathLike, file: str | None = None,
     if size > max_bytes or len(data) > max_bytes:
         raise InvalidInput([_finding(label, UNKNOWN, "file_too_large", f"the file is larger "
                                      f"than {max_bytes} bytes, far past any registry input")])
-    return load_yaml(data, label)
+    return data
 
 
 def load_yaml(data: bytes | str, file: str) -> Any:

@@ -37,7 +37,7 @@ from registry_db.yaml.load import _NON_STR_START, plain_value
 #: libyaml's event parser; None when PyYAML was built without it (then always the long way).
 _CParser: Any = getattr(yaml.cyaml, "CParser", None) if yaml.__with_libyaml__ else None
 
-__all__ = ["load_plain", "load_plain_file"]
+__all__ = ["load_plain", "load_plain_bytes", "load_plain_file"]
 
 
 class _LongWay(Exception):
@@ -65,7 +65,12 @@ def load_plain_file(path: str | os.PathLike) -> Any:
             data = fh.read(limit + 1)
     except OSError:
         return None
-    if len(data) > limit:
+    return load_plain_bytes(data)
+
+
+def load_plain_bytes(data: bytes) -> Any:
+    """:func:`load_plain_file` of a file's bytes already read."""
+    if _CParser is None or len(data) > _loader.MAX_FILE_BYTES:
         return None
     try:
         text = data.decode("utf-8")
