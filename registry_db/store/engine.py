@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from registry_db import interrupts
@@ -37,7 +37,7 @@ from registry_db.errors import (
     RegistryError,
     UsageError,
 )
-from registry_db.store.pg_read import CONNECT_TIMEOUT, READ_ONLY_OPTIONS, PgReader
+from registry_db.store.pg_read import CONNECT_TIMEOUT, PgReader, reader_options
 from registry_db.store.sqlite_read import readonly_options
 from registry_db.store.urls import (
     check_url,
@@ -110,8 +110,8 @@ def make_engine(url: str, *, readonly: bool = False, timeout: float | None = Non
             engine = _sqlite_engine(url, readonly=readonly, timeout=timeout)
         else:
             connect_args: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT}
-            if readonly:
-                connect_args["options"] = READ_ONLY_OPTIONS
+            if readonly:  # added to the URL's options, not in their place (a search_path)
+                connect_args["options"] = reader_options(make_url(url).query.get("options"))
             engine = create_engine(url, connect_args=connect_args, pool_pre_ping=False)
             engine.update_execution_options(registry_lock_timeout=timeout)
     except ImportError as exc:  # the driver is an extra: say which one

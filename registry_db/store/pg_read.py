@@ -7,8 +7,8 @@ so for a ``postgresql+psycopg://`` URL the command line opens one psycopg 3 conn
 instead of an engine: no SQLAlchemy import, no dialect start-up queries, one connection where
 :func:`registry_db.store.migrate.open_registry` opens two. The connection is the one the engine
 would have made: the same keywords (:func:`connect_kwargs`, a test holds them equal to
-SQLAlchemy's), the same read-only default (``default_transaction_read_only``) and the same
-connect timeout.
+SQLAlchemy's), the same read-only default (``default_transaction_read_only``, added to the
+URL's ``options`` or ``PGOPTIONS``: :func:`reader_options`) and the same connect timeout.
 
 :func:`open_readonly` is deliberately narrow: it answers only for a URL whose keywords it can
 derive exactly and a database whose schema is at :data:`HEAD_REVISION`, and returns ``None`` for
@@ -35,7 +35,16 @@ CONNECT_TIMEOUT = 10
 READ_ONLY_OPTIONS = "-c default_transaction_read_only=on"
 
 __all__ = ["CONNECT_TIMEOUT", "DRIVER", "PgReader", "READ_ONLY_OPTIONS", "connect_kwargs",
-           "engine_url_text", "open_readonly"]
+           "engine_url_text", "open_readonly", "reader_options"]
+
+
+def reader_options(url_options: Any) -> str:
+    """The ``options`` a reader connects with: the ones it would have had (the URL's
+    ``options``, else ``PGOPTIONS``, as libpq picks them) plus the read-only default, last so
+    it wins. Replacing them would make a reader read another ``search_path`` than the writer
+    wrote (an explicit ``options`` also makes libpq ignore ``PGOPTIONS``)."""
+    given = url_options if isinstance(url_options, str) else os.environ.get("PGOPTIONS", "")
+    return f"{given} {READ_ONLY_OPTIONS}" if given.strip() else READ_ONLY_OPTIONS
 
 
 class PgReader(NamedTuple):
@@ -121,7 +130,8 @@ def open_readonly(url: str) -> PgReader | None:
         import psycopg
     except ImportError:  # the engine path says which extra installs it
         return None
-    kwargs.update(connect_timeout=CONNECT_TIMEOUT, options=READ_ONLY_OPTIONS, autocommit=True)
+    kwargs.update(connect_timeout=CONNECT_TIMEOUT, options=reader_options(kwargs.get("options")),
+                  autocommit=True)
     conn = psycopg.connect(**kwargs)
     try:
         rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()

@@ -45,15 +45,33 @@ def _sqlalchemys(url: str) -> dict:
         engine.dispose()
     params.pop("context", None)  # SQLAlchemy's adapters map: no keyword of libpq's
     return {**params, "connect_timeout": pg_read.CONNECT_TIMEOUT,
-            "options": pg_read.READ_ONLY_OPTIONS}
+            "options": pg_read.reader_options(params.get("options"))}
 
 
 @pytest.mark.parametrize("url", TAKEN)
 def test_the_keywords_are_sqlalchemys(url):
     ours = pg_read.connect_kwargs(url)
     assert ours is not None
-    ours.update(connect_timeout=pg_read.CONNECT_TIMEOUT, options=pg_read.READ_ONLY_OPTIONS)
+    ours.update(connect_timeout=pg_read.CONNECT_TIMEOUT,
+                options=pg_read.reader_options(ours.get("options")))
     assert ours == _sqlalchemys(url)
+
+
+@pytest.mark.parametrize(("url_options", "env", "expected"), [
+    (None, None, pg_read.READ_ONLY_OPTIONS),
+    ("-csearch_path=team_b", None, "-csearch_path=team_b " + pg_read.READ_ONLY_OPTIONS),
+    (None, "-c search_path=x", "-c search_path=x " + pg_read.READ_ONLY_OPTIONS),
+    ("-csearch_path=a", "-c search_path=x", "-csearch_path=a " + pg_read.READ_ONLY_OPTIONS),
+    ("", "-c search_path=x", pg_read.READ_ONLY_OPTIONS),  # libpq: an explicit "" wins too
+])
+def test_a_reader_adds_read_only_to_the_options_it_would_have_had(monkeypatch, url_options,
+                                                                   env, expected):
+    """The URL's options, else PGOPTIONS (libpq's order), then the read-only default last."""
+    if env is None:
+        monkeypatch.delenv("PGOPTIONS", raising=False)
+    else:
+        monkeypatch.setenv("PGOPTIONS", env)
+    assert pg_read.reader_options(url_options) == expected
 
 
 @pytest.mark.parametrize("url", DECLINED)
