@@ -1,11 +1,12 @@
 """Alembic environment for registry_db.
 
-By the book (alembic's generic template), with three additions: the connection may be handed
+By the book (alembic's generic template), with four additions: the connection may be handed
 in through ``config.attributes["connection"]`` (that is how ``registry db`` runs it); SQLite
 migrates in batch mode with foreign keys off and checked afterwards, inside a real transaction
 so that a failing migration rolls its DDL back; PostgreSQL takes the registry's writer lock
-so that two processes never migrate at once; and a downgrade asks each migration it undoes what
-its ``would_lose(connection)`` reports, refusing before the commit unless forced.
+so that two processes never migrate at once; a downgrade asks each migration it undoes what
+its ``would_lose(connection)`` reports, refusing before the commit unless forced; and an
+upgrade runs ``config.attributes["before_upgrade"]`` first, in its transaction.
 """
 
 from __future__ import annotations
@@ -69,9 +70,13 @@ def _configure_and_run(connection) -> None:
         compare_type=True,
         on_version_apply=check.step_applied if check is not None else (),
     )
+    # An upgrade first puts a legacy history's times into revision order (store.revision_order).
+    before_upgrade = config.attributes.get("before_upgrade")
     with context.begin_transaction():
         if check is not None:
             check.ask_next(connection)
+        elif before_upgrade is not None:
+            before_upgrade(connection)
         context.run_migrations()
         if check is not None:
             check.finish()

@@ -83,7 +83,14 @@ def upgrade(settings, revision: str | None, sql: bool) -> None:
         with store.translated(url):
             click.echo(store.migration_sql(url, target), nl=False)
         return
-    before, after = _migrate(url, lambda engine: store.upgrade(engine, target))
+    moved: list[Any] = []
+    before, after = _migrate(url, lambda engine: moved.extend(store.upgrade(engine, target)))
+    if moved:  # a legacy history (store/revision_order.py): said, and noted in each message
+        sets = sorted({m.set_name for m in moved})
+        click.echo(f"{redact(url)}: moved the times of {len(moved)} revision(s) of "
+                   f"{len(sets)} set(s) forward to follow revision order ({', '.join(sets[:5])}"
+                   f"{', ...' if len(sets) > 5 else ''}; each revision's message says from "
+                   "what: `registry history SET`)", err=True)
     if before == after:
         click.echo(f"{redact(url)}: already at {after}", err=True)
     else:

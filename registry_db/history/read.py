@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select, text
 from sqlalchemy.engine import Connection
 
 from registry_db.errors import NotFound, UsageError
 from registry_db.model import Profile, ProfileSet
+from registry_db.resolve.statements import revision_at
 from registry_db.store.engine import Bind
 from registry_db.store.read import (
     ProfileSummary,
@@ -194,11 +195,10 @@ def held(bind: Bind, names: Sequence[str] | None = None, *, as_of: datetime | No
         else:
             if as_of is None:
                 raise ValueError("held() needs as_of or revision")
-            n = revisions.alias("n")
-            latest = (select(func.max(n.c.revision))
-                      .where(n.c.set_name == v.set_name, n.c.imported_at <= as_of)
-                      .scalar_subquery())
-            query = select(*_COLUMNS).where(v.revision == latest, v.action != "deleted")
+            # The resolver's own rule, as its text (one rule for "as of T" in every reader).
+            at = text("revisions.revision = " + revision_at("revisions.set_name", ":as_of"))
+            at = at.bindparams(bindparam("as_of", as_of, type_=v.imported_at.type))
+            query = select(*_COLUMNS).where(at, v.action != "deleted")
             if names is not None:
                 query = query.where(v.set_name.in_(sorted(set(names))))
             found = {r.set_name: r for r in _rows(conn, query.order_by(v.set_name))}

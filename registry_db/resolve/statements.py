@@ -38,9 +38,13 @@ def _version_at(stretch: str, revision: str) -> str:
             f" AND q.first_revision <= {revision} ORDER BY q.first_revision DESC LIMIT 1)")
 
 
-def _revision_at(name: str, at: str) -> str:
-    """The number of set ``name``'s revision of time ``at``: one probe of
-    ``ix_revisions_set_name_imported_at`` (a set's times rise with its numbers)."""
+def revision_at(name: str, at: str) -> str:
+    """The number of set ``name``'s revision of time ``at``: THE rule for "as of T", in every
+    reader (the resolver's statements here, ``history.held`` for show, profiles, export, ...):
+    the revision stamped last at or before T. One probe of ``ix_revisions_set_name_imported_at``.
+    It is also the latest by number written by then, as a set's times rise with its numbers:
+    the writers stamp under their lock (``history.revision_time``) and ``db upgrade`` puts an
+    older history's times in order first (``store.revision_order``)."""
     return (f"(SELECT n.revision FROM revisions n WHERE n.set_name = {name}"
             f" AND n.imported_at <= {at} ORDER BY n.imported_at DESC LIMIT 1)")
 
@@ -49,7 +53,7 @@ def _live(v: str, at: str) -> str:
     """Revision ``v`` is its set's registry at time ``at``: the set's latest revision written by
     then (one probe of ``ix_revisions_set_name_imported_at``), and not a deletion."""
     return (f"{v}.action <> 'deleted' AND {v}.revision = "
-            + _revision_at(f"{v}.set_name", at))
+            + revision_at(f"{v}.set_name", at))
 
 
 #: One run, in one statement that only probes indexes (no sort, no temporary table: a window
@@ -88,7 +92,7 @@ _LOOKUP_ONE_AS_OF = """WITH c AS (
     SELECT p.id, k.category, p.acceptance_length, p.method, p.copied_from, p.provenance_id,
            k.set_name, k.revision
     FROM (SELECT p.id, p.category, p.set_name,
-                 """ + _revision_at("p.set_name", ":as_of") + """ AS revision
+                 """ + revision_at("p.set_name", ":as_of") + """ AS revision
           FROM profile_keys p
           WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens = :k
             AND p.thinking = :thinking AND p.category IN (:category, :fallback){scope}
@@ -219,7 +223,7 @@ _CURRENT = {"profiles": "profiles", "rates": "profile_rates", "counts": "profile
             "where": "t.set_name = '' OR t.set_name = s.name"}
 _AS_OF = {"profiles": "profile_keys", "rates": "version_rates", "counts": "version_counts",
           "join": "", "set_name": "p.set_name",
-          "ranked": ", " + _revision_at("p.set_name", "t.as_of") + " AS revision",
+          "ranked": ", " + revision_at("p.set_name", "t.as_of") + " AS revision",
           "winner_revision": "r.revision",
           "winner": ("profile_versions p ON p.id = "
                      + _version_at("r.profile_id", "r.revision")),

@@ -32,6 +32,7 @@ from registry_db.store.engine import (
     make_engine,
     translated,
 )
+from registry_db.store.revision_order import Moved, repair
 
 # HEAD_REVISION, the newest migration (a test proves it equals Alembic's head), is a constant so
 # that the schema check on every command does not import Alembic; it lives in .sqlite_read, which
@@ -107,12 +108,18 @@ def run_migrations_on(connection: Connection, work: Callable[[Connection], None]
         raw.execute("PRAGMA foreign_keys=ON")
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Migrate the database up to ``revision``."""
+def upgrade(engine: Engine, revision: str = "head") -> list[Moved]:
+    """Migrate the database up to ``revision``; the revision times moved into revision order
+    first, in the same transaction (:mod:`registry_db.store.revision_order`: a history written
+    before times followed the writers' lock)."""
     from alembic import command
 
+    moved: list[Moved] = []
     with _known_targets(revision), engine.connect() as conn:
-        command.upgrade(alembic_config(connection=conn), revision)
+        cfg = alembic_config(connection=conn)
+        cfg.attributes["before_upgrade"] = lambda c: moved.extend(repair(c))
+        command.upgrade(cfg, revision)
+    return moved
 
 
 def downgrade(engine: Engine, revision: str, *, refuse_loss: bool = False) -> list[str]:

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from registry_db.store import unchanged
-from registry_db.store import write as importer
+from registry_db.importing import unchanged
+from registry_db.importing import write as importer
 from registry_db.store.schema import import_files, profile_sets
 from tests.helpers import set_yaml
 

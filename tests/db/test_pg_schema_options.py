@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import text
 
 from registry_db import store
+from registry_db.importing import write as importer
 from registry_db.store import pg_read, sqlite_read
-from registry_db.store import write as importer
 from tests.helpers import run_cli, write_set
 
 pytestmark = pytest.mark.only_backend("postgresql")
