@@ -1,5 +1,5 @@
 """``registry db``: the schema's migrations (upgrade, downgrade, current, heads, check, history,
-stamp) and the PostgreSQL reader role.
+stamp), the repair of a legacy history's times and the PostgreSQL reader role.
 
 The only commands that change the schema. ``upgrade --sql`` and ``downgrade --sql`` print the DDL
 for the URL's dialect without connecting, for a DBA to review or run by hand.
@@ -86,15 +86,53 @@ def upgrade(settings, revision: str | None, sql: bool) -> None:
     moved: list[Any] = []
     before, after = _migrate(url, lambda engine: moved.extend(store.upgrade(engine, target)))
     if moved:  # a legacy history (store/revision_order.py): said, and noted in each message
-        sets = sorted({m.set_name for m in moved})
-        click.echo(f"{redact(url)}: moved the times of {len(moved)} revision(s) of "
-                   f"{len(sets)} set(s) forward to follow revision order ({', '.join(sets[:5])}"
-                   f"{', ...' if len(sets) > 5 else ''}; each revision's message says from "
-                   "what: `registry history SET`)", err=True)
+        _say_moved(url, moved)
     if before == after:
         click.echo(f"{redact(url)}: already at {after}", err=True)
     else:
         click.echo(f"{redact(url)}: upgraded {before or 'base'} -> {after}", err=True)
+
+
+@db.command("repair")
+@click.pass_obj
+@handle_errors
+def repair(settings) -> None:
+    """Put a history written before revision times followed revision order into that order.
+
+    Until revisions were stamped under the writers' lock, a revision could be stamped before
+    the one it follows (a delete queued behind an import, skewed clocks). `registry db
+    upgrade` repairs such a history by itself before migrating past 0006; a registry upgraded
+    before that repair existed keeps them, and `--as-of` answers can then differ from what
+    each revision replaced. This moves each such time to just after the revision it follows
+    (each moved revision's message says from what) and rebuilds the history's time ranges
+    from it (down to 0006 and back up, which loses nothing). Exit 0 also when nothing was out
+    of order.
+
+    \b
+    Example:
+        registry db repair
+    """
+    from registry_db import store
+    from registry_db.store.urls import redact
+
+    url = settings.url
+    moved: list[Any] = []
+    _migrate(url, lambda engine: moved.extend(store.repair_history(engine)), create=False)
+    if not moved:
+        click.echo(f"{redact(url)}: every revision's time already follows revision order",
+                   err=True)
+        return
+    _say_moved(url, moved)
+
+
+def _say_moved(url: str, moved: list[Any]) -> None:
+    from registry_db.store.urls import redact
+
+    sets = sorted({m.set_name for m in moved})
+    click.echo(f"{redact(url)}: moved the times of {len(moved)} revision(s) of {len(sets)} "
+               f"set(s) forward to follow revision order ({', '.join(sets[:5])}"
+               f"{', ...' if len(sets) > 5 else ''}; each revision's message says from what: "
+               "`registry history SET`)", err=True)
 
 
 @db.command("downgrade", context_settings={"ignore_unknown_options": True})

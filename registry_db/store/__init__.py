@@ -65,7 +65,7 @@ for _module, _names in {
     "migrate": "open_registry upgrade downgrade migration_sql current_revision schema_state "
                "ensure_schema script_head script_heads schema_differences alembic_config "
                "migrations_dir seed_dir HEAD_REVISION run_migrations_on registry stamp "
-               "revision_history require_existing",
+               "revision_history require_existing repair_history",
     "read": "list_sets set_summary conflicts load_set load_sets set_names SetSummary Conflict",
     "query": "run_query QueryResult QueryError",
 }.items():

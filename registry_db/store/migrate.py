@@ -32,13 +32,16 @@ from registry_db.store.engine import (
     make_engine,
     translated,
 )
-from registry_db.store.revision_order import Moved, repair
+from registry_db.store.revision_order import Moved, out_of_order, repair, repairable
 
 # HEAD_REVISION, the newest migration (a test proves it equals Alembic's head), is a constant so
 # that the schema check on every command does not import Alembic; it lives in .sqlite_read, which
 # the command line's SQLAlchemy-free read path shares.
 from registry_db.store.sqlite_read import HEAD_REVISION
 from registry_db.store.urls import ENV_VAR, redact, sqlite_path
+
+#: The last schema that keeps a copy of each revision: times can be repaired there alone.
+COPIES_REVISION = "0006"
 
 
 def migrations_dir() -> str:
@@ -120,6 +123,24 @@ def upgrade(engine: Engine, revision: str = "head") -> list[Moved]:
         cfg.attributes["before_upgrade"] = lambda c: moved.extend(repair(c))
         command.upgrade(cfg, revision)
     return moved
+
+
+def repair_history(engine: Engine) -> list[Moved]:
+    """Put a history whose revision times are out of order (written before the writers stamped
+    under their lock) into revision order, at whatever revision the schema is: at 0004-0006 in
+    place (as ``db upgrade`` does); past them (a registry upgraded before the repair existed) by
+    going down to 0006, which loses nothing, and back up to where it was. Nothing to do: []."""
+    from sqlalchemy import inspect
+
+    with engine.connect() as conn:
+        current = _current(conn)
+        if not inspect(conn).has_table("revisions") or not out_of_order(conn):
+            return []
+        in_place = repairable(conn)
+    if in_place:
+        return upgrade(engine, current or "head")
+    downgrade(engine, COPIES_REVISION)
+    return upgrade(engine, current or "head")
 
 
 def downgrade(engine: Engine, revision: str, *, refuse_loss: bool = False) -> list[str]:

@@ -22,6 +22,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from registry_db import history, store
 from registry_db.errors import NotFound
@@ -99,18 +100,16 @@ def _held(engine, name: str, at: datetime) -> float | None:
     return next(p.acceptance_length for p in found.set.profiles if p.category == "cat0")
 
 
-def test_a_legacy_history_upgrades_and_every_reader_answers_as_of_alike(empty_url, tmp_path):
-    _write_history(empty_url, tmp_path)
-    result = run_cli("-d", empty_url, "db", "upgrade")
-    assert result.exit_code == 0, result.stderr
-    assert "moved the times of 3 revision(s) of 3 set(s)" in result.stderr
-    engine = store.open_registry(empty_url)
+def _answers_by_one_rule(url: str, shapes: dict) -> None:
+    """Times in revision order, the moved ones noted, and every reader's as-of answers equal
+    to an independent reading of the history at 21 probe times."""
+    engine = store.open_registry(url)
     try:
         probes = sorted({T1, T2, *(t for _, t in SHAPES.values()),
                          datetime(2030, 1, 1, tzinfo=UTC)})
         probes = sorted({p + d for p in probes
                          for d in (-timedelta(seconds=1), timedelta(0), timedelta(seconds=1))})
-        for name, (als, _) in SHAPES.items():
+        for name, (als, _) in shapes.items():
             revs = history.history(engine, name)
             times = [r.imported_at for r in sorted(revs, key=lambda r: r.revision)]
             assert times == sorted(times) and len(set(times)) == 3, name
@@ -119,8 +118,50 @@ def test_a_legacy_history_upgrades_and_every_reader_answers_as_of_alike(empty_ur
             for at in probes:
                 number = max((r.revision for r in revs if r.imported_at <= at), default=None)
                 expected = None if number is None else als[number - 1]
-                seen = (_resolved(empty_url, name, at), _shown(empty_url, name, at),
-                        _held(engine, name, at))
+                seen = (_resolved(url, name, at), _shown(url, name, at), _held(engine, name, at))
                 assert seen == (expected,) * 3, (name, at, seen)
     finally:
         engine.dispose()
+
+
+def test_a_legacy_history_upgrades_and_every_reader_answers_as_of_alike(empty_url, tmp_path):
+    _write_history(empty_url, tmp_path)
+    result = run_cli("-d", empty_url, "db", "upgrade")
+    assert result.exit_code == 0, result.stderr
+    assert "moved the times of 3 revision(s) of 3 set(s)" in result.stderr
+    _answers_by_one_rule(empty_url, SHAPES)
+
+
+def test_a_registry_upgraded_before_the_repair_is_repaired_by_db_repair(empty_url, tmp_path):
+    """``between`` went through the old upgrade (SQLite's let it through with its times as they
+    were): ``db repair`` takes it down and back up with the times in order. (PostgreSQL's old
+    upgrade refused it and left it at 0004: ``db repair`` repairs it there.)"""
+    from alembic import command
+
+    _write_history(empty_url, tmp_path)
+    engine = store.make_engine(empty_url)
+    try:
+        with engine.begin() as conn:  # only the shape the old upgrade let through
+            conn.execute(text("DELETE FROM revisions WHERE set_name <> 'between'"))
+            conn.execute(text("DELETE FROM profile_sets WHERE name <> 'between'"))
+        try:
+            with engine.connect() as conn:  # the old upgrade: no repair before the migrations
+                command.upgrade(store.alembic_config(connection=conn), "head")
+        except DBAPIError:  # PostgreSQL's old upgrade refuses it (more than one row): at 0004
+            pass
+        old_upgrade_passed = store.current_revision(engine) == store.HEAD_REVISION
+    finally:
+        engine.dispose()
+    result = run_cli("-d", empty_url, "db", "repair")
+    assert result.exit_code == 0, result.stderr
+    assert "moved the times of 1 revision(s) of 1 set(s)" in result.stderr
+    if not old_upgrade_passed:  # repaired in place at 0004: the upgrade now goes through
+        assert run_cli("-d", empty_url, "db", "upgrade").exit_code == 0
+    engine = store.make_engine(empty_url)
+    try:
+        assert store.current_revision(engine) == store.HEAD_REVISION
+    finally:
+        engine.dispose()
+    _answers_by_one_rule(empty_url, {"between": SHAPES["between"]})
+    again = run_cli("-d", empty_url, "db", "repair")
+    assert again.exit_code == 0 and "already follows revision order" in again.stderr
