@@ -351,19 +351,28 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
     timeout = engine.get_execution_options().get("registry_lock_timeout", lock_timeout())
     with engine.connect() as conn, _write_cache(conn):
         conn.execution_options(registry_write=True)
-        trans = conn.begin()
-        try:
+        with committed(conn):
             if conn.dialect.name == "postgresql":
                 conn.execute(text(f"SET LOCAL lock_timeout = '{lock_timeout_ms(timeout)}ms'"))
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
             yield conn
-        except BaseException:
-            if trans.is_active:
-                with contextlib.suppress(Exception):  # the first error is the one to report
-                    trans.rollback()
-            raise
-        # Ctrl-C lands before the commit (nothing written) or after it, never unseen within.
-        interrupts.commit(trans.commit)
+
+
+@contextlib.contextmanager
+def committed(conn: Connection) -> Iterator[None]:
+    """One transaction on ``conn``: the one path every write commits through (writes,
+    migrations, the reader role). Rolled back on any exception; committed through
+    :func:`registry_db.interrupts.commit`, so Ctrl-C lands before the commit (nothing written,
+    exit 130) or after it (everything written, exit 0), never unseen within."""
+    trans = conn.begin()
+    try:
+        yield
+    except BaseException:
+        if trans.is_active:
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                trans.rollback()
+        raise
+    interrupts.commit(trans.commit)
 
 
 @contextlib.contextmanager

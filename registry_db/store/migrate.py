@@ -27,6 +27,7 @@ from registry_db.errors import (
 )
 from registry_db.store.engine import (
     WRITE_LOCK_KEY,
+    committed,
     lock_timeout,
     lock_timeout_ms,
     make_engine,
@@ -86,7 +87,7 @@ def run_migrations_on(connection: Connection, work: Callable[[Connection], None]
     """
     if connection.dialect.name != "sqlite":
         timeout = connection.engine.get_execution_options().get("registry_lock_timeout")
-        with connection.begin():
+        with committed(connection):
             # Every lock the migration waits for (the writers' lock, then each table's, which
             # a reader's long query may hold) is bounded like any writer's, so that a pending
             # migration cannot stall every resolution queued behind it.
@@ -100,15 +101,20 @@ def run_migrations_on(connection: Connection, work: Callable[[Connection], None]
     raw.execute("PRAGMA foreign_keys=OFF")
     try:
         connection.execution_options(registry_write=True)
-        with connection.begin():
+        with committed(connection):
             work(connection)
             broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
             if broken:
                 raise DatabaseError(
                     f"migration left {len(broken)} row(s) with broken foreign keys "
                     f"(first: {tuple(broken[0])}); rolled back")
-    finally:
-        raw.execute("PRAGMA foreign_keys=ON")
+    except BaseException:
+        # A Ctrl-C mid-migration closes the connection (SQLAlchemy invalidates it): putting
+        # its state back then fails, and must not turn the interrupt into a database error.
+        with contextlib.suppress(Exception):
+            raw.execute("PRAGMA foreign_keys=ON")
+        raise
+    raw.execute("PRAGMA foreign_keys=ON")
 
 
 def upgrade(engine: Engine, revision: str = "head") -> list[Moved]:

@@ -19,6 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import RegistryError
+from registry_db.store.engine import committed
 
 #: Predefined roles whose members act beyond reading the registry, outside any transaction or
 #: on the whole server: read or write server files, run programs, signal other sessions (or
@@ -178,7 +179,7 @@ def create_reader(engine: Engine, name: str, password: str | None = None) -> Rea
     a reader by taking privileges away from it.
     """
     check_role_name(name)
-    with engine.begin() as conn:
+    with engine.connect() as conn, committed(conn):
         schema = conn.execute(text(
             "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE c.oid = to_regclass('profile_sets')")).scalar()
