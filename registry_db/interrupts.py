@@ -5,7 +5,8 @@ Every write transaction commits through :func:`commit`, which holds SIGINT off w
 runs. If the commit fails, a held interrupt is raised as ``KeyboardInterrupt``: nothing was
 written. If it succeeds, a held interrupt is raised as :class:`InterruptedAfterCommit`, unless
 the caller runs inside :func:`finish_after_commit` (the command line does): then every SIGINT
-from the commit on is only counted, the command finishes what it prints, and says so at its end.
+from the commit on is only counted, the command finishes what it prints, and says so at its end;
+in the command line's own process (:func:`until_exit`) it stays counted until the process ends.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["Finishing", "InterruptedAfterCommit", "commit", "finish_after_commit"]
+__all__ = ["Finishing", "InterruptedAfterCommit", "commit", "finish_after_commit", "until_exit"]
 
 
 class InterruptedAfterCommit(KeyboardInterrupt):
@@ -44,6 +45,18 @@ class Finishing:
 
 _FINISHING: ContextVar[Finishing | None] = ContextVar("registry_db_finishing", default=None)
 
+#: Set by the command line's process edge (:func:`until_exit`): there, once a transaction has
+#: committed, SIGINT stays only counted until the process ends.
+_UNTIL_EXIT = False
+
+
+def until_exit() -> None:
+    """This process is the command line: after a commit, keep SIGINT counted to the end (a
+    Ctrl-C while the command returns, flushes or exits must not kill a process whose writes
+    are in: that would be exit 130, or death by SIGINT, for a committed write)."""
+    global _UNTIL_EXIT
+    _UNTIL_EXIT = True
+
 
 @contextlib.contextmanager
 def finish_after_commit() -> Iterator[Finishing]:
@@ -56,7 +69,8 @@ def finish_after_commit() -> Iterator[Finishing]:
         yield state
     finally:
         _FINISHING.reset(token)
-        state._restore()
+        if not (state.committed and _UNTIL_EXIT):
+            state._restore()
 
 
 def commit(do_commit: Callable[[], None]) -> None:

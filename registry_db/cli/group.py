@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from registry_db import interrupts
 from registry_db.errors import OUTPUT_ERRNOS
 
 # name -> "module:attribute"; the module is imported only when the command runs or shows help.
@@ -89,6 +90,8 @@ class LazyGroup(WholeHelpGroup):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         # The CLI's edge: output that cannot be written (a full disk, `> /dev/full`) is one
         # line on stderr, exit 1, not a traceback; click itself handles only a closed pipe.
+        if not args and kwargs.get("args") is None:  # sys.argv: this process's command line
+            interrupts.until_exit()
         try:
             try:
                 return super().main(*args, **kwargs)

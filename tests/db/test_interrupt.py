@@ -242,3 +242,36 @@ def test_an_error_raised_while_handling_ctrl_c_is_the_interrupt():
     assert (got.exit_code, got.stderr) == (130, "interrupted\n")
     got = runner.invoke(cmd, ["other"])
     assert got.exit_code == 1 and isinstance(got.exception, ValueError)
+
+
+#: ``registry ARGS`` with SIGINT sent to itself the moment the command's callback has returned
+#: (its write committed, its report printed): the window between the command and the exit.
+_SIGINT_AFTER_THE_COMMAND = """
+import os, signal, sys
+import click
+invoke = click.Context.invoke
+def then_sigint(self, callback, *args, **kwargs):
+    out = invoke(self, callback, *args, **kwargs)
+    if self.info_name == sys.argv[-2]:
+        os.kill(os.getpid(), signal.SIGINT)
+    return out
+click.Context.invoke = then_sigint
+from registry_db.cli import main
+main(prog_name="registry")
+"""
+
+
+@pytest.mark.parametrize("command", ["delete", "import"])
+def test_ctrl_c_after_the_command_returned_from_its_commit_exits_0(db_url, tmp_path, command):
+    """A committed write's process is not killed (nor made exit 130) by a SIGINT while it
+    returns and exits: it once died by SIGINT there, every row deleted."""
+    write_set(tmp_path / "in", "kept", 1)
+    if command == "delete":
+        assert run_cli("-d", db_url, "import", str(tmp_path / "in")).exit_code == 0
+    target = "kept" if command == "delete" else str(tmp_path / "in")
+    done = subprocess.run([sys.executable, "-c", _SIGINT_AFTER_THE_COMMAND, "-d", db_url,
+                           command, target], capture_output=True, text=True, timeout=GUARD,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr
+    assert _count(db_url, "SELECT COUNT(*) FROM profile_sets") == (command == "import")
