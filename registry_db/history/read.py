@@ -176,9 +176,10 @@ def held(bind: Bind, names: Sequence[str] | None = None, *, as_of: datetime | No
     The one place that reads a set's content as of a time or at a revision (``show``,
     ``profiles``, ``export``, ``coverage``, ``plot`` and ``restore`` all come here), so a
     change in how the history is stored changes this function and :func:`_build`. A set's
-    registry at T is its latest revision (by number) written at or before T, unless that is a
-    deletion: the resolver's rule. A named set not held then, a revision that is a deletion or
-    does not exist raise :class:`NotFound` saying what the history does hold.
+    registry at T is its revision stamped last at or before T, unless that is a deletion: the
+    resolver's rule, in its text (``statements.revision_at``). A named set not held then, a
+    revision that is a deletion or does not exist raise :class:`NotFound` saying what the
+    history does hold.
     """
     v = revisions.c
     with _connect(bind) as conn:

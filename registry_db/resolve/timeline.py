@@ -3,8 +3,9 @@
 A single resolution as of a time asks the database (:func:`registry_db.resolve.lookup.stored_among`
 on the revisions' index). A batch may name many distinct times; asking once per time would cost a
 query each, so :class:`Timeline` reads every revision's (set, number, action, time) once and
-answers for any time in Python, with the statement's own rule: a set's registry at time T is its
-latest revision (by number) written at or before T, unless that revision is a deletion. The times
+answers for any time in Python, with the statement's own rule
+(:func:`registry_db.resolve.statements.revision_at`): a set's registry at time T is its revision
+stamped last at or before T, unless that revision is a deletion. The times
 are compared as the database compares them (:func:`registry_db.resolve.lookup.bound`: text in the
 stored format on SQLite, ``timestamptz`` on PostgreSQL), so the answer is the statement's.
 """
@@ -20,24 +21,19 @@ from registry_db.resolve.lookup import Cursor, bound
 
 
 class Timeline:
-    """Every set's revisions, ordered by time, with the latest revision number seen by then."""
+    """Every set's revisions, ordered by time."""
 
     def __init__(self, rows: Iterable[tuple[str, int, str, Any]], dialect: str):
         self.dialect = dialect
         per_set: dict[str, list[tuple[Any, int, str]]] = {}
         for name, number, action, at in rows:
             per_set.setdefault(name, []).append((at, number, action))
-        #: name -> (times in order, and at each, the latest revision so far and its action)
+        #: name -> (times in order, and at each, that revision's number and action)
         self._sets: dict[str, tuple[list[Any], list[tuple[int, str]]]] = {}
         for name, revs in per_set.items():
             revs.sort()
-            times, latest, best = [], [], (0, "deleted")
-            for at, number, action in revs:
-                if number > best[0]:
-                    best = (number, action)
-                times.append(at)
-                latest.append(best)
-            self._sets[name] = (times, latest)
+            self._sets[name] = ([at for at, _, _ in revs],
+                                [(number, action) for _, number, action in revs])
 
     @classmethod
     def read(cls, c: Cursor) -> Timeline:
