@@ -84,9 +84,19 @@ def upgrade(settings, revision: str | None, sql: bool) -> None:
             click.echo(store.migration_sql(url, target), nl=False)
         return
     moved: list[Any] = []
-    before, after = _migrate(url, lambda engine: moved.extend(store.upgrade(engine, target)))
+    unrepaired: list[bool] = []
+
+    def step(engine: Any) -> None:
+        moved.extend(store.upgrade(engine, target))
+        unrepaired.append(store.times_out_of_order(engine))
+
+    before, after = _migrate(url, step)
     if moved:  # a legacy history (store/revision_order.py): said, and noted in each message
         _say_moved(url, moved)
+    if unrepaired and unrepaired[0]:  # upgraded past 0006 before the repair existed
+        click.echo(f"{redact(url)}: some revisions are stamped before the one they follow "
+                   "(upgraded before times were put in order): run `registry db repair`",
+                   err=True)
     if before == after:
         click.echo(f"{redact(url)}: already at {after}", err=True)
     else:

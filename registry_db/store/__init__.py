@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the names' real types for callers and mypy; loaded lazily a
         migrations_dir,
         open_registry,
         registry,
+        repair_history,
         require_existing,
         revision_history,
         run_migrations_on,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # the names' real types for callers and mypy; loaded lazily a
         script_heads,
         seed_dir,
         stamp,
+        times_out_of_order,
         upgrade,
     )
     from registry_db.store.query import QueryError, QueryResult, run_query
@@ -65,7 +67,7 @@ for _module, _names in {
     "migrate": "open_registry upgrade downgrade migration_sql current_revision schema_state "
                "ensure_schema script_head script_heads schema_differences alembic_config "
                "migrations_dir seed_dir HEAD_REVISION run_migrations_on registry stamp "
-               "revision_history require_existing repair_history",
+               "revision_history require_existing repair_history times_out_of_order",
     "read": "list_sets set_summary conflicts load_set load_sets set_names SetSummary Conflict",
     "query": "run_query QueryResult QueryError",
 }.items():
@@ -93,6 +95,7 @@ __all__ = [
     "migrations_dir",
     "open_registry",
     "registry",
+    "repair_history",
     "require_existing",
     "revision_history",
     "run_migrations_on",
@@ -106,6 +109,7 @@ __all__ = [
     "set_names",
     "set_summary",
     "stamp",
+    "times_out_of_order",
     "translate",
     "translated",
     "upgrade",

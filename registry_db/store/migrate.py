@@ -149,6 +149,15 @@ def repair_history(engine: Engine) -> list[Moved]:
     return upgrade(engine, current or "head")
 
 
+def times_out_of_order(engine: Engine) -> bool:
+    """Whether the registry's history holds a revision stamped at or before the one it follows
+    (:func:`repair_history` puts it right)."""
+    from sqlalchemy import inspect
+
+    with engine.connect() as conn:
+        return inspect(conn).has_table("revisions") and out_of_order(conn)
+
+
 def downgrade(engine: Engine, revision: str, *, refuse_loss: bool = False) -> list[str]:
     """Migrate the database down to ``revision`` (``base`` removes the schema, ``-1`` one step,
     as Alembic has them); return what the undone migrations lost.
