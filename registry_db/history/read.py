@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from registry_db.errors import NotFound, UsageError
 from registry_db.model import Profile, ProfileSet
-from registry_db.resolve.statements import revision_at
+from registry_db.store.as_of import revision_at
 from registry_db.store.engine import Bind
 from registry_db.store.read import (
     ProfileSummary,
@@ -177,7 +177,7 @@ def held(bind: Bind, names: Sequence[str] | None = None, *, as_of: datetime | No
     ``profiles``, ``export``, ``coverage``, ``plot`` and ``restore`` all come here), so a
     change in how the history is stored changes this function and :func:`_build`. A set's
     registry at T is its revision stamped last at or before T, unless that is a deletion: the
-    resolver's rule, in its text (``statements.revision_at``). A named set not held then, a
+    resolver's rule, in its text (``store.as_of.revision_at``). A named set not held then, a
     revision that is a deletion or does not exist raise :class:`NotFound` saying what the
     history does hold.
     """

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from registry_db.store.as_of import revision_at
+
 _PREFIX = ("{a}.model = {b}.model AND {a}.speculative_method = {b}.speculative_method"
            " AND {a}.num_spec_tokens = {b}.num_spec_tokens AND {a}.thinking = {b}.thinking")
 
@@ -36,17 +38,6 @@ def _version_at(stretch: str, revision: str) -> str:
     without gap or overlap), one probe of ``uq_profile_versions_stretch``."""
     return (f"(SELECT q.id FROM profile_versions q WHERE q.key_id = {stretch}"
             f" AND q.first_revision <= {revision} ORDER BY q.first_revision DESC LIMIT 1)")
-
-
-def revision_at(name: str, at: str) -> str:
-    """The number of set ``name``'s revision of time ``at``: THE rule for "as of T", in every
-    reader (the resolver's statements here, ``history.held`` for show, profiles, export, ...):
-    the revision stamped last at or before T. One probe of ``ix_revisions_set_name_imported_at``.
-    It is also the latest by number written by then, as a set's times rise with its numbers:
-    the writers stamp under their lock (``history.revision_time``) and ``db upgrade`` puts an
-    older history's times in order first (``store.revision_order``)."""
-    return (f"(SELECT n.revision FROM revisions n WHERE n.set_name = {name}"
-            f" AND n.imported_at <= {at} ORDER BY n.imported_at DESC LIMIT 1)")
 
 
 def _live(v: str, at: str) -> str:

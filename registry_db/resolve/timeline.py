@@ -4,7 +4,7 @@ A single resolution as of a time asks the database (:func:`registry_db.resolve.l
 on the revisions' index). A batch may name many distinct times; asking once per time would cost a
 query each, so :class:`Timeline` reads every revision's (set, number, action, time) once and
 answers for any time in Python, with the statement's own rule
-(:func:`registry_db.resolve.statements.revision_at`): a set's registry at time T is its revision
+(:func:`registry_db.store.as_of.revision_at`): a set's registry at time T is its revision
 stamped last at or before T, unless that revision is a deletion. The times
 are compared as the database compares them (:func:`registry_db.resolve.lookup.bound`: text in the
 stored format on SQLite, ``timestamptz`` on PostgreSQL), so the answer is the statement's.

@@ -2,7 +2,7 @@
 on histories whose times are out of revision order too (as a registry written before revisions
 were stamped under the writers' lock, and not repaired, holds them).
 
-``statements.revision_at`` is the rule's text (``history.held`` and the resolver run it);
+``store.as_of.revision_at`` is the rule's text (``history.held`` and the resolver run it);
 ``timeline.Timeline`` is its Python form for batches naming many times. Hypothesis draws
 histories (each revision's time at random, so some come before the one they follow), SQLite in
 memory runs the rule's SQL, and both must name the same revision, deletions included.
@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from registry_db.resolve.lookup import bound
-from registry_db.resolve.statements import LIVE_SETS, revision_at
+from registry_db.resolve.statements import LIVE_SETS
 from registry_db.resolve.timeline import Timeline
+from registry_db.store.as_of import revision_at
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 
