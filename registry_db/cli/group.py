@@ -43,6 +43,7 @@ COMMANDS: dict[str, str] = {
     "delete": "registry_db.cli.history:delete",
     "restore": "registry_db.cli.history:restore",
     "serve": "registry_db.cli.serve:serve",
+    "schema": "registry_db.cli.schema:schema",
 }
 
 

@@ -123,10 +123,12 @@ def _rates_agree(ck: Checker, m: dict, path: str, got: dict) -> None:
 
 COUNTS = Map("counts", keys=COUNTS_KEYS, steps=(
     _count("drafts", Check("no_drafts", lambda v, got: None if v >= 1 else
-                           "drafts is 0; counts come from at least one step that drafted")),
+                           "drafts is 0; counts come from at least one step that drafted",
+                           {"minimum": 1})),
     _count("draft_tokens", Check("drafted_above_k", _drafted_within_k)),
     _count("accepted_tokens", Check("accepted_above_drafted", _accepted_within_drafted)),
-    Field("accepted_per_position", "list", content=_positions),
+    Field("accepted_per_position", "list", content=_positions, shape={"items": {
+        "type": "integer", "minimum": 0, "maximum": COUNT_LIMIT}}),
     _al_agrees,
     _rates_agree,
 ), build=lambda g: Counts(g["drafts"], g["draft_tokens"], g["accepted_tokens"],

@@ -47,6 +47,9 @@ _SPECULATIVE = Field("speculative", "mapping")
 _METHOD = Field("method", "string", required=True, blank="empty_value",
                 checks=(name_check("method"),))
 _K = Field("num_spec_tokens", "integer", required=True)
+#: The rows by key, for the published JSON Schema (:mod:`registry_db.inputs.json_schema`).
+ROWS = {"pools": _POOLS, "name": _NAME, "name_optional": _NAME_OPTIONAL, "engine": _ENGINE,
+        "speculative": _SPECULATIVE, "method": _METHOD, "num_spec_tokens": _K}
 #: The pool name of a deployment written as one pool without a ``name``.
 DEFAULT_POOL = "default"
 

@@ -13,7 +13,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from registry_db.errors import Finding
-from registry_db.inputs.readers import AL_RANGE, K_RANGE, category_check, rates, rates_sum_off
+from registry_db.inputs.readers import (
+    AL_RANGE,
+    K_RANGE,
+    RATES_SHAPE,
+    category_check,
+    rates,
+    rates_sum_off,
+)
 from registry_db.inputs.schema import (
     Check,
     Checker,
@@ -81,10 +88,14 @@ INLINE_VALUE = Map("an acceptance value", keys=INLINE_KEYS, steps=(
     Field("acceptance_length", "number", nonfinite="al_not_finite", checks=(AL_RANGE,)),
     Field("acceptance_rate", "number", checks=(
         Check("acceptance_rate_out_of_range", lambda v, got: None if 0 <= v <= 1 else
-              f"acceptance_rate {v!r} lies outside [0, 1]; it is (AL - 1) / K"),)),
-    Field("per_position_rates", "list", content=rates),
+              f"acceptance_rate {v!r} lies outside [0, 1]; it is (AL - 1) / K",
+              {"minimum": 0, "maximum": 1}),)),
+    Field("per_position_rates", "list", content=rates, shape=RATES_SHAPE),
     _rates_agree,
     Field("source", "string", blank="empty_value", limit="source"),
+), also=(  # _states_acceptance
+    {"anyOf": [{"required": [key]} for key in _QUANTITIES]},
+    {"not": {"required": ["acceptance_length", "acceptance_rate"]}},
 ), build=lambda g: InlineValue(
     num_spec_tokens=g["num_spec_tokens"],
     acceptance_length=None if g["acceptance_length"] is None else float(g["acceptance_length"]),
@@ -120,6 +131,11 @@ PIN = Map("an acceptance pin", keys=PIN_KEYS, steps=(
     Field("fallback_category", "string", blank="empty_value", limit="category",
           checks=(category_check("fallback_category"),)),
     _value,
+), also=(  # _sets_something and _value
+    {"anyOf": [{"required": [key]} for key in PIN_KEYS]},
+    {"properties": {"value": INLINE_VALUE},
+     "dependentSchemas": {"value": {"not": {"anyOf": [{"required": ["profiles"]},
+                                                      {"required": ["fallback_category"]}]}}}},
 ), build=lambda g: Pin(profiles=g["profiles"], value=g["value"],
                        fallback_category=g["fallback_category"]))
 

@@ -18,7 +18,7 @@ where each piece goes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from registry_db.inputs.as_of import read_as_of
@@ -32,7 +32,15 @@ from registry_db.inputs.schema import (
     thinking_problem,
     too_long,
 )
-from registry_db.model import MAX_K, MAX_LENGTH, InlineValue, Layer, Pin
+from registry_db.model import (
+    CATEGORY_RE,
+    MAX_K,
+    MAX_LENGTH,
+    THINKING_MODES,
+    InlineValue,
+    Layer,
+    Pin,
+)
 
 # --- the rules of a run's terms: each reads a value into the run's, or raises Problem ------------
 
@@ -49,6 +57,11 @@ def _text(name: str, limit: str, optional: bool = False) -> Callable[[Any], str 
             raise Problem(f"{name} must be a non-empty string, got {value!r}")
         raise Problem(too_long(name, value, limit))
     return read
+
+
+def _text_keywords(limit: str) -> dict[str, Any]:
+    """What :func:`_text` holds a term to, as JSON Schema keywords."""
+    return {"minLength": 1, "maxLength": MAX_LENGTH[limit]}
 
 
 def _k(value: Any) -> int:
@@ -115,6 +128,10 @@ class Flag:
 #: The Python type a JSON value of each batch type decodes to (``k: true`` is a bool, not an int).
 _JSON_PY = {"string": str, "integer": int, "object": dict, "list of strings": list,
             "any JSON value": object}
+#: Each batch type as JSON Schema says it (the published batch-line schema).
+JSON_SCHEMA_TYPES: dict[str, dict[str, Any]] = {
+    "string": {"type": "string"}, "integer": {"type": "integer"}, "object": {"type": "object"},
+    "list of strings": {"type": "array", "items": {"type": "string"}}, "any JSON value": {}}
 
 
 @dataclass(frozen=True)
@@ -136,6 +153,8 @@ class Input:
     from_flags: Callable[[dict[str, Any]], Any] = lambda run: None
     #: How a batch line's value becomes the field's (None: as it is).
     from_json: Callable[[Any], Any] | None = None
+    #: What ``read`` holds a term to, as JSON Schema keywords (the published batch-line schema).
+    keywords: dict[str, Any] = field(default_factory=dict)
 
     def json_ok(self, value: Any) -> bool:
         """Whether a decoded batch value has this input's JSON type."""
@@ -182,19 +201,24 @@ def _cli_flags(run: dict[str, Any]) -> InlineValue | None:
 
 INPUTS: tuple[Input, ...] = (
     Input("model", "model", "string", required=True, read=_text("model", "model"),
+          keywords=_text_keywords("model"),
           flags=(Flag("--model", "The catalog model name."),),
           from_flags=lambda run: run["model"]),
     Input("method", "method", "string", required=True,
           read=_text("method", "speculative_method"),
+          keywords=_text_keywords("speculative_method"),
           flags=(Flag("--method", "The speculative method, e.g. dspark, mtp."),),
           from_flags=lambda run: run["method"]),
     Input("k", "k", "integer", required=True, read=_k,
+          keywords={"minimum": 1, "maximum": MAX_K},
           flags=(Flag("--k", "K, the speculative tokens per step.", kind="k"),),
           from_flags=lambda run: run["k"]),
     Input("thinking", "thinking", "string", read=_thinking,
+          keywords={"enum": list(THINKING_MODES)},
           flags=(Flag("--thinking", "The workload's thinking mode.", kind="thinking"),),
           from_flags=lambda run: run["thinking"]),
     Input("category", "category", "string", read=_category,
+          keywords={"pattern": CATEGORY_RE.pattern, "maxLength": MAX_LENGTH["category"]},
           flags=(Flag("--category", "The workload's category, e.g. coding.", kind="category"),),
           from_flags=lambda run: run["category"]),
     Input("workload", "acceptance", "object", layer=Layer.WORKLOAD, schema=INLINE_VALUE,
@@ -218,9 +242,11 @@ INPUTS: tuple[Input, ...] = (
                       kind="rates", metavar="R1,R2,...")),
           from_flags=_cli_flags),
     Input("hardware", "hardware", "string", read=_text("hardware", "hardware", optional=True),
+          keywords=_text_keywords("hardware"),
           flags=(Flag("--hardware", "The run's chip, e.g. b300.", metavar="CHIP"),),
           from_flags=lambda run: run["hardware"]),
     Input("sets", "sets", "list of strings", read=_sets,
+          keywords={"minItems": 1, "items": {"type": "string", "minLength": 1}},
           flags=(Flag("--set", "A set that counts as the registry (repeat; default: every "
                       "set).", metavar="NAME", dest="sets", multiple=True, names_a_set=True),),
           from_flags=lambda run: tuple(run["sets"]) or None,

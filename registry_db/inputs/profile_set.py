@@ -15,14 +15,16 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 from typing import Any
 
 from registry_db.errors import Finding
-from registry_db.inputs.counts import read_counts
+from registry_db.inputs.counts import COUNTS, read_counts
 from registry_db.inputs.inline import check_inline_value, check_pin
 from registry_db.inputs.readers import (
     AL_RANGE,
     K_RANGE,
+    RATES_SHAPE,
     THINKING,
     category_check,
     count_check,
@@ -30,6 +32,7 @@ from registry_db.inputs.readers import (
     rates_sum_off,
 )
 from registry_db.inputs.schema import (
+    NO_CONTROL,
     Check,
     Checker,
     Field,
@@ -41,6 +44,8 @@ from registry_db.inputs.schema import (
 from registry_db.model import (
     COPIED_FROM_RE,
     KIND,
+    MAX_LENGTH,
+    MAX_SET_NAME_BYTES,
     METHODS,
     PROFILE_KEYS,
     PROFILE_METHODS,
@@ -112,13 +117,15 @@ SAMPLING = Map("sampling", keys=SAMPLING_KEYS, steps=(
     Field("temperature", "number", required=True, missing="missing_temperature",
           missing_message="sampling has no temperature; give it (0 is greedy)",
           checks=(Check("negative_temperature", lambda v, got: None if v >= 0 else
-                        f"temperature is {v!r}; it is not negative (0 is greedy)"),)),
+                        f"temperature is {v!r}; it is not negative (0 is greedy)",
+                        {"minimum": 0}),)),
     Field("top_p", "number", checks=(Check("top_p_out_of_range", lambda v, got: None
                                            if 0 < v <= 1 else
-                                           f"top_p is {v!r}; it lies in (0, 1]"),)),
+                                           f"top_p is {v!r}; it lies in (0, 1]",
+                                           {"exclusiveMinimum": 0, "maximum": 1}),)),
     Field("top_k", "integer", checks=(Check("top_k_out_of_range", lambda v, got: None
                                             if v >= -1 else f"top_k is {v}; it is at least -1 "
-                                            "(-1 and 0 disable it)"),)),
+                                            "(-1 and 0 disable it)", {"minimum": -1}),)),
     _count("max_tokens"),
 ), build=lambda g: Sampling(temperature=float(g["temperature"]),
                             top_p=None if g["top_p"] is None else float(g["top_p"]),
@@ -161,6 +168,14 @@ def _settings(ck: Checker, raw: dict, m: dict, sub: str, got: dict) -> tuple[tup
     return tuple(out)
 
 
+#: What :func:`_settings` reads, as JSON Schema says it.
+_SETTINGS_SHAPE = {
+    "propertyNames": {"pattern": r"\S", "maxLength": MAX_LENGTH["setting_name"]},
+    "additionalProperties": {"type": ["string", "number", "boolean"], "allOf": [
+        {"pattern": r"\S"}, {"pattern": "^[^\x00]*$"}],
+        "maxLength": MAX_LENGTH["setting_value"]}}
+
+
 def _text(key: str) -> Field:
     """An optional text field of a provenance: not empty, within its limit."""
     return Field(key, "string", blank="empty_value", limit=key)
@@ -172,9 +187,9 @@ PROVENANCE = Map("provenance", keys=PROVENANCE_KEYS, steps=(
                                           "value was read from"),
     _text("run"), _text("benchmark"), _text("hardware"), _text("engine_image"),
     _count("prompts"), _count("tp"),
-    Field("sampling", "mapping",
+    Field("sampling", "mapping", shape=SAMPLING,
           content=lambda ck, raw, m, sub, got: SAMPLING.load(ck, raw, sub)),
-    Field("settings", "mapping", content=_settings),
+    Field("settings", "mapping", content=_settings, shape=_SETTINGS_SHAPE),
 ), build=lambda g: Provenance(settings=g["settings"] or (), **{
     k: g[k] for k in PROVENANCE_KEYS[:8]}))
 
@@ -239,6 +254,20 @@ def _measurement(ck: Checker, m: dict, path: str, got: dict) -> None:
                      "was measured with")
 
 
+def _method_schema(name: str, rule: MethodRule) -> dict[str, Any]:
+    """What a method requires of its profile (the ``required`` rows and :func:`_measurement`),
+    as a JSON Schema ``if``/``then``."""
+    keys = [key for key, need in (("provenance", rule.requires_provenance),
+                                  ("rationale", rule.requires_rationale),
+                                  ("copied_from", rule.requires_copied_from)) if need]
+    then: dict[str, Any] = {"required": keys}
+    if rule.requires_measurement:
+        then["properties"] = {"provenance": {"required": ["hardware", "engine_image",
+                                                          "sampling"]}}
+    return {"if": {"properties": {"method": {"const": name}}, "required": ["method"]},
+            "then": then}
+
+
 def _profile(g: dict) -> Profile:
     return Profile(
         model=g["model"], speculative_method=g["speculative_method"],
@@ -263,16 +292,16 @@ PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", ste
           checks=(category_check("category"),)),
     Field("acceptance_length", "number", required=True, nonfinite="al_not_finite",
           checks=(AL_RANGE,)),
-    Field("per_position_rates", "list", content=rates),
+    Field("per_position_rates", "list", content=rates, shape=RATES_SHAPE),
     _rates_sum,
-    Field("counts", "mapping", content=read_counts),
+    Field("counts", "mapping", content=read_counts, shape=COUNTS),
     Field("method", "string", required=True, drop_on_failure=False, checks=(
-        Check("unknown_method", _method_problem),
+        Check("unknown_method", _method_problem, {"enum": list(PROFILE_METHODS)}),
         Check("method_not_charged", lambda v, got: None if v != Method.NOT_CHARGED else (
               "method not_charged is not a value and cannot be a profile's method; leave the "
-              "profile out")))),
+              "profile out"), {"enum": list(PROFILE_METHODS)}))),
     Field("provenance", "mapping", required=_requires("requires_provenance"),
-          missing="missing_provenance", content=_provenance,
+          missing="missing_provenance", content=_provenance, shape=PROVENANCE,
           missing_message="provenance is required with method {method}; say where the value "
                           "came from"),
     _measurement,
@@ -285,8 +314,10 @@ PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", ste
                           "profile as model/method/k<K>/thinking-<mode>/category",
           checks=(Check("bad_copied_from", lambda v, got: None if COPIED_FROM_RE.fullmatch(v)
                         else f"copied_from {v!r} is not model/method/k<K>/thinking-<mode>/"
-                             "category, such as glm-5.2-fp8/mtp/k3/thinking-on/coding"),)),
-), build=_profile)
+                             "category, such as glm-5.2-fp8/mtp/k3/thinking-on/coding",
+                        {"pattern": re.sub(r"\(\?P<\w+>", "(", COPIED_FROM_RE.pattern)}),)),
+), build=_profile, also=tuple(_method_schema(name, rule) for name, rule in METHODS.items()
+                              if rule.allowed_in_profile))
 
 
 
@@ -355,6 +386,10 @@ def _name_not_file(ck: Checker, m: dict, path: str, got: dict) -> None:
                  f"by file, so rename one of them", severity="warning")
 
 
+#: The characters :data:`NO_CONTROL` keeps out, as the inside of a regex class.
+_CONTROLS = NO_CONTROL[3:-3]
+
+
 def _name_problem(name: str, got: dict) -> str | None:
     problem = set_name_problem(name)
     if problem is None:
@@ -370,12 +405,20 @@ SET = Map("a profile set", keys=SET_KEYS, steps=(
     Field("kind", "string", required=True,
           missing_message=f"kind is required; add 'kind: {KIND}'",
           checks=(Check("wrong_kind", lambda v, got: None if v == KIND else
-                        f"kind is {v!r}; a profile set has 'kind: {KIND}'"),)),
+                        f"kind is {v!r}; a profile set has 'kind: {KIND}'",
+                        {"const": KIND}),)),
     Field("name", "string", required=True, blank="empty_name",
           blank_message="name is empty; a set needs a name (by convention, its file's name)",
-          checks=(Check("bad_name", _name_problem),)),
+          # JSON Schema counts characters, not UTF-8 bytes: a name of many-byte characters
+          # may pass it and still be too long.
+          checks=(Check("bad_name", _name_problem, {
+              "pattern": f"^[^./\\\\{_CONTROLS}][^/\\\\{_CONTROLS}]*$",
+              "maxLength": MAX_SET_NAME_BYTES}),)),
     _name_not_file,
-    Field("caveats", "list", content=_caveats),
+    Field("caveats", "list", content=_caveats, shape={"items": {
+        "type": "string", "allOf": [{"pattern": r"\S"}, {"pattern": "^[^\x00]*$"}],
+        "maxLength": MAX_LENGTH["caveat"]}}),
     Field("profiles", "list", required=True, content=_profiles,
+          shape={"items": PROFILE, "minItems": 1},
           missing_message="profiles is required; a set holds at least one profile"),
 ))

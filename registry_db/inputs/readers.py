@@ -20,10 +20,11 @@ from registry_db.inputs.schema import (
     k_problem,
     thinking_problem,
 )
+from registry_db.model import CATEGORY_RE, MAX_K, THINKING_MODES
 from registry_db.yaml.nodes import pos
 
-__all__ = ["AL_RANGE", "K_RANGE", "THINKING", "al_in_range", "al_problem", "category_check",
-           "count_check", "negative_message", "rates", "rates_sum_off"]
+__all__ = ["AL_RANGE", "K_RANGE", "RATES_SHAPE", "THINKING", "al_in_range", "al_problem",
+           "category_check", "count_check", "negative_message", "rates", "rates_sum_off"]
 
 
 def rates(ck: Checker, seq: list, m: dict, sub: str, got: dict) -> tuple[float, ...] | None:
@@ -57,6 +58,11 @@ def rates(ck: Checker, seq: list, m: dict, sub: str, got: dict) -> tuple[float, 
     return tuple(values) if good else None
 
 
+#: What :func:`rates` reads, as JSON Schema can say it (K entries and never rising it cannot).
+RATES_SHAPE = {"items": {"type": "number", "minimum": 0, "maximum": 1}, "minItems": 1,
+               "maxItems": MAX_K}
+
+
 def rates_sum_off(rates: Iterable[float], expected: float, tolerance: float) -> float | None:
     """How far the rates' sum lies from ``expected``, or None when it is within ``tolerance``."""
     total = math.fsum(rates)
@@ -87,16 +93,21 @@ def negative_message(key: str, value: int) -> str:
 
 def count_check(key: str) -> Check:
     """``negative_count`` for a field holding a count (prompts, tp, counts.drafts, ...)."""
-    return Check("negative_count", lambda v, got: None if v >= 0 else negative_message(key, v))
+    return Check("negative_count", lambda v, got: None if v >= 0 else negative_message(key, v),
+                 {"minimum": 0})
 
 
 #: ``num_spec_tokens`` of a profile or an inline value: K in [1, MAX_K].
-K_RANGE = Check("bad_k", lambda k, got: k_problem("num_spec_tokens", k))
-AL_RANGE = Check("al_out_of_range", al_in_range)
+K_RANGE = Check("bad_k", lambda k, got: k_problem("num_spec_tokens", k),
+                {"minimum": 1, "maximum": MAX_K})
+#: JSON Schema holds AL within [1, MAX_K + 1]; K + 1 for the K beside it is beyond it.
+AL_RANGE = Check("al_out_of_range", al_in_range, {"minimum": 1, "maximum": MAX_K + 1})
 #: ``thinking`` of a profile or a workload file: one of the thinking modes.
-THINKING = Check("bad_thinking", lambda v, got: thinking_problem(v))
+THINKING = Check("bad_thinking", lambda v, got: thinking_problem(v),
+                 {"enum": list(THINKING_MODES)})
 
 
 def category_check(label: str) -> Check:
     """``bad_category`` for a field holding a category, its message naming ``label``."""
-    return Check("bad_category", lambda v, got: category_problem(label, v))
+    return Check("bad_category", lambda v, got: category_problem(label, v),
+                 {"pattern": CATEGORY_RE.pattern})

@@ -36,8 +36,10 @@ class Workload:
 WORKLOAD = Map("a workload", keys=WORKLOAD_KEYS, unknown="near_miss", steps=(
     Field("thinking", "string", checks=(THINKING,)),
     Field("category", "string", limit="category", checks=(category_check("category"),)),
-))
-SCENARIO = Map("a scenario", keys=("acceptance",), unknown="near_miss", steps=())
+), also=({"properties": {"acceptance": {"anyOf": [{"type": "null"}, INLINE_VALUE]}}},))
+SCENARIO = Map("a scenario", keys=("acceptance",), unknown="near_miss", steps=(),
+               also=({"required": ["acceptance"],  # load_scenario's missing_acceptance
+                      "properties": {"acceptance": {"anyOf": [{"type": "null"}, PIN]}}},))
 
 
 def load_workload(path: str | os.PathLike) -> Workload:

@@ -29,6 +29,7 @@ from typing import Any
 from registry_db.errors import MAX_FINDINGS_PER_FILE, Finding
 from registry_db.model import (
     CATEGORY_RE,
+    CONTROL_RE,
     INT_LIMIT,
     MAX_K,
     MAX_LENGTH,
@@ -162,9 +163,14 @@ def too_long(what: str, value: str, limit_name: str) -> str | None:
     return f"{what} is {len(value):,} characters long; the registry stores at most {limit:,}"
 
 
+#: JSON Schema's pattern for text free of :data:`registry_db.model.CONTROL_RE`'s characters.
+NO_CONTROL = f"^[^{CONTROL_RE.pattern[1:-1]}]*$"
+
+
 def name_check(what: str) -> Check:
     """A name's characters (:func:`registry_db.model.control_problem`) as a field's check."""
-    return Check("control_character", lambda v, got: control_problem(what, v))
+    return Check("control_character", lambda v, got: control_problem(what, v),
+                 {"pattern": NO_CONTROL})
 
 
 def k_problem(label: str, k: int) -> str | None:
@@ -186,10 +192,12 @@ CheckFn = Callable[[Any, dict], "str | None"]
 
 @dataclass(frozen=True)
 class Check:
-    """One rule of a field's value, with its finding code."""
+    """One rule of a field's value, with its finding code, and the JSON Schema keywords that
+    state it (None: JSON Schema cannot, :mod:`registry_db.inputs.json_schema` lists why)."""
 
     code: str
     test: CheckFn
+    schema: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -216,6 +224,9 @@ class Field:
     #: Whether a failed check makes the field read as absent for the rules after it.
     drop_on_failure: bool = True
     content: Callable[[Checker, Any, dict, str, dict], Any] | None = None
+    #: What ``content`` reads, as JSON Schema keywords (a :class:`Map` in them stands for its
+    #: schema): the published schema's view of a list's items or a nested mapping.
+    shape: Any = None
     #: The exact types a good value has (subclasses, such as located YAML's, take ``_IS``).
     exact: tuple[type, ...] = field(init=False)
     #: ``MAX_LENGTH[limit]``, or no bound.
@@ -249,6 +260,9 @@ class Map:
     unknown: str = "error"
     not_a_mapping: str = "not_a_mapping"
     build: Callable[[dict], Any] | None = None
+    #: The JSON Schema of what the ``Rule`` steps check, where it can say it (``allOf``
+    #: entries; a :class:`Map` in them stands for its schema).
+    also: tuple[dict[str, Any], ...] = ()
     fields: tuple[str, ...] = field(init=False)
     #: ``keys`` as a set: most mappings hold known keys only, which one C-level test tells.
     key_set: frozenset = field(init=False)
