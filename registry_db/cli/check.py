@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, handle_errors, json_option
+from registry_db.cli.output import annotation, emit_json, format_option, handle_errors, json_option
 from registry_db.cli.resolve import _request, _run_options
 from registry_db.inputs.layers import FLAGS
 from registry_db.sources.counters.detect import COUNTER_SOURCES
@@ -59,11 +59,13 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
               help="Check one run per line: a resolve --batch request plus \"counts\"; one "
                    "answer per line.")
 @json_option
+@format_option
 @click.pass_context
 @handle_errors
 def check(ctx: click.Context, after: str | None, before: str | None, source: str | None,
           model_name: str | None, deployment: str | None, max_z: float | None,
-          tolerance: float | None, batch: str | None, as_json: bool, **run: Any) -> None:
+          tolerance: float | None, batch: str | None, as_json: bool, output_format: str,
+          **run: Any) -> None:
     """Check a measured run against the registry: does it still accept what the registry says?
 
     Reads the run's counters as `registry ingest` does (vLLM, ATOM, SGLang or TensorRT-LLM;
@@ -72,7 +74,8 @@ def check(ctx: click.Context, after: str | None, before: str | None, source: str
     z = (measured - registered) / sqrt(stderr_m^2 + stderr_r^2), a value without counts
     having stderr 0. Exit 0 consistent, 1 drift (|z| > --max-z, default 3, or the difference
     past --tolerance), also 1 for a refused resolution or a bad scrape. --batch checks many
-    runs in one pass and exits 1 unless every line is consistent.
+    runs in one pass and exits 1 unless every line is consistent. --format github adds a
+    GitHub annotation for each drift or refusal (on the batch file's line).
 
     \b
     Example:
@@ -85,6 +88,9 @@ def check(ctx: click.Context, after: str | None, before: str | None, source: str
     """
     from registry_db.resolve.check import DEFAULT_MAX_Z, Threshold
 
+    github = output_format == "github"
+    if github and as_json:
+        raise click.UsageError("--json and --format github cannot be used together")
     if max_z is not None and tolerance is not None:
         raise click.UsageError("--max-z and --tolerance are two ways to say where drift "
                                "starts; give one")
@@ -98,7 +104,7 @@ def check(ctx: click.Context, after: str | None, before: str | None, source: str
         if given:
             raise click.UsageError(f"--batch reads every run and its counts from its file; "
                                    f"drop {given[0]}")
-        sys.exit(_check_batch(ctx.obj, batch, threshold, as_json))
+        sys.exit(_check_batch(ctx.obj, batch, threshold, as_json, github))
     if after is None:
         raise click.UsageError("give AFTER, the run's counters (or --batch FILE)")
     required = ("model",) if deployment is not None else ("model", "method", "k")
@@ -108,12 +114,13 @@ def check(ctx: click.Context, after: str | None, before: str | None, source: str
     if deployment is not None and (run["method"] is not None or run["k"] is not None):
         raise click.UsageError("--deployment states the pool's method and K; drop "
                                f"{'--method' if run['method'] is not None else '--k'}")
-    _check_one(ctx.obj, after, before, source, model_name, deployment, threshold, as_json, run)
+    _check_one(ctx.obj, after, before, source, model_name, deployment, threshold, as_json, run,
+               github)
 
 
 def _check_one(settings: Any, after: str, before: str | None, source: str | None,
                model_name: str | None, deployment: str | None, threshold: Any, as_json: bool,
-               run: dict[str, Any]) -> None:
+               run: dict[str, Any], github: bool = False) -> None:
     from registry_db.errors import ResolutionRefused
     from registry_db.resolve import check as checking
     from registry_db.resolve.reading import reading
@@ -146,6 +153,9 @@ def _check_one(settings: Any, after: str, before: str | None, source: str | None
             emit_json(refusal.to_json())
         else:
             click.echo(f"refused ({refusal.reason}): {refusal.message}", err=True)
+            if github:
+                click.echo(annotation("error", refusal.message, file=_local(after),
+                                      title=f"refused ({refusal.reason})"))
         sys.exit(1)
     if as_json:
         emit_json(result.to_json())
@@ -153,10 +163,18 @@ def _check_one(settings: Any, after: str, before: str | None, source: str | None
         for note in result.registered.warnings:
             click.echo(f"note: {note}", err=True)
         click.echo(glance(result))
+        if github and result.drifted:
+            click.echo(annotation("error", glance(result), file=_local(after), title="drift"))
     sys.exit(1 if result.drifted else 0)
 
 
-def _check_batch(settings: Any, path: str, threshold: Any, as_json: bool) -> int:
+def _local(path: str) -> str | None:
+    """A scrape's path as an annotation's file: a file of the work tree, not a URL or -."""
+    return None if path == "-" or "://" in path else path
+
+
+def _check_batch(settings: Any, path: str, threshold: Any, as_json: bool,
+                 github: bool = False) -> int:
     """Every line's check on stdout, in order, each chunk's as soon as it is checked; 0 when
     every line is consistent, else 1 (lines that were no request named on stderr)."""
     from registry_db.cli.batch_json import answer_line, write_answers
@@ -180,8 +198,13 @@ def _check_batch(settings: Any, path: str, threshold: Any, as_json: bool) -> int
                     continue
                 name = f"{line.line}" if line.id is None else f"{line.line} ({line.id})"
                 answer = line.answer
-                out.append(f"{name}: refused ({answer.reason}): {answer.message}"
-                           if type(answer) is Refusal else f"{name}: {glance(answer)}")
+                said = (f"refused ({answer.reason}): {answer.message}"
+                        if type(answer) is Refusal else glance(answer))
+                out.append(f"{name}: {said}")
+                if github and not line.consistent:
+                    out.append(annotation("error", said, file=_local(path), line=line.line,
+                                          title="refused" if type(answer) is Refusal
+                                          else "drift"))
             # The reader gone, every line is still checked: the exit code is a CI gate's.
             writing = writing and write_answers(out)
             shown()

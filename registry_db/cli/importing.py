@@ -25,6 +25,8 @@ from registry_db.model import ImportStatus, visible
               help="Also delete every stored set that the given files do not declare.")
 @click.option("-m", "--message", metavar="MESSAGE", callback=one_line,
               help="Why, kept with every revision this import writes (one line).")
+@click.option("-r", "--recursive", is_flag=True,
+              help="Read folders' subfolders too (hidden ones skipped).")
 @click.option("-q", "--quiet", is_flag=True,
               help="Print no warnings (overlapping keys, values that drift, names that differ "
                    "from file names, skipped subfolders) and no progress bar; errors are still "
@@ -33,19 +35,19 @@ from registry_db.model import ImportStatus, visible
 @click.pass_obj
 @handle_errors
 def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
-            message: str | None, quiet: bool, as_json: bool) -> None:
+            message: str | None, recursive: bool, quiet: bool, as_json: bool) -> None:
     """Validate profile-set files, then write them all in one transaction.
 
-    PATH is a file or a folder (its *.yaml and *.yml files, sorted, hidden ones skipped).
-    If any file is invalid, every problem is printed and nothing is written (exit 1). A set
-    already in the database is replaced by its file's content; a file whose content has not
-    changed is reported `unchanged` and not rewritten. A set that now comes from another file
-    than at its last import is reported `(moved from OLD)`. Sets that share profile keys get
-    one warning per pair of sets; a value with counts that moves by |z| > 3 against the stored
-    revision (both with counts) gets a warning of its own. Every set added or updated becomes
-    a new revision (`registry history`); --prune deletes the stored sets the files do not
-    declare, each deletion a revision too. Waits for other writers up to REGISTRY_LOCK_TIMEOUT
-    seconds (exit 3 after that).
+    PATH is a file or a folder (its *.yaml and *.yml files, sorted, hidden ones skipped; -r also
+    its subfolders'). If any file is invalid, every problem is printed and nothing is written
+    (exit 1). A set already in the database is replaced by its file's content; a file whose
+    content has not changed is reported `unchanged` and not rewritten. A set that now comes from
+    another file than at its last import is reported `(moved from OLD)`. Sets that share profile
+    keys get one warning per pair of sets; a value with counts that moves by |z| > 3 against the
+    stored revision (both with counts) gets a warning of its own. Every set added or updated
+    becomes a new revision (`registry history`); --prune deletes the stored sets the files do
+    not declare, each deletion a revision too. Waits for other writers up to
+    REGISTRY_LOCK_TIMEOUT seconds (exit 3 after that).
 
     \b
     Example:
@@ -62,7 +64,8 @@ def import_(settings: Any, paths: tuple[str, ...], dry_run: bool, prune: bool,
     # The command's bulk work builds many small objects and no cycles (registry_db.gcpause);
     # the pause is the command's, so a library caller's collector is left as it is.
     with progress(quiet) as bar, gc_paused():
-        loaded = importer.load_skipping(paths, lambda hashes: _known(settings, hashes), bar)
+        loaded = importer.load_skipping(paths, lambda hashes: _known(settings, hashes), bar,
+                                        recursive=recursive)
         if dry_run:
             report = _dry_run(settings, loaded, prune)
         else:

@@ -34,7 +34,8 @@ def handle_errors(fn: Callable) -> Callable:
             try:
                 return fn(*args, **kwargs)
             except InvalidInput as exc:
-                report_findings(exc.findings, as_json=bool(kwargs.get("as_json")))
+                report_findings(exc.findings, as_json=bool(kwargs.get("as_json")),
+                                github=kwargs.get("output_format") == "github")
                 sys.exit(exc.exit_code)
             except RegistryError as exc:
                 click.echo(visible(f"Error: {exc}"), err=True)  # a name or path: one line
@@ -57,14 +58,20 @@ def handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
-def report_findings(findings: Sequence[Any], as_json: bool) -> None:
-    """Print findings: the contract's JSON object on stdout, or one line each on stderr."""
+def report_findings(findings: Sequence[Any], as_json: bool, github: bool = False) -> None:
+    """Print findings: the contract's JSON object on stdout, one line each on stderr, or
+    (``github``) one GitHub workflow command each on stdout, which a pull request's diff shows
+    at the file and line."""
     valid = not any(f.severity == "error" for f in findings)
     if as_json:
         emit_json({"valid": valid, "problems": [f.to_json() for f in findings]})
         return
     for f in findings:
-        click.echo(f.render(), err=True)
+        if github:
+            click.echo(annotation(f.severity, f"{f.path}: {f.message}" if f.path else f.message,
+                                  file=f.file, line=f.line, col=f.column, title=f.code))
+        else:
+            click.echo(f.render(), err=True)
     shown = [f for f in findings if f.code != "more_problems"]  # errors.cap_findings' counts
     errors = sum(1 for f in shown if f.severity == "error")
     warnings = len(shown) - errors
@@ -73,6 +80,40 @@ def report_findings(findings: Sequence[Any], as_json: bool) -> None:
         click.echo(f"{errors} error(s), {warnings} warning(s)" + (
             f" shown; {capped} file(s) have more, counted on their last line" if capped
             else ""), err=True)
+
+
+# --- CI annotations ------------------------------------------------------------------------------
+
+def format_option(fn: Callable) -> Callable:
+    """``--format text|github``: ``github`` prints each problem as a GitHub workflow command
+    (``::error file=F,line=L,col=C::MESSAGE``) on stdout, for CI to show on the diff."""
+    return click.option(
+        "--format", "output_format", type=click.Choice(["text", "github"]), default="text",
+        show_default=True,
+        help="github: each problem as a GitHub Actions annotation on stdout.")(fn)
+
+
+def _escape_data(text: str) -> str:
+    # As @actions/core's escapeData (actions/toolkit packages/core/src/command.ts).
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    # As @actions/core's escapeProperty: ':' and ',' also separate properties.
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(severity: str, message: str, *, file: str | None = None, line: int = 0,
+               col: int = 0, title: str | None = None) -> str:
+    """One GitHub workflow command: ``::error file=F,line=L,col=C,title=T::MESSAGE``
+    (``::warning`` for a warning; a position of 0, unknown, is left out)."""
+    props = [(name, value) for name, value in (
+        ("file", file), ("line", line or None), ("col", col or None), ("title", title))
+        if value]
+    head = "error" if severity == "error" else "warning"
+    if props:
+        head += " " + ",".join(f"{k}={_escape_property(str(v))}" for k, v in props)
+    return f"::{head}::{visible(_escape_data(message))}"
 
 
 # --- output --------------------------------------------------------------------------------------

@@ -12,10 +12,12 @@ from typing import Any
 import click
 
 from registry_db.cli.output import (
+    annotation,
     as_of_option,
     complete_set_names,
     emit_json,
     emit_rows,
+    format_option,
     handle_errors,
     json_option,
     output_options,
@@ -161,22 +163,42 @@ def _shown(conn: Any, name: str, as_of: Any) -> tuple[Any, Any, int]:
 @click.option("--check", is_flag=True,
               help="Exit 1 when any conflict exists (for CI); the listing is printed as usual.")
 @output_options
+@format_option
 @click.pass_obj
 @handle_errors
 def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool,
-              as_nl: bool) -> None:
+              as_nl: bool, output_format: str) -> None:
     """List profile keys that two or more sets hold (the resolver refuses them).
+
+    --format github prints one GitHub annotation per key and set instead, on the file the
+    set was imported from.
 
     \b
     Example:
         registry conflicts
         registry conflicts --json
         registry conflicts --check   # in CI: fails when any key is held twice
+        registry conflicts --check --format github
     """
     from registry_db.store import read as store
 
+    if output_format == "github" and (as_json or as_csv or as_nl):
+        raise click.UsageError("--format github prints annotations; drop --json, --csv, --nl")
     with settings.registry(readonly=True) as engine:
         found = store.conflicts(engine)
+        files = {s.name: s.file for s in store.list_sets(engine)} if output_format == \
+            "github" else {}
+    if output_format == "github":
+        for c in found:
+            for name in c.sets:
+                click.echo(annotation("error" if check else "warning",
+                                      f"profile {c.label} is held by sets {', '.join(c.sets)}; "
+                                      "the resolver refuses it, so keep it in one set",
+                                      file=files.get(name), title="conflict"))
+        if check and found:
+            click.echo(f"{len(found)} conflicting profile key(s)", err=True)
+            sys.exit(1)
+        return
     columns = ["profile", "model", "speculative_method", "num_spec_tokens", "thinking",
                "category", "set_count", "sets"]
     emit_rows(columns, [(c.label, *c.key, c.set_count,

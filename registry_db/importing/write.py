@@ -185,7 +185,10 @@ def _import_sets(engine: Engine, given: Sequence[ProfileSet | Known], dry_run: b
                                   summaries[n].profiles) for n in pruned]
         statuses = {r.name: r.status for r in results}
         updated = [s for s in sets if statuses[s.name] == ImportStatus.UPDATED]
-        warnings = (_overlap_warnings(conn, sets, ignore=pruned, known=known)
+        changed_names = {n for n, st in statuses.items()
+                         if st in (ImportStatus.ADDED, ImportStatus.UPDATED)}
+        warnings = (_overlap_warnings(conn, sets, ignore=pruned, known=known,
+                                      changed=changed_names)
                     + drift_warnings(conn, updated))
         changes: list[tuple[str, tuple]] = []
         if dry_run:
@@ -247,8 +250,11 @@ def _undeclared(conn: Connection, sets: Sequence[ProfileSet | Known]) -> list[st
 
 
 def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
-                      ignore: Sequence[str] = (), known: Sequence[Known] = ()) -> list[Finding]:
+                      ignore: Sequence[str] = (), known: Sequence[Known] = (),
+                      changed: set[str] | None = None) -> list[Finding]:
     """One warning per pair of sets that share profile keys: how many, and the first few.
+    With ``changed``, only pairs of which this import adds or updates a set: an import that
+    changed nothing repeats no warning (``registry conflicts`` lists them all).
 
     A pair is two incoming sets, or an incoming one and a stored one that this import does not
     replace; the resolver refuses a shared key while both sets count as the registry. One line
@@ -288,7 +294,8 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
             continue
         for pair in combinations(sorted(set(names)), 2):
             # Two stored sets that share a key are not this import's doing.
-            if pair[0] in incoming or pair[1] in incoming:
+            if (pair[0] in incoming or pair[1] in incoming) and (
+                    changed is None or pair[0] in changed or pair[1] in changed):
                 shared[pair].append(profile_label(*key))
     warnings = []
     for (a, b), labels in shared.items():
@@ -436,10 +443,12 @@ class Loaded:
     warnings: tuple[Finding, ...]
     #: Each file read: (SHA-256 of the very bytes parsed, its findings).
     files: Mapping[str, tuple[str, tuple[Finding, ...]]]
+    #: Whether folders were read with their subfolders (``import -r``).
+    recursive: bool = False
 
 
 def load_skipping(paths: Sequence[str | Path], known: Lookup,
-                  progress: Progress | None = None) -> Loaded:
+                  progress: Progress | None = None, *, recursive: bool = False) -> Loaded:
     """:func:`load_paths`, except that a file ``known`` says is stored as its bytes give it is
     not parsed. Anything out of the ordinary (an error, a set name two files declare) reads
     every file, so that the findings are exactly :func:`load_paths`' ones."""
@@ -448,7 +457,7 @@ def load_skipping(paths: Sequence[str | Path], known: Lookup,
     from registry_db.yaml import load as loader
 
     collected: list[Finding] = []
-    files = collect_files(paths, collected)
+    files = collect_files(paths, collected, recursive=recursive)
     before = {} if any(f.is_error for f in collected) else unchanged.file_hashes(
         files, loader.MAX_FILE_BYTES)
     skip = dict(known(before)) if before else {}
@@ -461,7 +470,7 @@ def load_skipping(paths: Sequence[str | Path], known: Lookup,
         plain = any(f.is_error for f in findings) or len(set(names)) < len(names)
     if not skip or plain:
         skip, to_read, parsed_hashes = {}, files, {}
-        sets, findings = check_paths(paths, progress, parsed_hashes)
+        sets, findings = check_paths(paths, progress, parsed_hashes, recursive=recursive)
         collected = []  # check_paths collects them again
     if any(f.is_error for f in findings):
         raise InvalidInput(findings)
@@ -474,7 +483,8 @@ def load_skipping(paths: Sequence[str | Path], known: Lookup,
     ordered = [skip.get(str(f)) or parsed.get(str(f)) for f in files]
     replayed = [*collected, *findings, *(x for k in skip.values() for x in k.findings)]
     return Loaded(tuple(paths), tuple(s for s in ordered if s is not None),
-                  tuple(cap_findings(sort_findings(replayed)) if skip else findings), held)
+                  tuple(cap_findings(sort_findings(replayed)) if skip else findings), held,
+                  recursive)
 
 
 def import_loaded(engine: Engine, loaded: Loaded, *, dry_run: bool = False,
@@ -499,7 +509,8 @@ def read_all(loaded: Loaded, progress: Progress | None = None) -> Loaded:
     """``loaded`` with every file read, none skipped (itself when none was)."""
     if not any(isinstance(s, Known) for s in loaded.sets):
         return loaded
-    return load_skipping(loaded.paths, lambda _hashes: {}, progress)
+    return load_skipping(loaded.paths, lambda _hashes: {}, progress,
+                         recursive=loaded.recursive)
 
 
 class _Stale(Exception):

@@ -2,7 +2,8 @@
 
 This is the registry's own format, so reading is loading each file with positions
 (:mod:`registry_db.yaml.load`) and checking it (:mod:`registry_db.inputs.profile_set`), plus the
-one rule that spans files: two files may not declare one set.
+rules that span files: two files may not declare one set, and two sets should not hold one
+profile key (the resolver refuses it: a warning, an error under ``validate --strict``).
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from registry_db.errors import Finding, InvalidInput, cap_findings, sort_findings
 from registry_db.inputs.profile_set import YAML_SUFFIXES, check_profile_set
-from registry_db.model import ProfileSet
+from registry_db.model import ProfileSet, profile_label
 from registry_db.yaml.load import UNKNOWN, load_file, load_yaml, mark, pos, read_file_bytes
 
 NAME = "profile-set"
@@ -68,12 +70,25 @@ def _skipped_subfolders(folder: Path) -> list[Finding]:
     return out
 
 
+def _tree(folder: Path) -> list[Path]:
+    """Every ``*.yaml``/``*.yml`` entry under ``folder``, hidden files and folders skipped,
+    sorted by path; links to folders are not followed (a loop would never end)."""
+    out: list[Path] = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        out.extend(Path(root) / n for n in names
+                   if not n.startswith(".") and Path(n).suffix in YAML_SUFFIXES)
+    return sorted(out)
+
+
 def collect_files(paths: Iterable[str | os.PathLike],
-                  findings: list[Finding] | None = None) -> list[Path]:
+                  findings: list[Finding] | None = None, *,
+                  recursive: bool = False) -> list[Path]:
     """The files named by ``paths``: files as given, folders' ``*.yaml``/``*.yml`` (sorted).
 
-    Folders are read one level deep and their hidden files skipped; a subfolder that holds
-    YAML files is reported skipped (``skipped_subfolder``, a warning). A path that does not
+    Folders are read one level deep (every level with ``recursive``) and their hidden files
+    and folders skipped; one level deep, a subfolder that holds YAML files is reported
+    skipped (``skipped_subfolder``, a warning). A path that does not
     exist (``no_such_file``), a folder that cannot be read (``unreadable_folder``), a folder
     without YAML files (``no_yaml_files``, an error, since the user surely meant some) and a
     ``*.yaml`` link that leads nowhere (``broken_link``, a warning: it is skipped) are
@@ -94,14 +109,17 @@ def collect_files(paths: Iterable[str | os.PathLike],
             continue
         if is_dir:
             try:
-                entries = sorted(p for p in path.iterdir() if p.suffix in YAML_SUFFIXES
-                                 and not p.name.startswith("."))
+                entries = _tree(path) if recursive else sorted(
+                    p for p in path.iterdir() if p.suffix in YAML_SUFFIXES
+                    and not p.name.startswith("."))
+                if not os.access(path, os.R_OK):  # os.walk skips what it cannot read
+                    raise PermissionError(13, "Permission denied")
             except OSError as exc:
                 problems.append(Finding(label, 0, 0, "", "unreadable_folder",
                                         f"cannot read the folder: {exc.strerror or exc}"))
                 continue
             found = [p for p in entries if p.is_file()]
-            skipped = _skipped_subfolders(path)
+            skipped = [] if recursive else _skipped_subfolders(path)
             problems.extend(skipped)
             said = {f.file for f in skipped}
             for p in entries:
@@ -117,7 +135,9 @@ def collect_files(paths: Iterable[str | os.PathLike],
                                             severity="warning"))
             if not found:
                 problems.append(Finding(label, 0, 0, "", "no_yaml_files",
-                                        "the folder holds no *.yaml or *.yml file"))
+                                        "the folder holds no *.yaml or *.yml file" + (
+                                            "" if recursive else " (add -r to read its "
+                                            "subfolders)")))
         elif exists:
             found = [path]
         else:
@@ -157,8 +177,8 @@ def _fast(data: bytes, file: str) -> tuple[Any, ProfileSet] | None:
 
 def check_paths(paths: Iterable[str | os.PathLike],
                 progress: Callable[[str, int, int], None] | None = None,
-                read_hashes: dict[str, str] | None = None,
-                ) -> tuple[list[ProfileSet], list[Finding]]:
+                read_hashes: dict[str, str] | None = None, *,
+                recursive: bool = False) -> tuple[list[ProfileSet], list[Finding]]:
     """Load and check every file under ``paths``, and the rule that set names are unique.
 
     Returns every valid set and every finding (sorted; at most
@@ -171,7 +191,7 @@ def check_paths(paths: Iterable[str | os.PathLike],
     findings: list[Finding] = []
     sets: list[ProfileSet] = []
     declared: dict[str, tuple[str, Path]] = {}
-    files = collect_files(paths, findings)
+    files = collect_files(paths, findings, recursive=recursive)
     for done, path in enumerate(files):
         if progress is not None:  # here, not at the end: the body may `continue`
             progress("validate", done, len(files))
@@ -229,3 +249,58 @@ def _name_pos(doc: Any, path: Path, file: str) -> tuple[int, int]:
         except InvalidInput as exc:
             doc = getattr(exc, "document", None)
     return pos(doc, "name")
+
+
+def shared_keys(sets: Sequence[ProfileSet], severity: str = "warning") -> list[Finding]:
+    """``shared_profile_key``: each profile of a set whose key an earlier set (in file order)
+    holds too, at the profile's line; the resolver refuses such a key while both sets count.
+    Positions are read again only for the files that hold one (a rare finding)."""
+    first: dict[tuple, ProfileSet] = {}
+    found: dict[str, list[tuple[int, tuple, ProfileSet]]] = defaultdict(list)
+    for s in sets:
+        for i, prof in enumerate(s.profiles):
+            other = first.setdefault(prof.key, s)
+            if other is not s:
+                found[s.file or ""].append((i, prof.key, other))
+    out = []
+    for file, shared in found.items():
+        try:
+            doc = load_file(file)
+        except InvalidInput:
+            doc = None
+        items = doc.get("profiles") if isinstance(doc, dict) else None
+        for i, key, other in shared:
+            line, col = pos(items, i) if items is not None else (0, 0)
+            out.append(Finding(
+                file, line, col, f"profiles[{i}]", "shared_profile_key",
+                f"profile {profile_label(*key)} is also held by set {other.name!r} "
+                f"({other.file}); the resolver refuses a key two sets hold, so keep it in one "
+                "set", severity=severity))
+    return out
+
+
+def validate_paths(paths: Sequence[str | os.PathLike], *, recursive: bool = False,
+                   strict: bool = False) -> tuple[list[ProfileSet], list[Finding]]:
+    """``registry validate``: :func:`check_paths`, and with ``strict`` the profile keys two
+    sets share as errors (``import`` warns of them; ``conflicts --check`` fails on them once
+    imported). ``strict`` also reads the other files of each given file's folder for context
+    (a pre-commit hook passes only the changed files): a set name or profile key a changed
+    file shares with an unchanged one is reported at the changed file, the unchanged files'
+    own problems are not.
+    """
+    files = [Path(p) for p in paths if not Path(p).is_dir()]
+    given = {p.resolve() for p in files}
+    context: dict[Path, None] = {}
+    if strict:
+        for folder in dict.fromkeys(p.parent for p in files):
+            context.update((p, None) for p in collect_files([folder], [])
+                           if p.resolve() not in given)
+    # Context first: a clash between a given file and its folder lands on the given file.
+    sets, findings = check_paths([*context, *paths], recursive=recursive)
+    if strict:
+        findings = sort_findings([*findings, *cap_findings(shared_keys(sets, "error"))])
+    if context:
+        unchanged = {str(p) for p in context}
+        findings = [f for f in findings if f.file not in unchanged]
+        sets = [s for s in sets if s.file not in unchanged]
+    return sets, findings

@@ -330,9 +330,16 @@ def test_overlap_warnings_are_one_summary_per_pair_of_sets(db_url, tmp_path):
            "m/mtp/k3/thinking-on/cat2 and 3 more;" in one_two
     assert any("sets 'one' and 'three' share 1 profile key(s): m/mtp/k3/thinking-on/cat0;"
                in ln for ln in lines)
-    # Re-importing: the stored sets the import replaces are not counted against themselves.
+    # Re-importing unchanged files repeats no warning (`registry conflicts` lists them).
     again = run(db_url, "import", str(tmp_path))
-    assert [ln for ln in again.stderr.splitlines() if "profile key(s)" in ln] == lines
+    assert again.exit_code == 0
+    assert [ln for ln in again.stderr.splitlines() if "profile key(s)" in ln] == []
+    # Changing one set warns of its pairs again; the stored sets the import replaces are not
+    # counted against themselves.
+    write_set(tmp_path, "three", 1, model="m", al=2.6)
+    changed = run(db_url, "import", str(tmp_path))
+    assert [ln for ln in changed.stderr.splitlines() if "profile key(s)" in ln] == [
+        ln for ln in lines if "'three'" in ln]
 
 
 def test_quiet_drops_the_warnings(db_url, tmp_path):
