@@ -7,11 +7,13 @@ measured and on cells several sets hold), as JSON listing every cell, or as long
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import click
 
 from registry_db.cli.output import (
+    GAP,
     as_of_option,
     complete_methods,
     complete_models,
@@ -22,7 +24,8 @@ from registry_db.cli.output import (
     handle_errors,
     output_options,
     readable,
-    table_lines,
+    render_text_table,
+    table_options,
     terminal_width,
 )
 from registry_db.model import visible
@@ -40,6 +43,7 @@ CSV_COLUMNS = ("model", "speculative_method", "thinking", "category", "k", "acce
 @click.option("--category", metavar="C", help="Only this workload category.")
 @as_of_option
 @output_options
+@table_options
 @click.pass_obj
 @handle_errors
 def coverage(settings: Any, model: str | None, speculative_method: str | None,
@@ -88,11 +92,15 @@ def render_table(grid: Any, width: int | None = None) -> str:
     body = [[*map(visible, r.key), *(c.value_text(readable) + c.marks.ljust(w)
                                      for c, w in zip(r.cells, marks))]
             for r in grid.rows]
-    out = table_lines(head + ks, body, [False] * len(head) + [True] * len(ks), width)
+    # Many K columns of short numbers: a one-space gap before any key is cut further.
+    out = render_text_table(head + ks, body, [False] * len(head) + [True] * len(ks), width,
+                            gaps=(GAP, " "))
     cells = [c for r in grid.rows for c in r.cells]
     footer = f"{sum(c.present for c in cells)} of {len(cells)} cells stored"
     legend = grid.marks()
-    out += ["", footer + (". Marks: " + "; ".join(legend) if legend else "")]
+    footer += ". Marks: " + "; ".join(legend) if legend else ""
+    # Prose: wrapped to the terminal, never cut.
+    out += ["", *(textwrap.wrap(footer, width) if width else [footer])]
     return "\n".join(out)
 
 

@@ -22,6 +22,7 @@ from registry_db.cli.output import (
     json_option,
     one_line,
     output_options,
+    table_options,
 )
 from registry_db.model import INT_LIMIT, visible
 
@@ -33,6 +34,7 @@ HISTORY_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles
 @click.command("history")
 @click.argument("set_name", metavar="[SET]", required=False, shell_complete=complete_set_names)
 @output_options
+@table_options
 @click.pass_obj
 @handle_errors
 def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool,
@@ -162,7 +164,7 @@ def restore(settings: Any, set_name: str, revision: int | None, message: str | N
     \b
     Example:
         registry restore old-golden-curves
-        registry restore inferencex-golden-al --revision 2 -m "the re-run was wrong"
+        registry restore inferencex-golden-al --revision 2 -m "the re-run erred"
     """
     from registry_db.cli.output import report_findings
     from registry_db.importing.restore import restore as restore_set

@@ -37,10 +37,11 @@ def ingest() -> None:
 
     \b
     Example:
-        registry ingest inferencex golden_al_distribution/ --engine-image IMAGE -o acceptance/
-        registry ingest vllm-metrics after.prom --before before.prom --model M --method mtp \\
-            --k 3 --thinking on --category coding --hardware b300 --engine-image IMAGE \\
-            --temperature 1.0 -o acceptance/m-mtp.yaml
+        registry ingest inferencex golden_al_distribution/ --engine-image IMAGE \\
+            -o acceptance/
+        registry ingest vllm-metrics after.prom --before before.prom --model M \\
+            --method mtp --k 3 --thinking on --category coding --hardware b300 \\
+            --engine-image IMAGE --temperature 1.0 -o acceptance/m-mtp.yaml
         registry ingest sglang responses.jsonl --model M --method eagle --k 3 ...
     """
 
@@ -95,11 +96,13 @@ def inferencex(paths: tuple[str, ...], name: str | None, map_file: str | None,
 
     \b
     Example:
-        registry ingest inferencex dsv41flash_dspark.yaml --hardware b300 --prompts 80 \\
-            --source-base https://github.com/OWNER/REPO/blob/main/golden_al_distribution \\
+        registry ingest inferencex dsv41flash_dspark.yaml --hardware b300 \\
+            --prompts 80 \\
+            --source-base https://github.com/ORG/REPO/blob/main/golden_al \\
             -o acceptance/
-        registry ingest inferencex curves/ --name inferencex-golden-al --map map.yaml \\
-            --engine-image vllm/vllm-openai:v0.22.0 -o acceptance/inferencex-golden-al.yaml
+        registry ingest inferencex curves/ --name inferencex-golden-al \\
+            --map map.yaml --engine-image vllm/vllm-openai:v0.22.0 \\
+            -o acceptance/inferencex-golden-al.yaml
     """
     from registry_db.errors import RegistryError
     from registry_db.sources.inferencex import read as source
@@ -257,9 +260,10 @@ def vllm_metrics(after: str, before: str | None, out: str, model_name: str | Non
     Example:
         curl -s localhost:8000/metrics > before.prom
         vllm bench serve ...
-        registry ingest vllm-metrics http://localhost:8000/metrics --before before.prom \\
-            --model example-model --method eagle3 --k 3 --thinking off --category coding \\
-            --hardware b300 --engine-image vllm/vllm-openai:v0.22.0 --temperature 0.6 \\
+        registry ingest vllm-metrics http://localhost:8000/metrics \\
+            --before before.prom --model example-model --method eagle3 --k 3 \\
+            --thinking off --category coding --hardware b300 \\
+            --engine-image vllm/vllm-openai:v0.22.0 --temperature 0.6 \\
             -o acceptance/example-model-eagle3.yaml
     """
     from registry_db.sources.counters.vllm import read_vllm_metrics
@@ -288,9 +292,10 @@ def atom_metrics(after: str, before: str | None, out: str, as_json: bool,
 
     \b
     Example:
-        registry ingest atom-metrics http://localhost:8000/metrics --before before.prom \\
-            --model kimi-k3 --method dspark --k 7 --thinking on --category coding \\
-            --hardware mi355x --engine-image rocm/atom:IMAGE --temperature 1.0 -o kimi.yaml
+        registry ingest atom-metrics http://localhost:8000/metrics \\
+            --before before.prom --model kimi-k3 --method dspark --k 7 \\
+            --thinking on --category coding --hardware mi355x \\
+            --engine-image rocm/atom:IMAGE --temperature 1.0 -o kimi.yaml
     """
     from registry_db.sources.counters.atom import read_atom_metrics
 
@@ -370,8 +375,9 @@ def sglang(path: str, out: str, as_json: bool, **flags: Any) -> None:
 
     \b
     Example:
-        registry ingest sglang responses.jsonl --model glm-5.2 --method eagle --k 3 \\
-            --thinking on --category coding --hardware h200 --engine-image IMAGE \\
+        registry ingest sglang responses.jsonl --model glm-5.2 --method eagle \\
+            --k 3 --thinking on --category coding --hardware h200 \\
+            --engine-image IMAGE \\
             --temperature 1.0 -o acceptance/glm-5.2-eagle.yaml
     """
     from registry_db.sources.counters.sglang import read_sglang
@@ -396,9 +402,11 @@ def trtllm_stats(path: str, out: str, as_json: bool, **flags: Any) -> None:
 
     \b
     Example:
-        curl -s localhost:8000/metrics > stats.json    # enable_iter_perf_stats: true
-        registry ingest trtllm-stats stats.json --model deepseek-v4 --method mtp --k 3 \\
-            --thinking on --category coding --hardware gb300 --engine-image IMAGE \\
+        # with enable_iter_perf_stats: true
+        curl -s localhost:8000/metrics > stats.json
+        registry ingest trtllm-stats stats.json --model deepseek-v4 --method mtp \\
+            --k 3 --thinking on --category coding --hardware gb300 \\
+            --engine-image IMAGE \\
             --temperature 1.0 -o acceptance/deepseek-v4-mtp.yaml
     """
     from registry_db.sources.counters.trtllm import read_trtllm_stats

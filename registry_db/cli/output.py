@@ -237,6 +237,96 @@ def emit_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], as_json: bo
         click.echo(format_table(columns, rows, terminal_width()))
 
 
+# --- the table's shape: --columns, --vertical ----------------------------------------------------
+
+#: Where ``--columns`` and ``--vertical`` leave their values (the context's ``meta``), so that
+#: every table a command prints takes them without each command passing them on.
+TABLE_META = "registry_db.table"
+
+
+def _remember(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def store(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        ctx.meta.setdefault(TABLE_META, {})[name] = value
+        return value
+    return store
+
+
+def table_options(fn: Callable) -> Callable:
+    """``--columns A,B`` (the table's columns, in that order) and ``--vertical`` (each row as
+    a record, nothing cut), for every command that prints a table."""
+    fn = click.option("--vertical", is_flag=True, expose_value=False,
+                      callback=_remember("vertical"),
+                      help="Print each row as a record, one 'column: value' line per cell, "
+                           "nothing shortened.")(fn)
+    return click.option("--columns", metavar="A,B,...", expose_value=False,
+                        callback=_remember("columns"),
+                        help="Only these columns of the table, in this order (--json, --csv "
+                             "and --nl keep every column).")(fn)
+
+
+def _table_shape() -> tuple[list[str] | None, bool]:
+    """The ``--columns`` asked for (None: all) and whether ``--vertical`` was given."""
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta.get(TABLE_META, {}) if ctx is not None else {}
+    given = meta.get("columns")
+    picked = None if not given else [c.strip() for c in given.split(",") if c.strip()]
+    return picked, bool(meta.get("vertical"))
+
+
+def pick_columns(header: Sequence[str], body: Sequence[Sequence[str]], right: Sequence[bool]
+                 ) -> tuple[list[str], list[list[str]], list[bool]]:
+    """The columns ``--columns`` names, in its order (all when it names none); a name the
+    table does not have is a usage error naming the ones it has."""
+    picked, _ = _table_shape()
+    if picked is None:
+        return list(header), [list(r) for r in body], list(right)
+    unknown = [c for c in picked if c not in header]
+    if unknown:
+        raise click.UsageError(f"--columns: no column {unknown[0]!r} in this table; its "
+                               f"columns are {','.join(header)}")
+    at = [list(header).index(c) for c in picked]
+    return picked, [[r[i] for i in at] for r in body], [right[i] for i in at]
+
+
+def records(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as records (``--vertical``, as psql's expanded display): a ``-[ N ]-`` line, then
+    one ``column | value`` line per cell, each cell whole."""
+    width = max(map(len, header), default=0)
+    out: list[str] = []
+    for n, row in enumerate(body, 1):
+        out.append(f"-[ {n} ]" + "-" * max(0, width - len(str(n)) - 2))
+        out.extend(f"{h.ljust(width)} | {v}".rstrip() for h, v in zip(header, row))
+    return out or ["(no rows)"]
+
+
+def render_text_table(header: Sequence[str], body: Sequence[Sequence[str]],
+                      right: Sequence[bool], width: int | None,
+                      gaps: Sequence[str] | None = None) -> list[str]:
+    """A table of text cells as ``--columns`` and ``--vertical`` shape it; in a terminal
+    (``width``) fitted to it (with the next of ``gaps`` while it does not fit), and a note on
+    stderr when a cell was cut."""
+    header, body, right = pick_columns(header, body, right)
+    if _table_shape()[1]:
+        return records(header, body)
+    for gap in gaps or (GAP,):
+        lines = table_lines(header, body, right, width, gap)
+        if width is None or max(map(len, lines)) <= width:
+            break
+    if width is not None:
+        cut = _cut_cells(header, body, lines[1])
+        if cut:
+            click.echo(f"note: {cut} cell(s) shortened with … to fit {width} columns; "
+                       "--vertical or --json shows every cell whole, --columns A,B picks "
+                       "columns", err=True)
+    return lines
+
+
+def _cut_cells(header: Sequence[str], body: Sequence[Sequence[str]], rule: str) -> int:
+    """How many cells (headers too) the table shortened, told by its ``----`` rule's widths."""
+    widths = [len(dashes) for dashes in rule.split()]
+    return sum(len(cell) > w for row in [header, *body] for cell, w in zip(row, widths))
+
+
 def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """CSV with a header; None is an empty cell, numbers keep every digit (as ``--json``)."""
     buf = io.StringIO()
@@ -280,11 +370,12 @@ def shorten(text: str, width: int, middle: bool = False) -> str:
     return text[:keep] + ELLIPSIS
 
 
-def fit_widths(widths: Sequence[int], floors: Sequence[int], limit: int) -> list[int]:
-    """Column widths whose line (``GAP`` between columns) fits ``limit``: the widest column
+def fit_widths(widths: Sequence[int], floors: Sequence[int], limit: int,
+               gap: str = GAP) -> list[int]:
+    """Column widths whose line (``gap`` between columns) fits ``limit``: the widest column
     gives way first, none below its floor (a floor equal to the width: never shortened)."""
     out = list(widths)
-    excess = sum(out) + len(GAP) * (len(out) - 1) - limit
+    excess = sum(out) + len(gap) * (len(out) - 1) - limit
     while excess > 0:
         shrinkable = [i for i, w in enumerate(out) if w > floors[i]]
         if not shrinkable:
@@ -303,7 +394,7 @@ def fit_widths(widths: Sequence[int], floors: Sequence[int], limit: int) -> list
 
 
 def table_lines(header: Sequence[str], body: Sequence[Sequence[str]], right: Sequence[bool],
-                width: int | None = None) -> list[str]:
+                width: int | None = None, gap: str = GAP) -> list[str]:
     """Cells (text already) as aligned lines: ``right`` columns (numbers) to the right and
     never shortened; with ``width``, the other columns' longest cells are shortened to fit."""
     cells = [max([0] + [len(r[i]) for r in body]) for i in range(len(header))]
@@ -311,12 +402,12 @@ def table_lines(header: Sequence[str], body: Sequence[Sequence[str]], right: Seq
     if width is not None:
         floors = [min(w, max(NARROWEST, c if num else 0))
                   for w, c, num in zip(widths, cells, right)]
-        widths = fit_widths(widths, floors, width)
+        widths = fit_widths(widths, floors, width, gap)
 
     def line(texts: Sequence[str]) -> str:
         parts = [shorten(t, w).rjust(w) if num else shorten(t, w).ljust(w)
                  for t, w, num in zip(texts, widths, right)]
-        return GAP.join(parts).rstrip()
+        return gap.join(parts).rstrip()
 
     top = [shorten(h, w) for h, w in zip(header, widths)]
     # Headers that the cut made alike (acceptance_length, acceptance_rate) are cut in the middle.
@@ -336,8 +427,8 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]],
     numeric = [all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool)
                    for r in rows if r[i] is not None) and any(r[i] is not None for r in rows)
                for i in range(len(columns))]
-    out = table_lines(columns, text, numeric, width)
-    if not rows:
+    out = render_text_table(columns, text, numeric, width)
+    if not rows and out[-1] != "(no rows)":
         out.append("(no rows)")
     return "\n".join(out)
 

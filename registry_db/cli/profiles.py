@@ -21,6 +21,7 @@ from registry_db.cli.output import (
     emit_rows,
     handle_errors,
     output_options,
+    table_options,
     uncertainty_json,
     with_stderr,
 )
@@ -50,6 +51,7 @@ CSV_COLUMNS = (*FULL_COLUMNS, "drafts", "draft_tokens", "accepted_tokens", "al_s
               help="Only profiles of this set (repeat for several).")
 @as_of_option
 @output_options
+@table_options
 @click.pass_obj
 @handle_errors
 def profiles(settings: Any, model: str | None, method: str | None, k: int | None,

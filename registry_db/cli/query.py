@@ -87,7 +87,8 @@ def query(settings, sql: str, params: dict, query_url: str | None, timeout: floa
                         FROM acceptance_profiles WHERE method = :m" -p m=measured
         registry query --csv "SELECT * FROM acceptance_profiles" > profiles.csv
         registry query --json - < question.sql
-        REGISTRY_QUERY_URL=postgresql://registry_reader@db/registry registry query "SELECT 1"
+        export REGISTRY_QUERY_URL=postgresql://registry_reader@db/registry
+        registry query "SELECT 1"
     """
     from registry_db.store.query import stream_query
 

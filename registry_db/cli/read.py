@@ -24,6 +24,7 @@ from registry_db.cli.output import (
     progress,
     readable_list,
     shorten,
+    table_options,
     terminal_width,
     uncertainty_json,
     with_stderr,
@@ -50,6 +51,7 @@ class _ListsSets(click.Command):
 
 @click.command("list", cls=_ListsSets)
 @output_options
+@table_options
 @click.pass_obj
 @handle_errors
 def list_(settings: Any, as_json: bool, as_csv: bool, as_nl: bool) -> None:
@@ -73,6 +75,7 @@ def list_(settings: Any, as_json: bool, as_csv: bool, as_nl: bool) -> None:
 @click.argument("set_name", metavar="SET", shell_complete=complete_set_names)
 @as_of_option
 @json_option
+@table_options
 @click.pass_obj
 @handle_errors
 def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
@@ -106,9 +109,10 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
                    "profiles": doc["profiles"]})
         return
     width = terminal_width()
-    click.echo(f"set:      {visible(ps.name)}")  # control characters escaped throughout
-    # Prose (caveats, rationale) wraps on its own; the path is shortened like a table's cells.
-    file = visible(ps.file or "")
+    # Control characters escaped throughout. Prose (caveats, rationale) wraps on its own; the
+    # name and path are shortened like a table's cells.
+    name, file = visible(ps.name), visible(ps.file or "")
+    click.echo(f"set:      {name if width is None else shorten(name, width - 10, middle=True)}")
     click.echo(f"file:     {file if width is None else shorten(file, width - 10)}")
     click.echo(f"imported: {imported_at.isoformat()}")
     click.echo(f"revision: {revision}")
@@ -163,6 +167,7 @@ def _shown(conn: Any, name: str, as_of: Any) -> tuple[Any, Any, int]:
 @click.option("--check", is_flag=True,
               help="Exit 1 when any conflict exists (for CI); the listing is printed as usual.")
 @output_options
+@table_options
 @format_option
 @click.pass_obj
 @handle_errors
