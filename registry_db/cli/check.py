@@ -231,5 +231,8 @@ def glance(result: Any) -> str:
         how = f"difference {result.difference:+.4f} ({past} ±{threshold.tolerance:g}), {z}"
     else:
         how = f"{z} ({'|z| > ' if result.drifted else '|z| <= '}{threshold.max_z:g})"
-    return (f"measured {with_stderr(m.acceptance_length, u)} over {u.drafts:,} steps; "
+    line = (f"measured {with_stderr(m.acceptance_length, u)} over {u.drafts:,} steps; "
             f"{where}; {result.verdict}, {how}")
+    if "± ≤" in line:  # the bound μ(K − μ) of the totals, said where it is shown
+        line += "; ± ≤S: at most S, the totals give no per-position counts"
+    return line

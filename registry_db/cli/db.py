@@ -75,7 +75,7 @@ def upgrade(settings, revision: str | None, sql: bool) -> None:
         registry -d postgresql://localhost/registry db upgrade --sql > schema.sql
     """
     from registry_db import store
-    from registry_db.store.urls import redact
+    from registry_db.store.urls import shown_url
 
     url = settings.url
     target = _revision_arg(revision)
@@ -98,9 +98,9 @@ def upgrade(settings, revision: str | None, sql: bool) -> None:
                    "(upgraded before times were put in order): run `registry db repair`",
                    err=True)
     if before == after:
-        click.echo(f"{redact(url)}: already at {after}", err=True)
+        click.echo(f"{shown_url(url)}: already at {after}", err=True)
     else:
-        click.echo(f"{redact(url)}: upgraded {before or 'base'} -> {after}", err=True)
+        click.echo(f"{shown_url(url)}: upgraded {before or 'base'} -> {after}", err=True)
 
 
 @db.command("repair")
@@ -169,7 +169,7 @@ def downgrade(settings, revision: str, sql: bool, force: bool) -> None:
         registry db downgrade base --force
     """
     from registry_db import store
-    from registry_db.store.urls import redact
+    from registry_db.store.urls import shown_url
 
     if revision.startswith("--"):  # unknown options pass as the revision (for -1)
         raise click.UsageError(f"No such option: {revision}")
@@ -184,9 +184,9 @@ def downgrade(settings, revision: str, sql: bool, force: bool) -> None:
     for what in lost:
         click.echo(f"lost (--force): {what}", err=True)
     if before == after:
-        click.echo(f"{redact(url)}: already at {after or 'base'}", err=True)
+        click.echo(f"{shown_url(url)}: already at {after or 'base'}", err=True)
     else:
-        click.echo(f"{redact(url)}: downgraded {before or 'base'} -> {after or 'base'}",
+        click.echo(f"{shown_url(url)}: downgraded {before or 'base'} -> {after or 'base'}",
                    err=True)
 
 
@@ -206,11 +206,11 @@ def stamp(settings, revision: str) -> None:
         registry -d postgresql://localhost/registry db stamp 0001
     """
     from registry_db import store
-    from registry_db.store.urls import redact
+    from registry_db.store.urls import shown_url
 
     url = settings.url
     before, after = _migrate(url, lambda engine: store.stamp(engine, revision), create=False)
-    click.echo(f"{redact(url)}: stamped {before or 'base'} -> {after or 'base'}", err=True)
+    click.echo(f"{shown_url(url)}: stamped {before or 'base'} -> {after or 'base'}", err=True)
 
 
 @db.command("history")
@@ -293,9 +293,9 @@ def check(settings, as_json: bool) -> None:
 
 
 def _redacted(url: str) -> str:
-    from registry_db.store.urls import redact
+    from registry_db.store.urls import shown_url
 
-    return redact(url)
+    return shown_url(url)
 
 
 @db.command("current")

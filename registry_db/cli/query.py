@@ -127,8 +127,8 @@ def _login_url(settings: Any, query_url: str | None) -> str:
         check_url,
         explicit_url,
         normalize_url,
-        redact,
         same_database,
+        shown_url,
     )
 
     registry = explicit_url(settings.database)
@@ -145,8 +145,8 @@ def _login_url(settings: Any, query_url: str | None) -> str:
     require_existing(registry)  # -d missing.db: no registry there (exit 3), whoever logs in
     if not same_database(registry, login):
         raise click.UsageError(
-            f"{source} ({redact(login)}) names another database than the registry "
-            f"({redact(registry)}); the query URL is only the reader's login for the "
+            f"{source} ({shown_url(login)}) names another database than the registry "
+            f"({shown_url(registry)}); the query URL is only the reader's login for the "
             "registry's own database: point it at that database, or drop it")
     return login
 

@@ -257,11 +257,22 @@ def check_run_flags(run: dict[str, Any], deployment: str | None) -> None:
                 deployment is None or row.name not in ("method", "k")):
             raise click.UsageError(f"--{row.name} is required (or give --batch FILE)")
     for file_flag in FLAGS:
-        for term in (flag for row in INPUTS if row.name in file_flag.states
-                     for flag in row.flags if flag is not file_flag and flag.kind != "file"):
+        for name, term in ((r.name, flag) for r in INPUTS if r.name in file_flag.states
+                           for flag in r.flags
+                           if flag is not file_flag and flag.kind != "file"):
             if run[file_flag.name] is not None and run[term.name] is not None:
-                raise click.UsageError(f"{file_flag.decl} states the {term.decl[2:]} "
-                                       f"already; drop {term.decl} or the file")
+                raise click.UsageError(_twice(file_flag, run[file_flag.name], name, term))
+
+
+def _twice(file_flag: Any, path: str, name: str, term: Any) -> str:
+    """Why a file's flag and a flag of a term the file gives are refused together: one source
+    per term (contract), said truly whether or not the file states it."""
+    assert file_flag.load is not None
+    # A file that cannot be read says so (its own findings), rather than this.
+    if file_flag.load(path)[0].get(name) is not None:
+        return f"{file_flag.decl} states the {term.decl[2:]} already; drop {term.decl} or the file"
+    return (f"{file_flag.decl} {path} states no {term.decl[2:]}, but a run takes each term from "
+            f"one place: state it in the file, or drop {file_flag.decl} to give {term.decl}")
 
 
 def _check_deployment_flags(run: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ def sqlite_file(url: str) -> str | None:
     path = plain_file(url)  # a plain sqlite:///PATH without SQLAlchemy's import (--metadata)
     if path is not None:
         return path
-    from registry_db.store.urls import dialect_of, redact, sqlite_path
+    from registry_db.store.urls import dialect_of, shown_url, sqlite_path
 
     path = sqlite_path(url)
     if path is not None and path != ":memory:":
@@ -33,7 +33,7 @@ def sqlite_file(url: str) -> str | None:
     if dialect_of(url) == "postgresql":
         return None
     raise UsageError(f"registry serve needs the registry's SQLite file or a PostgreSQL URL; "
-                     f"{redact(url)} is neither")
+                     f"{shown_url(url)} is neither")
 
 
 def _database_name(url: str) -> str:
@@ -41,6 +41,17 @@ def _database_name(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     return make_url(url).database or "registry"
+
+
+#: The web extra's packages, by the top-level module a failed import names.
+_WEB_PACKAGES = {"datasette": "Datasette", "matplotlib": "matplotlib (its pictures)"}
+
+
+def _missing(exc: ImportError) -> str:
+    """The web extra's package an ImportError says is missing (Datasette when it names none)."""
+    top = (exc.name or "").split(".")[0]
+    return _WEB_PACKAGES.get(top, f"{top} (a package the web extra installs)" if top
+                             else "Datasette")
 
 
 @click.command("serve")
@@ -100,11 +111,12 @@ def serve(settings: Any, port: int, host: str, print_metadata: bool) -> None:
 
             from registry_db.analyze import web_plugin
         except ImportError as exc:
-            raise MissingExtra(f"registry serve needs Datasette, which is not installed "
-                               f"({exc}); install the web extra: {INSTALL_HINT}") from None
-        from registry_db.store.urls import redact
+            raise MissingExtra(f"registry serve needs {_missing(exc)}, which is not "
+                               f"installed ({exc}); install the web extra: {INSTALL_HINT}"
+                               ) from None
+        from registry_db.store.urls import shown_url
 
-        click.echo(f"Serving {path or redact(settings.url)} read-only at http://{host}:{port}/ "
+        click.echo(f"Serving {path or shown_url(settings.url)} read-only at http://{host}:{port}/ "
                    "(Ctrl-C stops it)", err=True)
         web_plugin.serve(snapshots, meta, host, port)
     finally:

@@ -39,9 +39,16 @@ def reading(url: str) -> Iterator[ReadBind]:
                 raise
             raise translate(exc, url) from exc
     else:
-        from registry_db.store.sqlite_read import open_readonly
+        from registry_db.store.sqlite_read import leaving_no_files, open_readonly, sqlite_file
 
-        conn = open_readonly(url)
+        with leaving_no_files(sqlite_file(url)):
+            conn = open_readonly(url)
+            if conn is not None:
+                try:
+                    yield conn
+                finally:
+                    conn.close()
+                return
     if conn is None:
         from registry_db.store.migrate import registry
 

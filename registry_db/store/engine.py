@@ -43,8 +43,8 @@ from registry_db.store.urls import (
     check_url,
     dialect_of,
     parse_url,
-    redact,
     scrub,
+    shown_url,
     sqlite_path,
 )
 
@@ -103,7 +103,7 @@ def make_engine(url: str, *, readonly: bool = False, timeout: float | None = Non
     check_url(url, in_memory=True)
     dialect = dialect_of(url)
     if dialect not in ("sqlite", "postgresql"):
-        raise UsageError(f"{redact(url)}: the registry runs on SQLite (a file path or "
+        raise UsageError(f"{shown_url(url)}: the registry runs on SQLite (a file path or "
                          f"sqlite:///PATH) and PostgreSQL (postgresql://...), not {dialect!r}")
     try:
         if dialect == "sqlite":
@@ -116,10 +116,10 @@ def make_engine(url: str, *, readonly: bool = False, timeout: float | None = Non
             engine.update_execution_options(registry_lock_timeout=timeout)
     except ImportError as exc:  # the driver is an extra: say which one
         raise DatabaseUnavailable(
-            f"{redact(url)}: PostgreSQL needs the driver the postgres extra installs "
+            f"{shown_url(url)}: PostgreSQL needs the driver the postgres extra installs "
             f"(pip install 'registry_db[postgres]'): {exc}") from None
     except (ArgumentError, ValueError) as exc:
-        raise UsageError(f"cannot read the database URL {redact(url)}: "
+        raise UsageError(f"cannot read the database URL {shown_url(url)}: "
                          f"{scrub(str(exc), url)}") from None
     interrupts.quiet_about(engine.pool.logger)
     return engine
@@ -216,7 +216,7 @@ def translate(exc: BaseException, url: str | URL | None = None, *,
     input (:class:`~registry_db.errors.QueryError`, exit 1); what goes wrong with the database
     itself (unreachable, locked, out of space) is exit 3 either way.
     """
-    where = f" ({redact(str(url))})" if url else ""
+    where = f" ({shown_url(str(url))})" if url else ""
     orig = getattr(exc, "orig", None) or exc
     msg = scrub(_first_line(orig), str(url) if url else None)
     code = getattr(orig, "sqlstate", None) or getattr(getattr(orig, "diag", None),

@@ -39,7 +39,7 @@ from registry_db.store.revision_order import Moved, out_of_order, repair, repair
 # that the schema check on every command does not import Alembic; it lives in .sqlite_read, which
 # the command line's SQLAlchemy-free read path shares.
 from registry_db.store.sqlite_read import HEAD_REVISION
-from registry_db.store.urls import ENV_VAR, redact, sqlite_path
+from registry_db.store.urls import ENV_VAR, shown_url, sqlite_path
 
 #: The last schema that keeps a copy of each revision: times can be repaired there alone.
 COPIES_REVISION = "0006"
@@ -372,7 +372,7 @@ def schema_state(engine: Engine, url: str | None = None) -> tuple[str | None, bo
 def _out_of_date(found: str | None, url: str) -> SchemaOutOfDate:
     if found is None:
         return SchemaOutOfDate(
-            f"{redact(url)} has tables but no registry schema revision; "
+            f"{shown_url(url)} has tables but no registry schema revision; "
             "point --database at a registry database or an empty one")
     known = _known_revisions()
     if found in known and known.index(found) < known.index(HEAD_REVISION):
@@ -414,7 +414,7 @@ def require_existing(url: str) -> None:
 
 def _no_registry(url: str) -> NoRegistry:
     return NoRegistry(
-        f"no registry here: {redact(url)} is an empty database, and a command that only reads "
+        f"no registry here: {shown_url(url)} is an empty database, and a command that only reads "
         "creates nothing (`registry import PATH` or `registry db upgrade` creates the registry)")
 
 
@@ -473,7 +473,9 @@ def registry(url: str, *, readonly: bool = False, check_schema: bool = True,
     ``check_schema=False``, a bare engine, read-only with ``readonly``, for the ``db`` commands
     that inspect or change the schema itself), driver errors translated, and disposed
     afterwards. ``create`` is :func:`open_registry`'s: may a missing SQLite file be created."""
-    with translated(url):
+    from registry_db.store.sqlite_read import leaving_no_files
+
+    with translated(url), leaving_no_files(sqlite_path(url) if readonly else None):
         engine = (open_registry(url, readonly=readonly, create=create) if check_schema
                   else make_engine(url, readonly=readonly))
         try:

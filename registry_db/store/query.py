@@ -126,6 +126,20 @@ def run_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *,
 def stream_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *,
                  trust_sql: bool = False, timeout: float | None = DEFAULT_TIMEOUT,
                  warn: Callable[[str], None] | None = None) -> Iterator[QueryStream]:
+    """:func:`_stream_query`, leaving no ``-wal`` or ``-shm`` beside an SQLite file
+    (:func:`registry_db.store.sqlite_read.leaving_no_files`)."""
+    from registry_db.store.sqlite_read import leaving_no_files
+    from registry_db.store.urls import sqlite_path
+
+    with leaving_no_files(sqlite_path(url)), _stream_query(
+            url, sql, params, trust_sql=trust_sql, timeout=timeout, warn=warn) as stream:
+        yield stream
+
+
+@contextlib.contextmanager
+def _stream_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *,
+                  trust_sql: bool = False, timeout: float | None = DEFAULT_TIMEOUT,
+                  warn: Callable[[str], None] | None = None) -> Iterator[QueryStream]:
     """Run one statement on a read-only connection to ``url``; rows stream as they arrive.
 
     The database is first opened as usual (created at the head when new, refused with

@@ -15,8 +15,10 @@ re-exports it; a test proves it equals Alembic's head).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+from collections.abc import Iterator
 from urllib.parse import quote
 
 from registry_db.store.urls import is_plain_sqlite, sqlite_path
@@ -28,8 +30,8 @@ HEAD_REVISION = "0010"
 #: Set (to anything) to send every resolution through SQLAlchemy (tests compare both paths).
 NO_FAST_PATH_ENV = "REGISTRY_NO_FAST_PATH"
 
-__all__ = ["HEAD_REVISION", "NO_FAST_PATH_ENV", "frozen", "open_readonly", "readonly_options",
-           "sqlite_file"]
+__all__ = ["HEAD_REVISION", "NO_FAST_PATH_ENV", "frozen", "leaving_no_files", "open_readonly",
+           "readonly_options", "sqlite_file"]
 
 
 def sqlite_file(url: str) -> str | None:
@@ -46,6 +48,31 @@ def frozen(path: str) -> bool:
     folder = os.path.dirname(os.path.abspath(path))
     return (os.path.exists(path) and not os.access(folder, os.W_OK)
             and not os.path.exists(path + "-wal") and not os.path.exists(path + "-shm"))
+
+
+@contextlib.contextmanager
+def leaving_no_files(path: str | None) -> Iterator[None]:
+    """Around a read-only use of the SQLite file ``path`` (None: not one): a read-only
+    connection to a WAL file makes its ``-wal`` and ``-shm`` and, unable to write, leaves them
+    when it closes. When neither was there before, a read-write connection that reads one row
+    and closes hands them back as the last writer's close does: SQLite deletes them only when
+    no other connection has the file open, so a concurrent reader or writer keeps them."""
+    wal_files = () if path is None else (path + "-wal", path + "-shm")
+    before = any(os.path.exists(f) for f in wal_files)
+    try:
+        yield
+    finally:
+        if path is not None and not before and any(os.path.exists(f) for f in wal_files):
+            try:
+                # mode=rw never creates the file; query_only: this connection writes nothing.
+                conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=rw", uri=True)
+                try:
+                    conn.execute("PRAGMA query_only=ON")
+                    conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+                finally:
+                    conn.close()
+            except sqlite3.Error:
+                pass  # a folder nobody here may write, a locked file: the files stay
 
 
 def readonly_options(path: str) -> str:

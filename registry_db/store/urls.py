@@ -134,22 +134,25 @@ def check_url(url: str, *, in_memory: bool = False) -> str:
     command ends. The dialect is the engine's to check."""
     parts = parse_url(url)
     if parts is None:
-        raise UsageError(f"{redact(url)} is not a database URL; write sqlite:///PATH, a file "
+        raise UsageError(f"{shown_url(url)} is not a database URL; write sqlite:///PATH, a file "
                          "path, or postgresql://USER@HOST/DATABASE")
     ports = [("", parts.port)] + [(" (?port=)", v) for k, v in parts.query if k == "port"]
     for where, port in ports:
         if port is not None and not (port.isascii() and port.isdigit()
                                      and 1 <= int(port) <= 65535):
-            raise UsageError(f"{redact(url)}: the port{where} {port!r} is not a number from 1 "
+            raise UsageError(f"{shown_url(url)}: the port{where} {port!r} is not a number from 1 "
                              "to 65535")
     path = sqlite_path(url) if parts.backend == "sqlite" else None
     if not in_memory and parts.backend == "sqlite" and path is None:
-        raise UsageError(f"{redact(url)} is an in-memory SQLite database, which is gone when "
+        raise UsageError(f"{shown_url(url)} is an in-memory SQLite database, which is gone when "
                          "the command ends; give a file path (-d registry.db)")
     if path is not None and (len(os.fsencode(path)) > _PATH_BYTES or any(
             len(os.fsencode(part)) > _NAME_BYTES for part in path.split(os.sep))):
         raise UsageError(f"the SQLite path {path[:60]!r}... is longer than a file system "
                          f"holds ({_NAME_BYTES} bytes a name, {_PATH_BYTES} a path)")
+    if path is not None and os.path.isdir(path):  # SQLite would say "disk I/O error"
+        raise UsageError(f"{path} is a folder; the registry is a file in it, such as "
+                         f"-d {os.path.join(path, 'registry.db')}, or a database URL")
     return url
 
 
@@ -241,6 +244,14 @@ def redact(url: str) -> str:
             end = m.start("ipv4host") + host.rindex("@")
         out = out[:m.start("password")] + "***" + out[end:]
     return out
+
+
+def shown_url(url: str) -> str:
+    """The URL as messages print it: :func:`redact`, and without the ``+psycopg`` driver that
+    :func:`normalize_url` adds, so that it reads as the user typed it (``postgresql://``)."""
+    out = redact(url)
+    prefix = "postgresql+psycopg://"
+    return "postgresql://" + out[len(prefix):] if out.startswith(prefix) else out
 
 
 def scrub(message: str, url: str | None) -> str:

@@ -233,8 +233,21 @@ def _syntax_finding(exc: yaml.YAMLError, text: str, file: str, libyaml: bool) ->
     if "nesting depth" in str(problem):  # libyaml's own limit, met before ours
         return _finding(file, line_col, "too_deep", f"mappings and lists nest too deep here "
                         f"({problem}); a profile set needs five levels")
+    tab = _tab_at(text, line_col)
+    if tab is not None:  # PyYAML says "cannot start any token", which names no tab
+        return _finding(file, tab, "yaml_syntax", "YAML syntax error: a tab character "
+                        "indents this line; YAML indents with spaces only, so replace the tab "
+                        "with spaces")
     context = f" ({context})" if context else ""
     return _finding(file, line_col, "yaml_syntax", f"YAML syntax error: {problem}{context}")
+
+
+def _tab_at(text: str, line_col: Position) -> Position | None:
+    """Where a tab stands in the indentation of the line a syntax error points at, or None."""
+    lines = text.split("\n")
+    line = lines[line_col[0] - 1] if 0 < line_col[0] <= len(lines) else ""
+    indent = line[:len(line) - len(line.lstrip(" \t"))]
+    return (line_col[0], indent.index("\t") + 1) if "\t" in indent else None
 
 
 def _decode(data: bytes, file: str) -> str:

@@ -267,7 +267,8 @@ def test_a_run_that_drifted_exits_1_with_the_figures(golden):
     assert text_.exit_code == 1
     assert text_.stdout == (
         f"measured 1.4 ± {se:.2g} over 12,000 steps; registry 3.84 ± ≤{registered_se:.2g} from "
-        f"golden revision 1; drift, z = {got['z']:.1f} (|z| > 3)\n")
+        f"golden revision 1; drift, z = {got['z']:.1f} (|z| > 3); ± ≤S: at most S, the totals "
+        "give no per-position counts\n")
 
 
 def test_a_value_without_counts_has_no_spread_of_its_own(golden):

@@ -105,6 +105,10 @@ def test_no_thinking_and_no_category(url):
      "--scenario states the profiles already"),
     (["--scenario", str(FILES / "scenario-value.yaml"), "--fallback-category", "x"],
      "--scenario states the fallback-category already"),
+    # A file that states no thinking is not said to state it.
+    (["--workload", str(FILES / "workload-typo.yaml"), "--category", "coding"],
+     f"--workload {FILES / 'workload-typo.yaml'} states no category, but a run takes each "
+     "term from one place: state it in the file, or drop --workload to give --category"),
     (["--per-position-rates", "0.9,x,0.1"], "not a comma-separated list of numbers"),
     (["--category", "Coding!"], "malformed"),
     (["--batch", "-"], "--batch reads every run from its file; drop --model"),

@@ -182,6 +182,19 @@ def test_syntax_error_is_one_finding_at_the_problem():
     assert len(found) == 1 and found[0][0] == "yaml_syntax" and found[0][1] in (3, 4)
 
 
+@pytest.mark.parametrize("text, at", [
+    ("kind: x\nprofiles:\n\t- model: m\n", (3, 1)),   # "cannot start any token"
+    ("a:\n  b: 1\n\tc: 2\n", (3, 1)),                  # "violates indentation"
+    ("a:\n  \tb: 1\n", (2, 3)),
+])
+def test_a_tab_that_indents_is_named_as_a_tab(text, at):
+    with pytest.raises(InvalidInput) as exc:
+        load_yaml(text, "t.yaml")
+    [finding] = exc.value.findings
+    assert (finding.code, (finding.line, finding.column)) == ("yaml_syntax", at)
+    assert "a tab character indents this line; YAML indents with spaces only" in finding.message
+
+
 def test_control_characters_are_a_finding_with_position():
     assert problems("a: 1\nbé: x\x07y\n") == [("bad_character", 2, 6, "")]
 

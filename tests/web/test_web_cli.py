@@ -150,6 +150,17 @@ def test_without_datasette_it_names_the_extra(registry_file, monkeypatch):
     result = run_cli("-d", str(registry_file), "serve")
     assert result.exit_code == 1
     assert "pip install 'registry_db[web]'" in result.stderr
+    assert "registry serve needs Datasette, which is not installed" in result.stderr
+
+
+def test_without_matplotlib_it_names_matplotlib(registry_file, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+    result = run_cli("-d", str(registry_file), "serve")
+    assert result.exit_code == 1
+    assert "registry serve needs matplotlib (its pictures), which is not installed" in \
+        result.stderr
+    assert "Datasette" not in result.stderr
+    assert "pip install 'registry_db[web]'" in result.stderr
 
 
 def test_serve_imports_datasette_only_to_serve(registry_file):
