@@ -325,9 +325,11 @@ def vllm_bench(path: str, run_index: int | None, out: str, as_json: bool,
     \b
     Example:
         vllm bench serve ... --save-result --result-filename run.json
-        registry ingest vllm-bench run.json --model example-model --method eagle3 --k 3 \\
-            --thinking off --category coding --hardware b300 \\
-            --engine-image vllm/vllm-openai:v0.22.0 --temperature 0.6 -o acceptance/m.yaml
+        registry ingest vllm-bench run.json --model example-model \\
+            --method eagle3 --k 3 --thinking off --category coding \\
+            --hardware b300 \\
+            --engine-image vllm/vllm-openai:v0.22.0 --temperature 0.6 \\
+            -o acceptance/m.yaml
     """
     from registry_db.sources.counters.vllm_bench import read_vllm_bench
 
@@ -351,9 +353,10 @@ def vllm_log(path: str, out: str, as_json: bool, **flags: Any) -> None:
 
     \b
     Example:
-        registry ingest vllm-log server.log --model example-model --method mtp --k 3 \\
-            --thinking on --category coding --hardware b300 \\
-            --engine-image vllm/vllm-openai:v0.22.0 --temperature 1.0 -o acceptance/m.yaml
+        registry ingest vllm-log server.log --model example-model --method mtp \\
+            --k 3 --thinking on --category coding --hardware b300 \\
+            --engine-image vllm/vllm-openai:v0.22.0 --temperature 1.0 \\
+            -o acceptance/m.yaml
     """
     from registry_db.sources.counters.vllm_log import read_vllm_log
 
@@ -437,9 +440,9 @@ def trtllm_metrics(after: str, before: str | None, out: str, as_json: bool,
     Example:
         curl -s localhost:8000/prometheus/metrics > before.prom
         registry ingest trtllm-metrics http://localhost:8000/prometheus/metrics \\
-            --before before.prom --model deepseek-v4 --method mtp --k 3 --thinking on \\
-            --category coding --hardware gb300 --engine-image IMAGE --temperature 1.0 \\
-            -o acceptance/deepseek-v4-mtp.yaml
+            --before before.prom --model deepseek-v4 --method mtp --k 3 \\
+            --thinking on --category coding --hardware gb300 \\
+            --engine-image IMAGE --temperature 1.0 -o acceptance/dsv4-mtp.yaml
     """
     from registry_db.sources.counters.trtllm_metrics import read_trtllm_metrics
 
