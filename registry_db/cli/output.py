@@ -312,12 +312,22 @@ def render_text_table(header: Sequence[str], body: Sequence[Sequence[str]],
         lines = table_lines(header, body, right, width, gap)
         if width is None or max(map(len, lines)) <= width:
             break
-    if width is not None:
-        cut = _cut_cells(header, body, lines[1])
-        if cut:
-            click.echo(f"note: {cut} cell(s) shortened with … to fit {width} columns; "
-                       "--vertical or --json shows every cell whole, --columns A,B picks "
-                       "columns", err=True)
+    if width is None:
+        return lines
+    if max(map(len, lines)) > width:
+        # Too many unbreakable columns (numbers are never cut): records, as psql's \x auto.
+        label = max(map(len, header), default=0) + 3
+        cells = [[shorten(v, max(width - label, NARROWEST)) for v in row] for row in body]
+        cut = sum(a != b for row, short in zip(body, cells) for a, b in zip(row, short))
+        click.echo(f"note: the table is wider than {width} columns, so each row is a record"
+                   + (f" ({cut} cell(s) shortened with …)" if cut else "")
+                   + "; --columns A,B picks columns, --json shows every cell whole", err=True)
+        return records(header, cells)
+    cut = _cut_cells(header, body, lines[1])
+    if cut:
+        click.echo(f"note: {cut} cell(s) shortened with … to fit {width} columns; "
+                   "--vertical or --json shows every cell whole, --columns A,B picks "
+                   "columns", err=True)
     return lines
 
 

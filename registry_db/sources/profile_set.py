@@ -279,6 +279,14 @@ def shared_keys(sets: Sequence[ProfileSet], severity: str = "warning") -> list[F
     return out
 
 
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` names a file (one that cannot be examined is collect_files' to report)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def validate_paths(paths: Sequence[str | os.PathLike], *, recursive: bool = False,
                    strict: bool = False) -> tuple[list[ProfileSet], list[Finding]]:
     """``registry validate``: :func:`check_paths`, and with ``strict`` the profile keys two
@@ -288,10 +296,10 @@ def validate_paths(paths: Sequence[str | os.PathLike], *, recursive: bool = Fals
     file shares with an unchanged one is reported at the changed file, the unchanged files'
     own problems are not.
     """
-    files = [Path(p) for p in paths if not Path(p).is_dir()]
-    given = {p.resolve() for p in files}
     context: dict[Path, None] = {}
     if strict:
+        files = [Path(p) for p in paths if _is_file(Path(p))]
+        given = {p.resolve() for p in files}
         for folder in dict.fromkeys(p.parent for p in files):
             context.update((p, None) for p in collect_files([folder], [])
                            if p.resolve() not in given)

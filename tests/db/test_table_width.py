@@ -98,3 +98,16 @@ def test_machine_formats_keep_every_cell_whole(registry, flag):
         rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == 121 and "source" in rows[0]  # --columns shapes the table only
     assert max(len(r["source"]) for r in rows) > 80
+
+
+@pytest.mark.slow
+def test_a_table_no_cut_can_fit_is_printed_as_records(registry):
+    """Eight K columns whose cells hold two sets' values (``1.84/1.85*``) are wider than 80
+    columns however the keys are cut: the rows become records, as psql's ``\\x auto``."""
+    code, out, err = run_in_terminal("-d", registry, "coverage", columns=80)
+    assert code == 0, err
+    assert out.startswith("-[ 1 ]")
+    assert "note: the table is wider than 80 columns, so each row is a record" in err
+    code, out, err = run_in_terminal("-d", registry, "coverage", "--columns",
+                                     "model,thinking,k1,k2,k3", columns=80)
+    assert code == 0 and out.startswith("model "), err
