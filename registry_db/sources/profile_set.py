@@ -64,8 +64,8 @@ def _skipped_subfolders(folder: Path) -> list[Finding]:
         if count:
             out.append(Finding(str(sub), 0, 0, "", "skipped_subfolder",
                                f"subfolder with {count} YAML file(s) skipped: folders are read "
-                               "one level deep, not recursively; pass it as a PATH of its own "
-                               "to read them",
+                               "one level deep, not recursively; add -r, or pass it as a PATH "
+                               "of its own, to read them",
                                severity="warning"))
     return out
 

@@ -22,7 +22,8 @@ def test_validate_r_reads_every_level_and_skips_hidden_folders(tmp_path):
     flat = run_cli("validate", root)
     assert flat.exit_code == 0
     assert "1 file(s), 1 set(s)" in flat.stderr
-    assert "subfolder with 1 YAML file(s) skipped" in flat.stderr
+    assert "subfolder with 1 YAML file(s) skipped: folders are read one level deep, not " \
+        "recursively; add -r, or pass it as a PATH of its own, to read them" in flat.stderr
     deep = run_cli("validate", "-r", root)
     assert deep.exit_code == 0
     assert deep.stderr == "3 file(s), 3 set(s), 3 profile(s): valid\n"
