@@ -52,10 +52,11 @@ def exec_(ctx: click.Context, engine: str, into: str | None, allow_inexact: bool
 
     \b
     Example:
-        registry exec --model deepseek-v4.1-flash --method dspark --k 5 --thinking off \\
-            --category coding --emit sglang -- python -m sglang.launch_server ...
-        registry exec --model glm-5.3 --method mtp --k 3 --thinking on --category coding \\
-            --emit vllm -- vllm serve zai-org/GLM-5.3 \\
+        registry exec --model deepseek-v4.1-flash --method dspark --k 5 \\
+            --thinking off --category coding --emit sglang \\
+            -- python -m sglang.launch_server ...
+        registry exec --model glm-5.3 --method mtp --k 3 --thinking on \\
+            --category coding --emit vllm -- vllm serve zai-org/GLM-5.3 \\
             --speculative-config '{"method": "mtp", "num_speculative_tokens": 3}'
     """
     from registry_db.errors import ResolutionRefused

@@ -185,8 +185,9 @@ def resolve(ctx: click.Context, batch: str | None, as_json: bool, emit: str | No
         registry resolve --model glm-5.3 --method mtp --k 3 --thinking on \\
             --category chat --fallback-category coding --json
         registry resolve --batch runs.jsonl > answers.jsonl
-        set -e; eval "$(registry resolve --model deepseek-v4.1-flash --method dspark \\
-            --k 5 --thinking off --category coding --emit sglang --shell)"
+        set -e; eval "$(registry resolve --model deepseek-v4.1-flash \\
+            --method dspark --k 5 --thinking off --category coding \\
+            --emit sglang --shell)"
         registry resolve --model deepseek-v4.1-flash --deployment deploy.yaml \\
             --thinking off --category coding
     """
