@@ -94,7 +94,7 @@ def upgrade(settings, revision: str | None, sql: bool) -> None:
     if moved:  # a legacy history (store/revision_order.py): said, and noted in each message
         _say_moved(url, moved)
     if unrepaired and unrepaired[0]:  # upgraded past 0006 before the repair existed
-        click.echo(f"{redact(url)}: some revisions are stamped before the one they follow "
+        click.echo(f"{shown_url(url)}: some revisions are stamped before the one they follow "
                    "(upgraded before times were put in order): run `registry db repair`",
                    err=True)
     if before == after:
@@ -123,23 +123,23 @@ def repair(settings) -> None:
         registry db repair
     """
     from registry_db import store
-    from registry_db.store.urls import redact
+    from registry_db.store.urls import shown_url
 
     url = settings.url
     moved: list[Any] = []
     _migrate(url, lambda engine: moved.extend(store.repair_history(engine)), create=False)
     if not moved:
-        click.echo(f"{redact(url)}: every revision's time already follows revision order",
+        click.echo(f"{shown_url(url)}: every revision's time already follows revision order",
                    err=True)
         return
     _say_moved(url, moved)
 
 
 def _say_moved(url: str, moved: list[Any]) -> None:
-    from registry_db.store.urls import redact
+    from registry_db.store.urls import shown_url
 
     sets = sorted({m.set_name for m in moved})
-    click.echo(f"{redact(url)}: moved the times of {len(moved)} revision(s) of {len(sets)} "
+    click.echo(f"{shown_url(url)}: moved the times of {len(moved)} revision(s) of {len(sets)} "
                f"set(s) forward to follow revision order ({', '.join(sets[:5])}"
                f"{', ...' if len(sets) > 5 else ''}; each revision's message says from what: "
                "`registry history SET`)", err=True)
