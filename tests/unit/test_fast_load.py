@@ -18,26 +18,13 @@ from registry_db.sources import profile_set as source
 from registry_db.sources.profile_set import check_paths
 from registry_db.yaml.load import load_file
 from registry_db.yaml.plain import load_plain, load_plain_file
-from tests.helpers import dump
+from tests.helpers import dump, value_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 CORPUS = sorted(p for folder in (DATA, ROOT / "seed") for p in folder.rglob("*")
                 if p.suffix in (".yaml", ".yml"))
 INVALID = sorted((DATA / "invalid").iterdir())
-
-
-def _shape(value, seen=None):
-    """``value`` with every container numbered by first sight: equal shapes share alike."""
-    seen = {} if seen is None else seen
-    if isinstance(value, (dict, list)):
-        if id(value) in seen:
-            return ("alias", seen[id(value)])
-        seen[id(value)] = len(seen)
-        if isinstance(value, dict):
-            return ("map", [(k, _shape(v, seen)) for k, v in value.items()])
-        return ("seq", [_shape(v, seen) for v in value])
-    return (type(value).__name__, value if value == value else "nan")
 
 
 def _positional(path: Path):
@@ -55,7 +42,7 @@ def test_fast_pass_equals_the_positional_loader_or_declines(path):
         return  # declined: the caller takes the long way (compared below, by findings)
     located = _positional(path)
     assert located is not None, "the fast pass read a file the loader refuses"
-    assert _shape(plain) == _shape(located)
+    assert value_shape(plain) == value_shape(located)
 
 
 def test_fast_pass_answers_every_valid_file_and_the_seed():

@@ -17,7 +17,7 @@ from registry_db.sources import profile_set as source
 from registry_db.sources.profile_set import check_paths
 from registry_db.yaml.load import load_yaml
 from registry_db.yaml.plain import load_plain
-from tests.unit.test_fast_load import _shape
+from tests.helpers import value_shape
 
 #: Scalars that have tripped loaders: null spellings, numbers, bools, quotes, anchors, tags.
 SCALARS = ["~", "null", "Null", "", "a", "b", "kind", "name", "profiles", "1", "-1", "0x1F",
@@ -91,7 +91,7 @@ def test_fast_pass_gives_the_loaders_value_or_declines(text):
         return
     located = _positional(text)
     assert located is not None, "the fast pass read a document the loader refuses"
-    assert _shape(plain) == _shape(located)
+    assert value_shape(plain) == value_shape(located)
 
 
 @pytest.mark.parametrize("text", ["~: 1\n", "null: 1\n", "a:\n  ~: [1]\n", "- {~: 1}\n",
@@ -99,7 +99,7 @@ def test_fast_pass_gives_the_loaders_value_or_declines(text):
 def test_a_null_key_is_a_value_not_the_list_marker(text):
     """``~`` as a key: the fast pass either equals the loader or declines (it once crashed)."""
     plain = load_plain(text)
-    assert plain is None or _shape(plain) == _shape(_positional(text))
+    assert plain is None or value_shape(plain) == value_shape(_positional(text))
 
 
 def test_a_null_key_gets_findings_not_a_traceback(tmp_path, monkeypatch):

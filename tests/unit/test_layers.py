@@ -39,9 +39,10 @@ def test_every_flag_of_the_table_is_an_option_of_resolve():
     options = {p.name: p for p in resolve_command.params if isinstance(p, click.Option)}
     for flag in layers.FLAGS:
         assert flag.decl in options[flag.name].opts
-    # Beside the run's flags: how many runs, and what the answer becomes (issue 12).
-    assert set(options) == {f.name for f in layers.FLAGS} | {"batch", "as_json", "deployment",
-                                                             "emit", "shell"}
+    # Beside the run's flags: how many runs, and what the answer becomes (the engine's hand-off,
+    # merged into a config, inexact on request).
+    assert set(options) == {f.name for f in layers.FLAGS} | {
+        "batch", "as_json", "deployment", "emit", "shell", "into", "allow_inexact"}
 
 
 def test_a_batch_line_reads_every_row():
