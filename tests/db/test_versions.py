@@ -204,7 +204,7 @@ def test_versions_copied_in_the_database_in_small_statements(engine, monkeypatch
     tables in statements of at most CHUNK bound values: with CHUNK at 3, sets new, wholly and
     partly changed (some beyond one statement) still read back as imported, and each
     import's versions are numbered in set, then position, order (as when sent row by row)."""
-    monkeypatch.setattr(history, "CHUNK", 3)
+    monkeypatch.setattr(history.record, "CHUNK", 3)
 
     def sets(al: dict[str, dict[int, float]]) -> list[ProfileSet]:
         return [_set(name, [_profile(i, al=al.get(name, {}).get(i, 2.5),
