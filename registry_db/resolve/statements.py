@@ -272,3 +272,251 @@ def _iso(value: Any) -> str:
 
 #: The sets of the registry as of a time: each set's revision of that time, unless a deletion.
 LIVE_SETS = "SELECT v.set_name FROM revisions v WHERE " + _live("v", "{at}")
+
+
+# --- the registry layer's answer, in SQL --------------------------------------------------------
+
+#: The parameters of the registry layer's answer (:func:`answer_statement`), in the PostgreSQL
+#: function's order: the run's key, the workload's category, the pin's fallback, one set (null:
+#: every set), the run's chip and the time (null: the registry as it stands).
+ANSWER_PARAMETERS = ("model", "method", "k", "thinking", "category", "fallback", "set",
+                     "hardware", "as_of")
+
+#: Each dialect's pieces: the integer part of a non-negative real, a real as JSON text that
+#: reads back as the same double (SQLite's own text keeps 15 digits), and an ordered text
+#: aggregate (SQLite keeps the order of the subquery it reads).
+_ANSWER_DIALECT = {
+    "sqlite": {
+        "floor": "CAST({} AS INTEGER)",
+        "real": "CASE WHEN CAST(CAST({0} AS TEXT) AS REAL) = {0} THEN CAST({0} AS TEXT) "
+                "ELSE printf('%.17g', {0}) END",
+        "agg": "group_concat({0}, ', ')",
+        "text_order": "{}",
+        "x_sort": " ORDER BY x",
+    },
+    "postgresql": {
+        "floor": "floor({})",
+        # float8's text is the shortest that reads back exactly (the function pins
+        # extra_float_digits, which would otherwise round it).
+        "real": "CAST({0} AS TEXT)",
+        "agg": "string_agg(CAST({0} AS TEXT), ', ' ORDER BY {1})",
+        "text_order": "{} COLLATE \"C\"",
+        "x_sort": "",
+    },
+}
+
+#: What the scope holds for the run's model and method (the no-profile refusals say it): now,
+#: or the keys' stretches current at the time.
+_STORED = """SELECT p.num_spec_tokens, p.thinking, p.category FROM profiles p
+    JOIN profile_sets s ON s.id = p.set_id
+    WHERE :as_of IS NULL AND p.model = :model AND p.speculative_method = :method
+      AND (:set IS NULL OR s.name = :set)
+    UNION ALL
+    SELECT p.num_spec_tokens, p.thinking, p.category FROM profile_keys p
+    WHERE :as_of IS NOT NULL AND p.model = :model AND p.speculative_method = :method
+      AND (:set IS NULL OR p.set_name = :set) AND """ + _CURRENT_AT.format(at=":as_of")
+
+#: The answer around the lookup (the rows of :func:`named_one_statement`, whichever of its four
+#: forms the parameters call for: every set or one, now or as of a time), as one row: the
+#: refusals the registry layer makes (an unknown set, no thinking mode, no category, no profile,
+#: a conflict) and, for a profile, its rates stored or derived by the minimum-variance schedule
+#: (:func:`registry_db.resolve.rates.min_variance_rates`, by the same float operations).
+_ANSWER = """WITH RECURSIVE found AS (
+    SELECT * FROM (
+{every}
+    ) AS f WHERE :as_of IS NULL AND :set IS NULL
+    UNION ALL
+    SELECT * FROM (
+{one}
+    ) AS f WHERE :as_of IS NULL AND :set IS NOT NULL
+    UNION ALL
+    SELECT * FROM (
+{every_as_of}
+    ) AS f WHERE :as_of IS NOT NULL AND :set IS NULL
+    UNION ALL
+    SELECT * FROM (
+{one_as_of}
+    ) AS f WHERE :as_of IS NOT NULL AND :set IS NOT NULL
+),
+-- one row per profile of the winning key (found has one per stored rate)
+held AS (
+    SELECT id, MAX(name) AS profile_set, MAX(category) AS category,
+           MAX(acceptance_length) AS acceptance_length, MAX(method) AS method,
+           MAX(copied_from) AS copied_from, MAX(source) AS source, MAX(hardware) AS hardware,
+           MAX(revision) AS revision, COUNT(position) AS stored_rates, MAX(drafts) AS drafts,
+           MAX(draft_tokens) AS draft_tokens, MAX(accepted_tokens) AS accepted_tokens,
+           MAX(accepted_per_position) AS accepted_per_position, MAX(al_stderr) AS al_stderr
+    FROM found GROUP BY id
+),
+winner AS (SELECT MAX(category) AS category, MAX(set_count) AS set_count FROM found),
+decided AS (
+    SELECT CASE
+        WHEN :set IS NOT NULL AND NOT (CASE WHEN :as_of IS NULL
+            THEN EXISTS (SELECT 1 FROM profile_sets WHERE name = :set)
+            ELSE EXISTS (SELECT 1 FROM revisions v WHERE v.set_name = :set AND """ \
+    + _live("v", ":as_of") + """) END) THEN 'unknown_set'
+        WHEN :thinking IS NULL THEN 'no_thinking'
+        WHEN :category IS NULL AND :fallback IS NULL THEN 'no_category'
+        WHEN w.set_count IS NULL AND :fallback IS NULL THEN 'no_match'
+        WHEN w.set_count IS NULL THEN 'fallback_no_match'
+        WHEN w.set_count > 1 THEN 'conflict'
+    END AS reason, w.category AS used, w.set_count
+    FROM winner w
+),
+one AS (SELECT h.* FROM held h JOIN decided d ON d.reason IS NULL),
+positions (i) AS (
+    SELECT 1 FROM one WHERE stored_rates = 0
+    UNION ALL
+    SELECT i + 1 FROM positions WHERE i < :k
+),
+stored AS (
+    """ + _STORED + """
+)
+SELECT
+    CASE WHEN d.reason IS NULL THEN 'resolved' ELSE 'refused' END AS outcome,
+    d.reason,
+    CASE WHEN d.reason IS NULL OR d.reason = 'conflict' THEN
+        :model || '/' || :method || '/k' || CAST(:k AS TEXT) || '/thinking-' || :thinking
+        || '/' || d.used END AS profile,
+    o.acceptance_length,
+    (o.acceptance_length - 1) / :k AS acceptance_rate,
+    CAST(:k AS INTEGER) AS num_spec_tokens,
+    CASE WHEN o.stored_rates > 0 THEN (
+        SELECT '[' || {rates} || ']' FROM (
+            SELECT position, rate FROM found WHERE position IS NOT NULL ORDER BY position) AS x)
+    WHEN o.id IS NOT NULL THEN (
+        SELECT '[' || {derived} || ']' FROM (
+            SELECT i, CASE
+                WHEN i <= {full} THEN 1.0
+                WHEN i = {full} + 1 THEN (o.acceptance_length - 1) - {full}
+                ELSE 0.0 END AS rate
+            FROM positions ORDER BY i) AS x)
+    END AS per_position_rates,
+    CASE WHEN o.id IS NOT NULL THEN o.stored_rates = 0 END AS rates_derived,
+    o.profile_set,
+    o.revision,
+    CASE WHEN d.reason IS NULL OR d.reason = 'conflict' THEN d.used END AS category_used,
+    o.method AS value_method,
+    o.copied_from,
+    o.source,
+    CASE WHEN o.id IS NOT NULL AND (:category IS NULL OR o.category <> :category)
+        THEN :category END AS fallback_replaced,
+    CASE WHEN o.id IS NOT NULL AND (:category IS NULL OR o.category <> :category)
+        THEN o.category END AS fallback_category,
+    o.hardware AS measured_on,
+    CASE WHEN o.id IS NOT NULL THEN (:hardware IS NOT NULL AND o.hardware IS NOT NULL
+        AND lower(:hardware) <> lower(o.hardware)) END AS hardware_mismatch,
+    CAST(d.set_count AS INTEGER) AS set_count,
+    CASE WHEN d.reason = 'conflict' THEN (
+        SELECT {sets} FROM (SELECT profile_set FROM held ORDER BY {set_order}) AS x)
+    END AS conflict_sets,
+    o.drafts,
+    o.draft_tokens,
+    o.accepted_tokens,
+    o.accepted_per_position,
+    o.al_stderr,
+    CASE WHEN o.drafts IS NOT NULL THEN o.accepted_per_position IS NOT NULL END
+        AS al_stderr_exact,
+    CASE WHEN d.reason IN ('no_match', 'fallback_no_match') THEN (
+        SELECT 'K ' || (SELECT {ks} FROM (
+                            SELECT DISTINCT num_spec_tokens AS x FROM stored{x_sort}) AS y)
+            || '; thinking ' || (SELECT {modes} FROM (
+                SELECT DISTINCT thinking AS x FROM stored{x_sort}) AS y)
+            || '; categories ' || (SELECT {categories} FROM (
+                SELECT DISTINCT category AS x FROM stored{x_sort}) AS y)
+        WHERE EXISTS (SELECT 1 FROM stored))
+    END AS stored
+FROM decided d LEFT JOIN one o ON d.reason IS NULL"""
+
+
+def answer_statement(dialect: str) -> str:
+    """The registry layer's answer to one run, as one statement with named parameters
+    (:data:`ANSWER_PARAMETERS`; ``:fallback``, ``:set``, ``:hardware`` and ``:as_of`` null for
+    none; ``:as_of`` in the stored format on SQLite). It is the lookup of
+    :func:`named_one_statement` and the decision the resolver makes from its rows, in SQL: the
+    text of ``registry_resolve.sql`` on SQLite and the body of the PostgreSQL function
+    ``registry_resolve`` (:func:`pg_function`)."""
+    d = _ANSWER_DIALECT[dialect]
+    agg, real = d["agg"], d["real"]
+    text_order = d["text_order"]
+    return _ANSWER.format(
+        every=named_one_statement(dialect, 0), one=named_one_statement(dialect, 1),
+        every_as_of=named_one_statement(dialect, 0, True),
+        one_as_of=named_one_statement(dialect, 1, True),
+        rates=agg.format(real.format("rate"), "position"),
+        derived=agg.format(real.format("rate"), "i"),
+        full=d["floor"].format("(o.acceptance_length - 1)"),
+        sets=agg.format("profile_set", text_order.format("profile_set")),
+        set_order=text_order.format("profile_set"),
+        ks=agg.format("x", "x"), x_sort=d["x_sort"],
+        modes=agg.format("x", text_order.format("x")),
+        categories=agg.format("x", text_order.format("x")),
+    ).replace(":set_1", ":set")
+
+
+#: The answer's columns and their PostgreSQL types, in order (docs/schema.md says what each
+#: holds). SQLite gives the same columns; its booleans are 1 and 0.
+ANSWER_COLUMNS = (
+    ("outcome", "text"), ("reason", "text"), ("profile", "text"),
+    ("acceptance_length", "double precision"), ("acceptance_rate", "double precision"),
+    ("num_spec_tokens", "integer"), ("per_position_rates", "text"), ("rates_derived", "boolean"),
+    ("profile_set", "text"), ("revision", "integer"), ("category_used", "text"),
+    ("value_method", "text"), ("copied_from", "text"), ("source", "text"),
+    ("fallback_replaced", "text"), ("fallback_category", "text"), ("measured_on", "text"),
+    ("hardware_mismatch", "boolean"), ("set_count", "integer"), ("conflict_sets", "text"),
+    ("drafts", "bigint"), ("draft_tokens", "bigint"), ("accepted_tokens", "bigint"),
+    ("accepted_per_position", "text"), ("al_stderr", "double precision"),
+    ("al_stderr_exact", "boolean"), ("stored", "text"))
+
+#: The function's arguments: (name, type, default), the parameters of
+#: :data:`ANSWER_PARAMETERS` in their order.
+PG_ARGUMENTS = (("model", "text", None), ("method", "text", None), ("k", "integer", None),
+                ("thinking", "text", None), ("category", "text", None),
+                ("fallback_category", "text", "NULL"), ("set_name", "text", "NULL"),
+                ("hardware", "text", "NULL"), ("as_of", "timestamptz", "NULL"))
+
+#: The signatures, as DROP FUNCTION and GRANT name them.
+PG_FUNCTIONS = ("registry_resolve(text, text, integer, text, text, text, text, text, "
+                "timestamptz)", "registry_resolve_many(jsonb)")
+
+#: Both functions run as their caller (SECURITY INVOKER: they read what the caller may read),
+#: change nothing (STABLE) and find the registry's tables in its schema only (a pinned
+#: search_path: nothing of the caller's can stand in for them).
+_PG_FUNCTION = """CREATE OR REPLACE FUNCTION registry_resolve({arguments})
+RETURNS TABLE ({columns})
+LANGUAGE sql STABLE SECURITY INVOKER PARALLEL SAFE
+SET search_path = pg_catalog, {schema}, pg_temp
+SET extra_float_digits = 1
+AS $registry_resolve$
+{body}
+$registry_resolve$;
+COMMENT ON FUNCTION registry_resolve({types}) IS
+'The registry layer''s answer to one run (docs/schema.md, "registry_resolve").';
+CREATE OR REPLACE FUNCTION registry_resolve_many(runs jsonb)
+RETURNS TABLE (run_index integer, {columns})
+LANGUAGE sql STABLE SECURITY INVOKER PARALLEL SAFE
+SET search_path = pg_catalog, {schema}, pg_temp
+AS $registry_resolve_many$
+SELECT CAST(e.i - 1 AS INTEGER), r.*
+FROM jsonb_array_elements(runs) WITH ORDINALITY AS e (v, i)
+CROSS JOIN LATERAL registry_resolve({from_json}) AS r
+ORDER BY e.i
+$registry_resolve_many$;
+COMMENT ON FUNCTION registry_resolve_many(jsonb) IS
+'registry_resolve for each run of a JSON array of objects named as its arguments, '
+'numbered from 0 (docs/schema.md).';"""
+
+
+def pg_function(schema: str) -> str:
+    """The PostgreSQL functions ``registry_resolve`` (:func:`answer_statement` with the
+    arguments for its parameters) and ``registry_resolve_many``, made in ``schema`` (a quoted
+    name): the text a migration runs."""
+    position = {name: f"${i}" for i, name in enumerate(ANSWER_PARAMETERS, 1)}
+    body = _PARAMETER.sub(lambda m: position[m.group(1)], answer_statement("postgresql"))
+    arguments = ", ".join(f"{name} {kind}" + (f" DEFAULT {default}" if default else "")
+                          for name, kind, default in PG_ARGUMENTS)
+    columns = ", ".join(f"{name} {kind}" for name, kind in ANSWER_COLUMNS)
+    from_json = ", ".join(f"CAST(e.v ->> '{name}' AS {kind})" for name, kind, _ in PG_ARGUMENTS)
+    return _PG_FUNCTION.format(arguments=arguments, columns=columns, schema=schema, body=body,
+                               types=", ".join(kind for _, kind, _ in PG_ARGUMENTS),
+                               from_json=from_json)
