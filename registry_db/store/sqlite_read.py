@@ -25,7 +25,7 @@ from registry_db.store.urls import is_plain_sqlite, sqlite_path
 
 #: The newest migration. Kept here, in a module without SQLAlchemy or Alembic, so that both the
 #: schema check of every engine (:mod:`registry_db.store.migrate`) and this path read one constant.
-HEAD_REVISION = "0010"
+HEAD_REVISION = "0011"
 
 #: Set (to anything) to send every resolution through SQLAlchemy (tests compare both paths).
 NO_FAST_PATH_ENV = "REGISTRY_NO_FAST_PATH"
