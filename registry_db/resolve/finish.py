@@ -25,7 +25,8 @@ from registry_db.resolve.rates import min_variance_rates, rate_from_al
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
 
-__all__ = ["Answers", "Plan", "say_what_exists", "when_text"]
+__all__ = ["Answers", "Plan", "conflict", "no_profile", "notes", "say_what_exists", "stored_text",
+           "when_text"]
 
 
 class Plan(NamedTuple):
@@ -68,19 +69,10 @@ class Answers:
         lookup = plan.lookup
         won = self.index.get(lookup)
         if won is None:
-            if lookup.fallback is None:
-                assert lookup.category is not None  # a plan has a category or a fallback
-                return Refusal(R.NO_MATCH, (
-                    f"no profile {profile_label(*plan.key(lookup.category))} in "
-                    f"{_scope_text(plan)}, and no fallback_category was requested"))
-            missing = "the workload states no category" if lookup.category is None else (
-                f"the workload's category {lookup.category!r} has no profile")
-            return Refusal(R.FALLBACK_NO_MATCH, (
-                f"{missing} in {_scope_text(plan)}, and the fallback has no profile either: no "
-                f"{profile_label(*plan.key(lookup.fallback))}"))
+            return no_profile(plan)
         key = plan.key(won.category)
         if won.set_count > 1:
-            return _conflict(key, list(won.candidates), won.set_count)
+            return conflict(key, [c.profile_set for c in won.candidates], won.set_count)
         return self.answer(plan, won.candidates[0], key,
                            None if won.category == lookup.category
                            else Fallback(lookup.category, won.category))
@@ -95,25 +87,13 @@ class Answers:
             rates = self._derived.get((al, k))
             if rates is None:
                 rates = self._derived[(al, k)] = tuple(min_variance_rates(al, k))
-        warnings, mismatch = plan.notes, None
+        mismatch = None
         run_on, measured_on = plan.run.hardware, cand.hardware
         # Chip names are compared without case: "B300" on the command line is the b300.
         if run_on is not None and measured_on is not None \
                 and run_on.casefold() != measured_on.casefold():
             mismatch = HardwareMismatch(measured_on, run_on)
-        if fallback is not None or mismatch is not None or cand.method != "measured":
-            notes = list(warnings)
-            if fallback is not None:
-                notes.append((f"the workload's category {fallback.replaced!r} has no profile"
-                              if fallback.replaced else "the workload states no category")
-                             + f"; used the fallback category {fallback.category!r}")
-            if mismatch is not None:
-                notes.append(f"the profile was measured on {measured_on} and the run is on "
-                             f"{run_on}; acceptance is reused across hardware")
-            if cand.method != "measured":
-                how = f"copied from {cand.copied_from}" if cand.copied_from else cand.method
-                notes.append(f"the profile's value is not measured ({how})")
-            warnings = tuple(notes)
+        warnings = notes(plan.notes, fallback, mismatch, cand.method, cand.copied_from)
         return Resolution(al, rate_from_al(al, k), k, rates, derived, plan.layer,
                           cand.profile_set, profile_label(*key), cand.source, fallback, mismatch,
                           warnings, cand.revision, _at_k(cand.uncertainty, cand.counts, k),
@@ -176,10 +156,7 @@ def say_what_exists(bind: ReadBind, plans: list[Any], answers: list[Any],
         if what is None:
             variants = stored[((lk.model, lk.method) if lk.as_of is None
                                else (lk.model, lk.method, lk.as_of), lk.scope is not None)]
-            held = variants.describe(lk.scope)
-            what = said[where] = (
-                f"stored for {lk.model}/{lk.method} there: {held}" if held
-                else f"nothing is stored for {lk.model}/{lk.method} there")
+            what = said[where] = stored_text(lk.model, lk.method, variants.describe(lk.scope))
         out[i] = Refusal(out[i].reason, f"{out[i].message}; {what}")
     return out
 
@@ -195,8 +172,52 @@ def _scope_text(plan: Plan) -> str:
     return "the registry sets " + ", ".join(repr(s) for s in scope) + when
 
 
-def _conflict(key: Key, found: list[Candidate], count: int) -> Refusal:
-    names = ", ".join(c.profile_set for c in found)
+def notes(notes: tuple[str, ...], fallback: Fallback | None, mismatch: HardwareMismatch | None,
+          method: str, copied_from: str | None) -> tuple[str, ...]:
+    """An answer's warnings: the plan's ``notes``, then the fallback used, the chip it was
+    measured on, a value not measured."""
+    if fallback is None and mismatch is None and method == "measured":
+        return notes
+    out = list(notes)
+    if fallback is not None:
+        out.append((f"the workload's category {fallback.replaced!r} has no profile"
+                    if fallback.replaced else "the workload states no category")
+                   + f"; used the fallback category {fallback.category!r}")
+    if mismatch is not None:
+        out.append(f"the profile was measured on {mismatch.measured_on} and the run is on "
+                   f"{mismatch.run_on}; acceptance is reused across hardware")
+    if method != "measured":
+        how = f"copied from {copied_from}" if copied_from else method
+        out.append(f"the profile's value is not measured ({how})")
+    return tuple(out)
+
+
+def no_profile(plan: Plan) -> Refusal:
+    """The refusal of a plan that no profile answers: ``no_match``, or ``fallback_no_match``
+    when it has a fallback."""
+    lookup = plan.lookup
+    if lookup.fallback is None:
+        assert lookup.category is not None  # a plan has a category or a fallback
+        return Refusal(R.NO_MATCH, (
+            f"no profile {profile_label(*plan.key(lookup.category))} in "
+            f"{_scope_text(plan)}, and no fallback_category was requested"))
+    missing = "the workload states no category" if lookup.category is None else (
+        f"the workload's category {lookup.category!r} has no profile")
+    return Refusal(R.FALLBACK_NO_MATCH, (
+        f"{missing} in {_scope_text(plan)}, and the fallback has no profile either: no "
+        f"{profile_label(*plan.key(lookup.fallback))}"))
+
+
+def stored_text(model: str, method: str, held: str | None) -> str:
+    """What a no-profile refusal adds: what the run's scope holds for its model and method
+    (``held``: :meth:`~registry_db.resolve.stored.StoredVariants.describe`'s text)."""
+    return (f"stored for {model}/{method} there: {held}" if held
+            else f"nothing is stored for {model}/{method} there")
+
+
+def conflict(key: Key, names: list[str], count: int) -> Refusal:
+    """The refusal of a key that ``count`` sets in scope hold (``names``, by name)."""
+    names_text = ", ".join(names)
     return Refusal(R.CONFLICT, (
-        f"{count} registry sets hold {profile_label(*key)}: {names}; name one with --set "
+        f"{count} registry sets hold {profile_label(*key)}: {names_text}; name one with --set "
         "(or a scenario's acceptance.profiles)"))

@@ -28,6 +28,7 @@ from registry_db.inputs.run import Request, Run, check
 from registry_db.model import InlineValue, Layer, Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
+from registry_db.resolve.answer_row import answer_one, finish_row
 from registry_db.resolve.finish import Answers, Plan, say_what_exists, when_text
 from registry_db.resolve.lookup import (
     Lookup,
@@ -68,11 +69,16 @@ def resolve(bind: ReadBind, request: Request | Run) -> Resolution:
             known = frozenset(set_names(c, run.as_of))
         planned = plan(run, known)
         answer = planned
-        if type(planned) is Plan:
+        told = False  # whether the refusal says what is stored already
+        if type(planned) is Plan and len(planned.lookup.scope or ()) <= 1:
+            # The registry layer's own statement (PostgreSQL: registry_resolve) decides.
+            answer = finish_row(planned, answer_one(c, planned))
+            told = True
+        elif type(planned) is Plan:  # several sets in scope: the lookup and the decision here
             won = lookup_one(c, planned.lookup)
             answer = Answers({} if won is None else {planned.lookup: won}).finish(planned)
     if type(answer) is Refusal:
-        refusal = say_what_exists(bind, [planned], [answer])[0]
+        refusal = answer if told else say_what_exists(bind, [planned], [answer])[0]
         if type(planned) is Plan:  # a typo in the model or method: the nearest stored ones
             from registry_db.resolve.suggest import with_suggestion
 

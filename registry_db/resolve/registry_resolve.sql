@@ -165,10 +165,10 @@ SELECT
     (o.acceptance_length - 1) / :k AS acceptance_rate,
     CAST(:k AS INTEGER) AS num_spec_tokens,
     CASE WHEN o.stored_rates > 0 THEN (
-        SELECT '[' || group_concat(CASE WHEN CAST(CAST(rate AS TEXT) AS REAL) = rate THEN CAST(rate AS TEXT) ELSE printf('%.17g', rate) END, ', ') || ']' FROM (
+        SELECT '[' || group_concat(printf('%!.17g', rate), ', ') || ']' FROM (
             SELECT position, rate FROM found WHERE position IS NOT NULL ORDER BY position) AS x)
     WHEN o.id IS NOT NULL THEN (
-        SELECT '[' || group_concat(CASE WHEN CAST(CAST(rate AS TEXT) AS REAL) = rate THEN CAST(rate AS TEXT) ELSE printf('%.17g', rate) END, ', ') || ']' FROM (
+        SELECT '[' || group_concat(printf('%!.17g', rate), ', ') || ']' FROM (
             SELECT i, CASE
                 WHEN i <= CAST((o.acceptance_length - 1) AS INTEGER) THEN 1.0
                 WHEN i = CAST((o.acceptance_length - 1) AS INTEGER) + 1 THEN (o.acceptance_length - 1) - CAST((o.acceptance_length - 1) AS INTEGER)

@@ -288,8 +288,9 @@ ANSWER_PARAMETERS = ("model", "method", "k", "thinking", "category", "fallback",
 _ANSWER_DIALECT = {
     "sqlite": {
         "floor": "CAST({} AS INTEGER)",
-        "real": "CASE WHEN CAST(CAST({0} AS TEXT) AS REAL) = {0} THEN CAST({0} AS TEXT) "
-                "ELSE printf('%.17g', {0}) END",
+        # 17 digits by SQLite's extended-precision printf (its plain %.17g is wrong in the
+        # last digits, and its text→real cast is too inexact to find a shorter text)
+        "real": "printf('%!.17g', {0})",
         "agg": "group_concat({0}, ', ')",
         "text_order": "{}",
         "x_sort": " ORDER BY x",

@@ -7,7 +7,7 @@ could create). The boundary is the login role itself: :func:`write_powers` lists
 catalog and before any of the analyst's SQL runs, every way the connection's login role (or a
 role it may become) could change the registry or the server, and ``registry query`` runs only
 when that list is empty. :func:`create_reader` makes a role for which it is: LOGIN, SELECT on the
-registry's tables and views, nothing else.
+registry's tables and views, EXECUTE on the registry layer's read-only functions, nothing else.
 """
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ ATTRIBUTES = (
     ("rolbypassrls", "BYPASSRLS", "bypasses row-level security (BYPASSRLS)"),
     ("rolcreatedb", "CREATEDB", "may create databases (CREATEDB)"),
 )
+
+#: The functions a reader is granted EXECUTE on (signatures as GRANT names them).
+RESOLVE_FUNCTIONS = ("registry_resolve(text, text, integer, text, text, text, text, text, "
+                     "timestamptz)", "registry_resolve_many(jsonb)")
 
 _ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -198,6 +202,13 @@ def create_reader(engine: Engine, name: str, password: str | None = None) -> Rea
             ("ALTER DEFAULT PRIVILEGES IN SCHEMA %I GRANT SELECT ON TABLES TO %I",
              (schema, name)),
         ]
+        # The registry layer's functions (migration 0011), by name: PUBLIC may run them too,
+        # and they read only what their caller may (SECURITY INVOKER).
+        for signature in RESOLVE_FUNCTIONS:
+            if conn.execute(text("SELECT to_regprocedure(quote_ident(:s) || '.' || :f) "
+                                 "IS NOT NULL"), {"s": schema, "f": signature}).scalar():
+                statements.append((f"GRANT EXECUTE ON FUNCTION %I.{signature} TO %I",
+                                   (schema, name)))
         if password is not None:
             statements.append(("ALTER ROLE %I PASSWORD %L", (name, password)))
         for template, args in statements:

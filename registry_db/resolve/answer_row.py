@@ -1,0 +1,130 @@
+"""The registry layer's answer as SQL gives it, run and read: PostgreSQL's ``registry_resolve``
+or, on SQLite, the same statement (:func:`~registry_db.resolve.statements.answer_statement`),
+one row per run, turned into the :class:`~registry_db.resolve.answer.Resolution` or
+:class:`~registry_db.model.Refusal` the resolver returns.
+
+The row decides (the category, a conflict, the rates stored or derived, the chip's note, what
+is stored); this module only puts the decision in the resolver's words, with the plan's layer,
+scope and notes, which stay in Python.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+from registry_db.model import Refusal, Uncertainty
+from registry_db.model import RefusalReason as R
+from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
+from registry_db.resolve.finish import Plan, conflict, no_profile, notes, stored_text
+from registry_db.resolve.lookup import Cursor, bound
+from registry_db.resolve.statements import (
+    ANSWER_COLUMNS,
+    ANSWER_PARAMETERS,
+    PG_ARGUMENTS,
+    answer_statement,
+)
+from registry_db.store.stored_counts import counts_from_row
+
+__all__ = ["AnswerRow", "answer_one", "finish_row", "parameters"]
+
+
+class AnswerRow(NamedTuple):
+    """One row of the registry layer's answer (docs/schema.md, "registry_resolve")."""
+
+    outcome: str
+    reason: str | None
+    profile: str | None
+    acceptance_length: float | None
+    acceptance_rate: float | None
+    num_spec_tokens: int
+    #: A JSON array, stored or derived.
+    per_position_rates: str | None
+    rates_derived: bool | int | None
+    profile_set: str | None
+    revision: int | None
+    category_used: str | None
+    value_method: str | None
+    copied_from: str | None
+    source: str | None
+    fallback_replaced: str | None
+    fallback_category: str | None
+    measured_on: str | None
+    hardware_mismatch: bool | int | None
+    set_count: int | None
+    conflict_sets: str | None
+    drafts: int | None
+    draft_tokens: int | None
+    accepted_tokens: int | None
+    accepted_per_position: str | None
+    al_stderr: float | None
+    al_stderr_exact: bool | int | None
+    stored: str | None
+
+
+assert AnswerRow._fields == tuple(name for name, _ in ANSWER_COLUMNS)
+
+#: ``registry_resolve``'s call, its arguments in order.
+PG_CALL = ("SELECT * FROM registry_resolve("
+           + ", ".join(f"CAST(%s AS {kind})" for _, kind, _ in PG_ARGUMENTS) + ")")
+
+
+def parameters(plan: Plan, dialect: str) -> dict[str, Any]:
+    """The statement's parameters for ``plan`` (its scope is every set or one)."""
+    lk = plan.lookup
+    scope = lk.scope or (None,)
+    assert len(scope) == 1, "the registry layer's statement takes one set or every set"
+    return {"model": lk.model, "method": lk.method, "k": lk.k, "thinking": lk.thinking,
+            "category": lk.category, "fallback": lk.fallback, "set": scope[0],
+            "hardware": plan.run.hardware,
+            "as_of": None if lk.as_of is None else bound(lk.as_of, dialect)}
+
+
+def answer_one(c: Cursor, plan: Plan) -> AnswerRow:
+    """The registry layer's answer to ``plan``: PostgreSQL's function, or the same statement
+    on SQLite."""
+    given = parameters(plan, c.dialect)
+    if c.dialect == "postgresql":
+        c.cur.execute(PG_CALL, tuple(given[name] for name in ANSWER_PARAMETERS))
+    else:
+        c.cur.execute(answer_statement("sqlite"), given)
+    (row,) = c.cur.fetchall()
+    return AnswerRow._make(row)
+
+
+def finish_row(plan: Plan, row: AnswerRow) -> Resolution | Refusal:
+    """The resolver's answer to ``plan`` from the row the database gave for it."""
+    lk = plan.lookup
+    if row.reason in (R.NO_MATCH, R.FALLBACK_NO_MATCH):
+        said = no_profile(plan)
+        return Refusal(said.reason,
+                       f"{said.message}; {stored_text(lk.model, lk.method, row.stored)}")
+    if row.reason == R.CONFLICT:
+        assert row.category_used is not None and row.conflict_sets is not None
+        assert row.set_count is not None
+        return conflict(plan.key(row.category_used), row.conflict_sets.split(", "),
+                        row.set_count)
+    if row.reason is not None:  # refused before any lookup: plan() refuses these first
+        return Refusal(R(row.reason), f"the registry layer refused the run ({row.reason})")
+    assert row.acceptance_length is not None and row.per_position_rates is not None
+    assert row.category_used is not None and row.value_method is not None
+    fallback = None if row.fallback_category is None else Fallback(row.fallback_replaced,
+                                                                   row.fallback_category)
+    mismatch = None
+    if row.hardware_mismatch:
+        assert row.measured_on is not None and plan.run.hardware is not None
+        mismatch = HardwareMismatch(row.measured_on, plan.run.hardware)
+    counts = uncertainty = None
+    if row.drafts is not None:
+        assert row.draft_tokens is not None and row.accepted_tokens is not None
+        assert row.al_stderr is not None
+        counts = counts_from_row(row.drafts, row.draft_tokens, row.accepted_tokens,
+                                 row.accepted_per_position)
+        uncertainty = Uncertainty(counts.drafts, float(row.al_stderr), bool(row.al_stderr_exact))
+    return Resolution(
+        row.acceptance_length, row.acceptance_rate,  # type: ignore[arg-type]
+        row.num_spec_tokens, tuple(float(r) for r in json.loads(row.per_position_rates)),
+        bool(row.rates_derived), plan.layer, row.profile_set, row.profile, row.source,
+        fallback, mismatch,
+        notes(plan.notes, fallback, mismatch, row.value_method, row.copied_from),
+        row.revision, uncertainty, counts)
