@@ -48,7 +48,7 @@ class AnswerRow(NamedTuple):
     copied_from: str | None
     source: str | None
     fallback_replaced: str | None
-    fallback_category: str | None
+    fallback_used: str | None
     measured_on: str | None
     hardware_mismatch: bool | int | None
     set_count: int | None
@@ -108,8 +108,8 @@ def finish_row(plan: Plan, row: AnswerRow) -> Resolution | Refusal:
         return Refusal(R(row.reason), f"the registry layer refused the run ({row.reason})")
     assert row.acceptance_length is not None and row.per_position_rates is not None
     assert row.category_used is not None and row.value_method is not None
-    fallback = None if row.fallback_category is None else Fallback(row.fallback_replaced,
-                                                                   row.fallback_category)
+    fallback = None if row.fallback_used is None else Fallback(row.fallback_replaced,
+                                                               row.fallback_used)
     mismatch = None
     if row.hardware_mismatch:
         assert row.measured_on is not None and plan.run.hardware is not None

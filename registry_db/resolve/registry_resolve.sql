@@ -22,7 +22,7 @@
 --   sqlite> .parameter set :thinking "'off'"
 --   sqlite> .parameter set :category "'coding'"
 --   sqlite> .read registry_resolve.sql
-WITH RECURSIVE found AS (
+WITH RECURSIVE found (lookup_id, category, set_count, id, name, acceptance_length, method, copied_from, source, hardware, position, rate, revision, drafts, draft_tokens, accepted_tokens, accepted_per_position, al_stderr) AS (
     SELECT * FROM (
 SELECT 0 AS lookup_id,
        p.category,
@@ -185,7 +185,7 @@ SELECT
     CASE WHEN o.id IS NOT NULL AND (:category IS NULL OR o.category <> :category)
         THEN :category END AS fallback_replaced,
     CASE WHEN o.id IS NOT NULL AND (:category IS NULL OR o.category <> :category)
-        THEN o.category END AS fallback_category,
+        THEN o.category END AS fallback_used,
     o.hardware AS measured_on,
     CASE WHEN o.id IS NOT NULL THEN (:hardware IS NOT NULL AND o.hardware IS NOT NULL
         AND lower(:hardware) <> lower(o.hardware)) END AS hardware_mismatch,

@@ -276,6 +276,12 @@ LIVE_SETS = "SELECT v.set_name FROM revisions v WHERE " + _live("v", "{at}")
 
 # --- the registry layer's answer, in SQL --------------------------------------------------------
 
+#: The lookup statements' columns (:class:`registry_db.resolve.lookup.LookupRow`'s fields).
+LOOKUP_COLUMNS = ("lookup_id", "category", "set_count", "id", "name", "acceptance_length",
+                 "method", "copied_from", "source", "hardware", "position", "rate", "revision",
+                 "drafts", "draft_tokens", "accepted_tokens", "accepted_per_position",
+                 "al_stderr")
+
 #: The parameters of the registry layer's answer (:func:`answer_statement`), in the PostgreSQL
 #: function's order: the run's key, the workload's category, the pin's fallback, one set (null:
 #: every set), the run's chip and the time (null: the registry as it stands).
@@ -322,22 +328,8 @@ _STORED = """SELECT p.num_spec_tokens, p.thinking, p.category FROM profiles p
 #: refusals the registry layer makes (an unknown set, no thinking mode, no category, no profile,
 #: a conflict) and, for a profile, its rates stored or derived by the minimum-variance schedule
 #: (:func:`registry_db.resolve.rates.min_variance_rates`, by the same float operations).
-_ANSWER = """WITH RECURSIVE found AS (
-    SELECT * FROM (
-{every}
-    ) AS f WHERE :as_of IS NULL AND :set IS NULL
-    UNION ALL
-    SELECT * FROM (
-{one}
-    ) AS f WHERE :as_of IS NULL AND :set IS NOT NULL
-    UNION ALL
-    SELECT * FROM (
-{every_as_of}
-    ) AS f WHERE :as_of IS NOT NULL AND :set IS NULL
-    UNION ALL
-    SELECT * FROM (
-{one_as_of}
-    ) AS f WHERE :as_of IS NOT NULL AND :set IS NOT NULL
+_ANSWER = """WITH RECURSIVE found (""" + ", ".join(LOOKUP_COLUMNS) + """) AS (
+{found}
 ),
 -- one row per profile of the winning key (found has one per stored rate)
 held AS (
@@ -403,7 +395,7 @@ SELECT
     CASE WHEN o.id IS NOT NULL AND (:category IS NULL OR o.category <> :category)
         THEN :category END AS fallback_replaced,
     CASE WHEN o.id IS NOT NULL AND (:category IS NULL OR o.category <> :category)
-        THEN o.category END AS fallback_category,
+        THEN o.category END AS fallback_used,
     o.hardware AS measured_on,
     CASE WHEN o.id IS NOT NULL THEN (:hardware IS NOT NULL AND o.hardware IS NOT NULL
         AND lower(:hardware) <> lower(o.hardware)) END AS hardware_mismatch,
@@ -430,20 +422,32 @@ SELECT
 FROM decided d LEFT JOIN one o ON d.reason IS NULL"""
 
 
-def answer_statement(dialect: str) -> str:
+#: The lookup's four forms, each with the condition on the parameters that calls for it:
+#: (sets in scope, as of a time, the condition).
+_FORMS = ((0, False, ":as_of IS NULL AND :set IS NULL"),
+          (1, False, ":as_of IS NULL AND :set IS NOT NULL"),
+          (0, True, ":as_of IS NOT NULL AND :set IS NULL"),
+          (1, True, ":as_of IS NOT NULL AND :set IS NOT NULL"))
+
+
+def answer_statement(dialect: str, form: int | None = None) -> str:
     """The registry layer's answer to one run, as one statement with named parameters
     (:data:`ANSWER_PARAMETERS`; ``:fallback``, ``:set``, ``:hardware`` and ``:as_of`` null for
     none; ``:as_of`` in the stored format on SQLite). It is the lookup of
     :func:`named_one_statement` and the decision the resolver makes from its rows, in SQL: the
     text of ``registry_resolve.sql`` on SQLite and the body of the PostgreSQL function
-    ``registry_resolve`` (:func:`pg_function`)."""
+    ``registry_resolve`` (:func:`pg_function`). The lookup is its four forms (every set or
+    one, now or as of a time), each run only when the parameters call for it; ``form`` (an
+    index of :data:`_FORMS`) keeps only that one, for a caller that has chosen already."""
     d = _ANSWER_DIALECT[dialect]
     agg, real = d["agg"], d["real"]
     text_order = d["text_order"]
+    found = "\n    UNION ALL\n".join(
+        f"    SELECT * FROM (\n{named_one_statement(dialect, scoped, as_of)}\n    ) AS f"
+        f" WHERE {when}" for i, (scoped, as_of, when) in enumerate(_FORMS)
+        if form is None or i == form)
     return _ANSWER.format(
-        every=named_one_statement(dialect, 0), one=named_one_statement(dialect, 1),
-        every_as_of=named_one_statement(dialect, 0, True),
-        one_as_of=named_one_statement(dialect, 1, True),
+        found=found,
         rates=agg.format(real.format("rate"), "position"),
         derived=agg.format(real.format("rate"), "i"),
         full=d["floor"].format("(o.acceptance_length - 1)"),
@@ -463,7 +467,7 @@ ANSWER_COLUMNS = (
     ("num_spec_tokens", "integer"), ("per_position_rates", "text"), ("rates_derived", "boolean"),
     ("profile_set", "text"), ("revision", "integer"), ("category_used", "text"),
     ("value_method", "text"), ("copied_from", "text"), ("source", "text"),
-    ("fallback_replaced", "text"), ("fallback_category", "text"), ("measured_on", "text"),
+    ("fallback_replaced", "text"), ("fallback_used", "text"), ("measured_on", "text"),
     ("hardware_mismatch", "boolean"), ("set_count", "integer"), ("conflict_sets", "text"),
     ("drafts", "bigint"), ("draft_tokens", "bigint"), ("accepted_tokens", "bigint"),
     ("accepted_per_position", "text"), ("al_stderr", "double precision"),
@@ -482,14 +486,21 @@ PG_FUNCTIONS = ("registry_resolve(text, text, integer, text, text, text, text, t
 
 #: Both functions run as their caller (SECURITY INVOKER: they read what the caller may read),
 #: change nothing (STABLE) and find the registry's tables in its schema only (a pinned
-#: search_path: nothing of the caller's can stand in for them).
+#: search_path: nothing of the caller's can stand in for them). PL/pgSQL, not SQL: it keeps
+#: the statement's plan for the session, where a SQL function plans it again on every call;
+#: the generic plan, which the parameters' one-time filters make as good as a custom one and
+#: which costs no planning (a custom plan of the statement takes milliseconds to make).
 _PG_FUNCTION = """CREATE OR REPLACE FUNCTION registry_resolve({arguments})
 RETURNS TABLE ({columns})
-LANGUAGE sql STABLE SECURITY INVOKER PARALLEL SAFE
+LANGUAGE plpgsql STABLE SECURITY INVOKER PARALLEL SAFE
 SET search_path = pg_catalog, {schema}, pg_temp
 SET extra_float_digits = 1
+SET plan_cache_mode = force_generic_plan
 AS $registry_resolve$
+#variable_conflict use_column
+BEGIN
 {body}
+END
 $registry_resolve$;
 COMMENT ON FUNCTION registry_resolve({types}) IS
 'The registry layer''s answer to one run (docs/schema.md, "registry_resolve").';
@@ -513,7 +524,12 @@ def pg_function(schema: str) -> str:
     arguments for its parameters) and ``registry_resolve_many``, made in ``schema`` (a quoted
     name): the text a migration runs."""
     position = {name: f"${i}" for i, name in enumerate(ANSWER_PARAMETERS, 1)}
-    body = _PARAMETER.sub(lambda m: position[m.group(1)], answer_statement("postgresql"))
+    # One statement per form of the lookup: the four in one plan took twice as long a run.
+    body = "\n".join(
+        f"{'ELSIF' if i else 'IF'} {when} THEN\nRETURN QUERY\n"
+        f"{answer_statement('postgresql', i)};" for i, (_, _, when) in enumerate(_FORMS)
+    ) + "\nEND IF;"
+    body = _PARAMETER.sub(lambda m: position[m.group(1)], body)
     arguments = ", ".join(f"{name} {kind}" + (f" DEFAULT {default}" if default else "")
                           for name, kind, default in PG_ARGUMENTS)
     columns = ", ".join(f"{name} {kind}" for name, kind in ANSWER_COLUMNS)

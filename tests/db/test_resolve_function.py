@@ -1,0 +1,173 @@
+"""The registry layer as SQL for any client: PostgreSQL's ``registry_resolve`` and
+``registry_resolve_many`` (migration 0011) and SQLite's ``registry_resolve.sql``. Each is the
+text the generator in ``registry_db/resolve/statements.py`` makes; the functions are read-only
+and run as their caller, the reader role may call them and still only reads, and the
+migration goes up and down with data in the registry."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tomllib
+from importlib import resources
+
+import psycopg
+import pytest
+from sqlalchemy import text
+
+from registry_db import store
+from registry_db.resolve import statements
+from registry_db.store import roles
+from registry_db.store import write as importer
+from tests.helpers import ROOT, SEED, dump, reader_role, run_cli
+
+#: A run the seed answers (a copied profile measured on b300).
+RUN = ("glm-5.3", "mtp", 3, "on", "coding")
+
+
+def _migration():
+    spec = importlib.util.spec_from_file_location(
+        "m0011", ROOT / "migrations" / "versions" / "0011_resolve_function.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pg(url: str) -> psycopg.Connection:
+    return psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"),
+                           autocommit=True)
+
+
+def test_the_migration_carries_the_functions_the_statement_makes():
+    """The frozen copy in 0011 is the generator's text: a changed statement fails here until a
+    new migration replaces the functions."""
+    migration = _migration()
+    assert migration.FUNCTIONS == statements.pg_function("__SCHEMA__")
+    assert set(migration.SIGNATURES) == set(statements.PG_FUNCTIONS) \
+        == set(roles.RESOLVE_FUNCTIONS)
+    assert "registry_db.store.schema" not in (
+        ROOT / "migrations" / "versions" / "0011_resolve_function.py").read_text()
+
+
+def test_the_shipped_sql_file_is_the_statement():
+    shipped = resources.files("registry_db.resolve").joinpath(statements.SQLITE_FILE)
+    assert shipped.read_text(encoding="utf-8") == statements.sqlite_file()
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert statements.SQLITE_FILE in config["tool"]["setuptools"]["package-data"][
+        "registry_db.resolve"]
+
+
+def test_every_lookup_form_is_in_the_statement_and_the_function():
+    """One source: the resolver's one-run lookups, each of its four forms, inside both."""
+    function = statements.pg_function("x")
+    sql = statements.answer_statement("sqlite")
+    for scoped in (0, 1):
+        for as_of in (False, True):
+            lookup = statements.named_one_statement("sqlite", scoped, as_of).replace(
+                ":set_1", ":set")
+            assert lookup in sql
+            positional = statements.named_one_statement("postgresql", scoped, as_of).replace(
+                ":set_1", ":set")
+            for i, name in enumerate(statements.ANSWER_PARAMETERS, 1):
+                positional = positional.replace(f":{name}", f"${i}")
+            assert positional in function
+
+
+@pytest.mark.only_backend("postgresql")
+def test_the_functions_are_stable_invokers_with_a_pinned_search_path(db_url, backend):
+    with _pg(db_url) as conn:
+        rows = conn.execute(
+            "SELECT p.proname, p.provolatile, p.prosecdef, p.proconfig, n.nspname "
+            "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE p.proname LIKE 'registry_resolve%' ORDER BY p.proname").fetchall()
+    assert [r[0] for r in rows] == ["registry_resolve", "registry_resolve_many"]
+    for name, volatile, definer, config, schema in rows:
+        assert volatile == "s" and definer is False, name
+        assert f"search_path=pg_catalog, {schema}, pg_temp" in config, (name, config)
+
+
+@pytest.mark.only_backend("postgresql")
+def test_the_reader_calls_the_functions_and_still_only_reads(db_url, engine, backend):
+    importer.import_paths(engine, [SEED])
+    with reader_role(db_url) as url:
+        with _pg(url) as conn:
+            (outcome, profile, al) = conn.execute(
+                "SELECT outcome, profile, acceptance_length FROM registry_resolve("
+                "%s, %s, %s, %s, %s)", RUN).fetchone()
+            many = conn.execute("SELECT run_index, outcome FROM registry_resolve_many(%s)",
+                                (json.dumps([dict(zip(("model", "method", "k", "thinking",
+                                                       "category"), RUN))] * 2),)).fetchall()
+            # Past its read-only default, the role itself may not write.
+            conn.execute("SET default_transaction_read_only = off")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("DELETE FROM profiles")
+        assert (outcome, profile, al) == ("resolved", "glm-5.3/mtp/k3/thinking-on/coding", 2.99)
+        assert many == [(0, "resolved"), (1, "resolved")]
+        # `registry query`'s boundary: the reader has no power beyond reading, the grant
+        # included, and may call the function there.
+        result = run_cli("-d", db_url, "query", "--query-url", url, "--json",
+                         "SELECT outcome FROM registry_resolve('glm-5.3', 'mtp', 3, 'on', "
+                         "'coding')")
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout) == [{"outcome": "resolved"}]
+        with _pg(db_url) as admin:
+            granted = admin.execute(
+                "SELECT p.proname FROM pg_proc p, aclexplode(p.proacl) a "
+                "WHERE p.proname LIKE 'registry_resolve%%' AND a.grantee = "
+                "(SELECT oid FROM pg_roles WHERE rolname = %s) "
+                "AND a.privilege_type = 'EXECUTE' ORDER BY 1",
+                (url.split("://")[1].split("@")[0].split(":")[0],)).fetchall()
+        assert granted == [("registry_resolve",), ("registry_resolve_many",)]
+
+
+def _answer(url: str) -> tuple:
+    with _pg(url) as conn:
+        return conn.execute("SELECT * FROM registry_resolve(%s, %s, %s, %s, %s)", RUN).fetchone()
+
+
+def _functions(url: str) -> int:
+    with _pg(url) as conn:
+        return conn.execute("SELECT COUNT(*) FROM pg_proc "
+                            "WHERE proname LIKE 'registry_resolve%'").fetchone()[0]
+
+
+@pytest.mark.only_backend("postgresql")
+def test_the_migration_goes_up_and_down_with_data_on_postgresql(empty_url, backend):
+    engine = store.make_engine(empty_url)
+    try:
+        store.upgrade(engine, "0010")
+        assert _functions(empty_url) == 0
+        store.upgrade(engine)
+        importer.import_paths(engine, [SEED])
+        before, answer = dump(engine), _answer(empty_url)
+        assert answer[0] == "resolved"
+        store.downgrade(engine, "0010")
+        assert _functions(empty_url) == 0
+        assert store.current_revision(engine) == "0010"
+        assert dump(engine) == before  # the data stays
+        store.upgrade(engine)
+        assert _functions(empty_url) == 2 and _answer(empty_url) == answer
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.only_backend("sqlite")
+def test_the_migration_does_nothing_on_sqlite(empty_url, backend):
+    engine = store.make_engine(empty_url)
+    try:
+        store.upgrade(engine, "0010")
+        importer_shape = _sqlite_shape(engine)
+        store.upgrade(engine)
+        assert _sqlite_shape(engine) == importer_shape
+        store.downgrade(engine, "0010")
+        assert _sqlite_shape(engine) == importer_shape
+    finally:
+        engine.dispose()
+
+
+def _sqlite_shape(engine) -> list[tuple]:
+    with engine.connect() as conn:
+        return list(conn.execute(text(
+            "SELECT type, name, sql FROM sqlite_master WHERE name <> 'alembic_version' "
+            "ORDER BY type, name")).all())
