@@ -171,3 +171,11 @@ def _sqlite_shape(engine) -> list[tuple]:
         return list(conn.execute(text(
             "SELECT type, name, sql FROM sqlite_master WHERE name <> 'alembic_version' "
             "ORDER BY type, name")).all())
+
+
+def test_the_schema_page_describes_every_column():
+    page = (ROOT / "docs" / "schema.md").read_text(encoding="utf-8")
+    table = page.split("<!-- reference:registry_resolve -->", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1:3] for line in table.strip().splitlines()[2:]]
+    assert [(name.strip().strip("`"), kind.strip()) for name, kind in rows] == list(
+        statements.ANSWER_COLUMNS)
