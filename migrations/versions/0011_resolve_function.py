@@ -15,7 +15,7 @@ holds). ``registry_resolve_many(runs jsonb)`` answers a JSON array of such runs.
 nothing a caller could not SELECT) and ``registry db reader`` grants it by name.
 
 The text is a frozen copy, written out when this migration was (a migration imports no live
-code): ``registry_db.resolve.statements.pg_function`` generates it, and
+code): ``pg_function`` in the package's ``resolve/statements.py`` generates it, and
 ``tests/db/test_resolve_function.py`` fails when the two differ; a changed statement is a new
 migration that replaces the functions (alembic's "replaceable objects"). SQLite has no stored
 functions: there this migration does nothing, and the resolver runs the statement itself.
@@ -23,6 +23,7 @@ functions: there this migration does nothing, and the resolver runs the statemen
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
@@ -533,7 +534,8 @@ END IF;
 END
 $registry_resolve$;
 COMMENT ON FUNCTION registry_resolve(text, text, integer, text, text, text, text, text, timestamptz) IS
-'The registry layer''s answer to one run (docs/schema.md, "registry_resolve").';
+'The registry layer''s answer to one run: resolved or refused, the value and where it '
+'came from.';
 CREATE OR REPLACE FUNCTION registry_resolve_many(runs jsonb)
 RETURNS TABLE (run_index integer, outcome text, reason text, profile text, acceptance_length double precision, acceptance_rate double precision, num_spec_tokens integer, per_position_rates text, rates_derived boolean, profile_set text, revision integer, category_used text, value_method text, copied_from text, source text, fallback_replaced text, fallback_used text, measured_on text, hardware_mismatch boolean, set_count integer, conflict_sets text, drafts bigint, draft_tokens bigint, accepted_tokens bigint, accepted_per_position text, al_stderr double precision, al_stderr_exact boolean, stored text)
 LANGUAGE sql STABLE SECURITY INVOKER PARALLEL SAFE
@@ -545,16 +547,19 @@ CROSS JOIN LATERAL registry_resolve(CAST(e.v ->> 'model' AS text), CAST(e.v ->> 
 ORDER BY e.i
 $registry_resolve_many$;
 COMMENT ON FUNCTION registry_resolve_many(jsonb) IS
-'registry_resolve for each run of a JSON array of objects named as its arguments, '
-'numbered from 0 (docs/schema.md).';"""
+'registry_resolve for each run of a JSON array of objects keyed by its arguments'' '
+'names, numbered from 0.';"""
 
 
 def upgrade() -> None:
     if op.get_context().dialect.name != "postgresql":
         return
-    conn = op.get_bind()
-    schema = conn.exec_driver_sql("SELECT quote_ident(current_schema())").scalar()
-    conn.exec_driver_sql(FUNCTIONS.replace("__SCHEMA__", str(schema)))
+    # The schema is the one the registry is made in, read by the server (so that the offline
+    # SQL of `registry db upgrade --sql` does the same).
+    op.execute(sa.text(
+        "DO $registry_0011$ BEGIN EXECUTE replace($registry_0011_text$" + FUNCTIONS
+        + "$registry_0011_text$, '__SCHEMA__', quote_ident(current_schema())); "
+          "END $registry_0011$"))
 
 
 def downgrade() -> None:

@@ -13,7 +13,7 @@
 --   :hardware         the run's chip (the answer notes a profile measured on another)
 --   :as_of            the registry as of a UTC time, in the stored format
 --                     'YYYY-MM-DD HH:MM:SS.ffffff' (NULL: as it stands)
--- One row; its columns are registry_resolve's (docs/schema.md), booleans 1 and 0.
+-- One row; its columns are PostgreSQL's registry_resolve's, booleans 1 and 0.
 --
 --   sqlite3 -readonly registry.db
 --   sqlite> .parameter set :model "'model-a'"

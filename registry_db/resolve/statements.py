@@ -503,7 +503,8 @@ BEGIN
 END
 $registry_resolve$;
 COMMENT ON FUNCTION registry_resolve({types}) IS
-'The registry layer''s answer to one run (docs/schema.md, "registry_resolve").';
+'The registry layer''s answer to one run: resolved or refused, the value and where it '
+'came from.';
 CREATE OR REPLACE FUNCTION registry_resolve_many(runs jsonb)
 RETURNS TABLE (run_index integer, {columns})
 LANGUAGE sql STABLE SECURITY INVOKER PARALLEL SAFE
@@ -515,8 +516,8 @@ CROSS JOIN LATERAL registry_resolve({from_json}) AS r
 ORDER BY e.i
 $registry_resolve_many$;
 COMMENT ON FUNCTION registry_resolve_many(jsonb) IS
-'registry_resolve for each run of a JSON array of objects named as its arguments, '
-'numbered from 0 (docs/schema.md).';"""
+'registry_resolve for each run of a JSON array of objects keyed by its arguments'' '
+'names, numbered from 0.';"""
 
 
 def pg_function(schema: str) -> str:
@@ -557,7 +558,7 @@ _SQLITE_HEADER = """-- registry_resolve.sql: the registry layer's answer to one 
 --   :hardware         the run's chip (the answer notes a profile measured on another)
 --   :as_of            the registry as of a UTC time, in the stored format
 --                     'YYYY-MM-DD HH:MM:SS.ffffff' (NULL: as it stands)
--- One row; its columns are registry_resolve's (docs/schema.md), booleans 1 and 0.
+-- One row; its columns are PostgreSQL's registry_resolve's, booleans 1 and 0.
 --
 --   sqlite3 -readonly registry.db
 --   sqlite> .parameter set :model "'model-a'"
