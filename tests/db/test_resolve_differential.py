@@ -17,12 +17,12 @@ from pathlib import Path
 import psycopg
 
 from registry_db.analyze import web
+from registry_db.importing import write as importer
 from registry_db.model import Pin, Refusal
 from registry_db.resolve.answer import Resolution
 from registry_db.resolve.lookup import bound
 from registry_db.resolve.plan import Request, resolve_many
 from registry_db.resolve.statements import ANSWER_COLUMNS, sqlite_file
-from registry_db.store import write as importer
 from tests.helpers import run_cli
 
 MODELS = ("model-a", "model-b")

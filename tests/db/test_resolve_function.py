@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import text
 
 from registry_db import store
+from registry_db.importing import write as importer
 from registry_db.resolve import statements
 from registry_db.store import roles
-from registry_db.store import write as importer
 from tests.helpers import ROOT, SEED, dump, reader_role, run_cli
 
 #: A run the seed answers (a copied profile measured on b300).

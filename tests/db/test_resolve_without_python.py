@@ -13,8 +13,8 @@ from importlib import resources
 
 import pytest
 
+from registry_db.importing import write as importer
 from registry_db.resolve.statements import SQLITE_FILE
-from registry_db.store import write as importer
 from tests.helpers import ROOT, SEED, run_cli
 
 PAGE = (ROOT / "docs" / "resolving.md").read_text(encoding="utf-8")
