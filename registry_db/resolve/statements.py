@@ -430,6 +430,7 @@ _FORMS = ((0, False, ":as_of IS NULL AND :set IS NULL"),
           (1, True, ":as_of IS NOT NULL AND :set IS NOT NULL"))
 
 
+@functools.lru_cache(maxsize=16)  # statement text: two dialects, five forms
 def answer_statement(dialect: str, form: int | None = None) -> str:
     """The registry layer's answer to one run, as one statement with named parameters
     (:data:`ANSWER_PARAMETERS`; ``:fallback``, ``:set``, ``:hardware`` and ``:as_of`` null for
