@@ -22,6 +22,7 @@ from registry_db.resolve.statements import (
     ANSWER_COLUMNS,
     ANSWER_PARAMETERS,
     PG_ARGUMENTS,
+    answer_form,
     answer_statement,
 )
 from registry_db.store.stored_counts import counts_from_row
@@ -87,7 +88,10 @@ def answer_one(c: Cursor, plan: Plan) -> AnswerRow:
     if c.dialect == "postgresql":
         c.cur.execute(PG_CALL, tuple(given[name] for name in ANSWER_PARAMETERS))
     else:
-        c.cur.execute(answer_statement("sqlite"), given)
+        # Only the lookup's form the run calls for: SQLite prepares the four in 2.7 times the
+        # time of one, and a command prepares it once.
+        form = answer_form(given["set"] is not None, given["as_of"] is not None)
+        c.cur.execute(answer_statement("sqlite", form), given)
     (row,) = c.cur.fetchall()
     return AnswerRow._make(row)
 

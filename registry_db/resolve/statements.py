@@ -430,6 +430,12 @@ _FORMS = ((0, False, ":as_of IS NULL AND :set IS NULL"),
           (1, True, ":as_of IS NOT NULL AND :set IS NOT NULL"))
 
 
+def answer_form(scoped: bool, as_of: bool) -> int:
+    """The form (of :func:`answer_statement`) that a run in one set (``scoped``) or every set,
+    as of a time or not, calls for."""
+    return _FORMS.index(next(f for f in _FORMS if f[:2] == (int(scoped), as_of)))
+
+
 @functools.lru_cache(maxsize=16)  # statement text: two dialects, five forms
 def answer_statement(dialect: str, form: int | None = None) -> str:
     """The registry layer's answer to one run, as one statement with named parameters
