@@ -124,7 +124,8 @@ def finish_row(plan: Plan, row: AnswerRow) -> Resolution | Refusal:
         assert row.al_stderr is not None
         counts = counts_from_row(row.drafts, row.draft_tokens, row.accepted_tokens,
                                  row.accepted_per_position)
-        uncertainty = Uncertainty(counts.drafts, float(row.al_stderr), bool(row.al_stderr_exact))
+        uncertainty = Uncertainty(counts.drafts, float(row.al_stderr), bool(row.al_stderr_exact),
+                                  counts.mean)
     return Resolution(
         row.acceptance_length, row.acceptance_rate,  # type: ignore[arg-type]
         row.num_spec_tokens, tuple(float(r) for r in json.loads(row.per_position_rates)),

@@ -198,7 +198,8 @@ SELECT
     o.accepted_tokens,
     o.accepted_per_position,
     o.al_stderr,
-    CASE WHEN o.drafts IS NOT NULL THEN o.accepted_per_position IS NOT NULL END
+    -- exact with the per-position counts, or at K = 1 (a step accepts 0 or 1 draft)
+    CASE WHEN o.drafts IS NOT NULL THEN o.accepted_per_position IS NOT NULL OR :k = 1 END
         AS al_stderr_exact,
     CASE WHEN d.reason IN ('no_match', 'fallback_no_match') THEN (
         SELECT 'K ' || (SELECT group_concat(x, ', ') FROM (
