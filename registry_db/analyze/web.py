@@ -2,9 +2,9 @@
 
 Every description is the catalog's (:mod:`registry_db.store.catalog`, the words of
 ``docs/schema.md`` and of PostgreSQL's comments); beside them, the facets and sort orders of
-each page and the analysts' canned queries. "Resolve a run" is the resolver's own one-run
-statement (:mod:`registry_db.resolve.statements`) with the decision around it that
-:mod:`registry_db.resolve.finish` makes in Python, written in SQL so that a form answers it.
+each page and the analysts' canned queries. "Resolve a run" is the registry layer's own
+statement (:func:`registry_db.resolve.statements.answer_statement`, the one PostgreSQL's
+``registry_resolve`` runs) on the form's fields, with the words of its answer around it.
 
 Nothing here imports Datasette (``registry serve --metadata`` prints this without it); the
 pictures are :mod:`registry_db.analyze.web_plugin`'s.
@@ -12,9 +12,10 @@ pictures are :mod:`registry_db.analyze.web_plugin`'s.
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
-from registry_db.resolve.statements import LIVE_SETS, named_one_statement
+from registry_db.resolve.statements import LIVE_SETS, answer_statement
 from registry_db.store.catalog import RELATIONS, VIEWS, plain_text
 
 TITLE = "Acceptance-profile registry"
@@ -66,16 +67,23 @@ RESOLVE_PARAMETERS = ("model", "method", "k", "thinking", "category", "fallback"
 _MOMENT = "(SELECT at FROM moment)"
 
 
-def named_statement(scoped: bool, as_of: bool = False) -> str:
-    """The resolver's one-run statement on SQLite over every set (or, ``scoped``, over the one
-    set ``:set``; the resolver names it ``:set_1``), now or (``as_of``) as of the form's time,
-    its parameters named as the form's."""
-    text = named_one_statement("sqlite", 1 if scoped else 0, as_of).replace(":set_1", ":set")
-    return text.replace(":as_of", _MOMENT)
+#: The form's fields in the registry layer's statement (:func:`answer_statement`): a field left
+#: empty is a term not given (null); the time is read as :data:`_MOMENT` says.
+FORM_TERMS = {"k": "CAST(:k AS INTEGER)", "thinking": "NULLIF(:thinking, '')",
+              "category": "NULLIF(:category, '')", "fallback": "NULLIF(:fallback, '')",
+              "set": "NULLIF(:set, '')", "hardware": "NULLIF(:hardware, '')",
+              "as_of": _MOMENT}
 
 
-#: Around the resolver's statement, the decision resolve/finish.py makes from its rows (and the
-#: refusals the resolver makes before any lookup), in the resolver's order, as one answer row.
+def answer_on_form() -> str:
+    """The registry layer's own statement (``registry_resolve.sql``, the body of PostgreSQL's
+    ``registry_resolve``), its parameters the form's fields (:data:`FORM_TERMS`)."""
+    return re.sub(r":(\w+)", lambda m: FORM_TERMS.get(m.group(1), m.group(0)),
+                  answer_statement("sqlite"))
+
+
+#: Around the registry layer's answer, the form's checks (the refusals the resolver makes before
+#: any lookup) and the words of its answer, as one row.
 _RESOLVE = """WITH RECURSIVE moment AS (
     SELECT CASE WHEN :as_of = '' THEN NULL
                 ELSE strftime('%Y-%m-%d %H:%M:%f', :as_of) || '000' END AS at,
@@ -85,44 +93,22 @@ _RESOLVE = """WITH RECURSIVE moment AS (
                              ELSE substr(strftime('%f', :as_of), 3) || '000' END
                      || 'Z' END AS said
 ),
-every_set AS (
-{every}
-),
-one_set AS (
-{one}
-),
-every_set_then AS (
-{every_then}
-),
-one_set_then AS (
-{one_then}
-),
--- The statement's rows: one per (profile of the winning key, stored rate).
-found AS (
-    SELECT * FROM every_set WHERE :set = '' AND :as_of = ''
-    UNION ALL
-    SELECT * FROM one_set WHERE :set <> '' AND :as_of = ''
-    UNION ALL
-    SELECT * FROM every_set_then WHERE :set = '' AND :as_of <> ''
-    UNION ALL
-    SELECT * FROM one_set_then WHERE :set <> '' AND :as_of <> ''
-),
-held AS (
-    SELECT id, name AS profile_set, category, acceptance_length, method, copied_from, source,
-           hardware, revision, COUNT(position) AS stored_rates, drafts, al_stderr,
-           -- exact with per-position counts, or at K 1 (a step accepts 0 or 1 draft)
-           accepted_per_position IS NOT NULL OR CAST(:k AS INTEGER) = 1 AS stderr_exact
-    FROM found GROUP BY id
+-- The registry layer's own answer (registry_resolve.sql), on the form's fields.
+answer AS (
+{answer}
 ),
 -- The sets of the registry as of the form's time.
 live AS (
 {live}
 ),
-winner AS (SELECT MAX(category) AS category, MAX(set_count) AS set_count FROM found),
-one AS (SELECT * FROM held WHERE (SELECT set_count FROM winner) = 1),
-positions (i) AS (
-    SELECT 1 UNION ALL
-    SELECT i + 1 FROM positions WHERE i < (SELECT CAST(:k AS INTEGER) FROM one)
+-- The profile used, as the words below read it.
+one AS (
+    SELECT category_used AS category, value_method AS method, copied_from,
+           measured_on AS hardware, hardware_mismatch, profile_set, revision,
+           acceptance_length, acceptance_rate, per_position_rates, rates_derived,
+           fallback_replaced, fallback_used, al_stderr, al_stderr_exact AS stderr_exact,
+           drafts, source
+    FROM answer WHERE reason IS NULL
 ),
 terms AS (
     SELECT CASE
@@ -137,9 +123,7 @@ terms AS (
         WHEN :as_of GLOB '*[.,][0-9][0-9][0-9][0-9]*'
             THEN 'as_of: the form reads a time to the millisecond'
     END AS invalid,
-    :set <> '' AND NOT EXISTS (SELECT 1 FROM profile_sets WHERE name = :set AND :as_of = ''
-                               UNION ALL
-                               SELECT 1 FROM live WHERE set_name = :set) AS unknown_set,
+    (SELECT reason FROM answer) = 'unknown_set' AS unknown_set,
     CASE WHEN :set = '' THEN 'the registry (every set)'
          ELSE 'the registry sets ''' || :set || '''' END
         || (SELECT said FROM moment) AS scope,
@@ -147,17 +131,10 @@ terms AS (
         AS prefix
 ),
 decided AS (
-    SELECT CASE
-        WHEN t.invalid IS NOT NULL THEN 'invalid_request'
-        WHEN t.unknown_set THEN 'unknown_set'
-        WHEN :thinking = '' THEN 'no_thinking'
-        WHEN :category = '' AND :fallback = '' THEN 'no_category'
-        WHEN w.set_count IS NULL AND :fallback = '' THEN 'no_match'
-        WHEN w.set_count IS NULL THEN 'fallback_no_match'
-        WHEN w.set_count > 1 THEN 'conflict'
-        ELSE 'resolved'
-    END AS answer, t.*, w.category AS used, w.set_count
-    FROM terms t, winner w
+    SELECT CASE WHEN t.invalid IS NOT NULL THEN 'invalid_request'
+                ELSE COALESCE(a.reason, 'resolved') END AS answer,
+           t.*, a.category_used AS used, a.set_count, a.conflict_sets
+    FROM terms t, answer a
 )
 SELECT
     d.answer,
@@ -180,9 +157,7 @@ SELECT
             || ' in ' || d.scope || ', and the fallback has no profile either: no '
             || d.prefix || :fallback
         WHEN 'conflict' THEN d.set_count || ' registry sets hold ' || d.prefix || d.used
-            || ': ' || (SELECT group_concat(profile_set, ', ') FROM (
-                SELECT profile_set FROM held ORDER BY profile_set))
-            || '; name one with set'
+            || ': ' || d.conflict_sets || '; name one with set'
         -- the resolver's notes in its order, each after '; ' (the first one's cut off)
         ELSE NULLIF(substr(
             CASE WHEN o.category <> :category THEN '; ' || CASE WHEN :category = ''
@@ -190,8 +165,7 @@ SELECT
                 ELSE 'the workload''s category ''' || :category || ''' has no profile' END
                 || '; used the fallback category ''' || o.category || '''' ELSE '' END
             -- chip names compared without case, as the resolver does
-            || CASE WHEN :hardware <> '' AND o.hardware IS NOT NULL
-                     AND lower(:hardware) <> lower(o.hardware)
+            || CASE WHEN o.hardware_mismatch
                 THEN '; the profile was measured on ' || o.hardware || ' and the run is on '
                      || :hardware || '; acceptance is reused across hardware' ELSE '' END
             || CASE WHEN o.method = 'measured' THEN ''
@@ -201,29 +175,13 @@ SELECT
     CASE WHEN d.answer = 'resolved' OR d.answer = 'conflict' THEN d.prefix || d.used END
         AS profile,
     o.acceptance_length,
-    (o.acceptance_length - 1) / CAST(:k AS INTEGER) AS acceptance_rate,
-    CASE WHEN o.stored_rates > 0 THEN (
-        SELECT json_group_array(rate) FROM (
-            SELECT rate FROM found WHERE position IS NOT NULL ORDER BY position))
-    WHEN o.id IS NOT NULL THEN (
-        -- the minimum-variance schedule of resolve/rates.py, by the same float operations
-        SELECT json_group_array(CASE
-            WHEN i <= CAST(o.acceptance_length - 1 AS INTEGER) THEN 1.0
-            WHEN i = CAST(o.acceptance_length - 1 AS INTEGER) + 1
-                THEN (o.acceptance_length - 1) - CAST(o.acceptance_length - 1 AS INTEGER)
-            ELSE 0.0 END)
-        FROM (SELECT i FROM positions ORDER BY i))
-    END AS per_position_rates,
-    CASE WHEN o.id IS NOT NULL THEN o.stored_rates = 0 END AS rates_derived,
-    CASE WHEN d.answer = 'conflict' THEN (
-        SELECT group_concat(profile_set, ', ') FROM (
-            SELECT profile_set FROM held ORDER BY profile_set))
-    ELSE o.profile_set END AS profile_set,
+    o.acceptance_rate,
+    o.per_position_rates,
+    o.rates_derived,
+    CASE WHEN d.answer = 'conflict' THEN d.conflict_sets ELSE o.profile_set END AS profile_set,
     o.revision,
-    CASE WHEN o.id IS NOT NULL AND o.category <> :category THEN NULLIF(:category, '') END
-        AS fallback_replaced,
-    CASE WHEN o.id IS NOT NULL AND o.category <> :category THEN o.category END
-        AS fallback_category,
+    o.fallback_replaced,
+    o.fallback_used AS fallback_category,
     o.al_stderr,
     CASE WHEN o.al_stderr IS NOT NULL THEN o.stderr_exact END AS al_stderr_exact,
     o.drafts,
@@ -288,10 +246,7 @@ RESOLVE_COLUMNS: dict[str, str] = {
 
 def resolve_sql() -> str:
     """"Resolve a run": the resolver's statement and its decision, one answer row."""
-    return _RESOLVE.format(every=named_statement(False), one=named_statement(True),
-                           every_then=named_statement(False, True),
-                           one_then=named_statement(True, True),
-                           live=LIVE_SETS.format(at=_MOMENT))
+    return _RESOLVE.format(answer=answer_on_form(), live=LIVE_SETS.format(at=_MOMENT))
 
 
 # --- the other canned queries -----------------------------------------------------------------

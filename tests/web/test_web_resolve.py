@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import sqlite3
 
 import pytest
 
 from registry_db.analyze import web
-from registry_db.resolve.statements import one_statement
+from registry_db.resolve.statements import answer_statement, named_one_statement
 from tests.helpers import (
     WEB_CATEGORIES,
     WEB_KS,
@@ -132,24 +133,18 @@ def test_the_answer_row_has_the_columns_the_page_explains(registry_file):
         conn.close()
 
 
-def test_the_canned_query_holds_the_resolvers_own_statement():
-    """Not a copy: the resolver's one-run statement (the one the library runs, with its
-    driver's markers), its parameters named as the form's fields."""
+def test_the_canned_query_holds_the_registry_layers_own_statement():
+    """Not a copy: the statement PostgreSQL's registry_resolve and registry_resolve.sql run
+    (which holds the resolver's one-run lookups), its parameters the form's fields."""
     sql = web.resolve_sql()
+    answer = answer_statement("sqlite")
+    assert web.answer_on_form() in sql
+    assert re.sub(r":(\w+)", lambda m: web.FORM_TERMS.get(m.group(1), m.group(0)),
+                  answer) == web.answer_on_form()
     for scoped in (0, 1):
-        statement, order = one_statement("sqlite", scoped)
-        named = web.named_statement(bool(scoped))
-        assert _positional(named, order) == statement
-        assert named in sql
-
-
-def _positional(named: str, order: tuple[str, ...]) -> str:
-    """``named`` with each form field's name back as the driver's marker."""
-    out = named
-    for name in sorted(set(order), key=len, reverse=True):
-        field = "set" if name == "set_1" else name
-        out = out.replace(f":{field}", "?")
-    return out
+        for as_of in (False, True):
+            assert named_one_statement("sqlite", scoped, as_of).replace(
+                ":set_1", ":set") in answer
 
 
 def test_bad_form_values_are_said_to_be_bad(registry_file):
