@@ -365,10 +365,14 @@ def publish(record: dict, scenarios: list[str]) -> None:
     """Each scenario's rows, with the run's facts, as its one current file under published/."""
     folder = HERE / "published"
     folder.mkdir(exist_ok=True)
+    words = shlex.split(record["command"])
+    local = {"--work-dir", "--json-out"}  # this machine's folders: not part of what was measured
+    command = " ".join(shlex.quote(w) for i, w in enumerate(words)
+                       if w.split("=", 1)[0] not in local and (i == 0 or words[i - 1] not in local))
     for scenario in scenarios:
         rows = [r for r in record["results"] if SCENARIO_OF[r["benchmark"]] == scenario]
-        one = {k: v for k, v in record.items() if k != "results"} | {"scenario": scenario,
-                                                                      "results": rows}
+        one = {k: v for k, v in record.items() if k != "results"} | {
+            "command": command, "scenario": scenario, "results": rows}
         (folder / f"{scenario}.json").write_text(json.dumps(one, indent=2) + "\n",
                                                  encoding="utf-8")
 

@@ -104,7 +104,9 @@ def test_publish_writes_one_current_file_per_scenario(tmp_path, monkeypatch):
     import run
 
     monkeypatch.setattr(run, "HERE", tmp_path)
-    record = {"command": "x", "git": "abc", "results": [
+    record = {"command": "python benchmarks/run.py --quick --work-dir /home/me/w --publish "
+                         "--json-out=/home/me/o.json --json-out /home/me/o.json",
+              "git": "abc", "results": [
         {"benchmark": "import", "backend": "sqlite"}, {"benchmark": "cli", "backend": "sqlite"},
         {"benchmark": "growth", "backend": "sqlite"}, {"benchmark": "scaling"}]}
     run.publish(record, ["import", "commands", "scaling"])
@@ -113,4 +115,6 @@ def test_publish_writes_one_current_file_per_scenario(tmp_path, monkeypatch):
     assert files == ["commands.json", "import.json", "scaling.json"]
     scaling = json.loads((tmp_path / "published" / "scaling.json").read_text())
     assert scaling["scenario"] == "scaling" and scaling["git"] == "abc"
+    # The machine's own folders are not part of what was measured, and stay out of the file.
+    assert scaling["command"] == "python benchmarks/run.py --quick --publish"
     assert [r["benchmark"] for r in scaling["results"]] == ["growth", "scaling"]
