@@ -9,12 +9,11 @@ from sqlalchemy import func, select
 
 from registry_db.errors import NotFound
 from registry_db.history.drift import drift
-from registry_db.history.read import _history_names, load_revision
+from registry_db.history.read import load_revision, unknown_set
 from registry_db.model import Profile, ProfileSet
 from registry_db.store.engine import Bind
 from registry_db.store.read import (
     _connect,
-    unknown_set_message,
 )
 from registry_db.store.schema import (
     revisions,
@@ -84,7 +83,7 @@ def diff(bind: Bind, name: str, from_: int | None = None, to: int | None = None)
         last = conn.execute(select(func.max(revisions.c.revision))
                             .where(revisions.c.set_name == name)).scalar()
         if last is None:
-            raise NotFound(unknown_set_message(name, _history_names(conn)))
+            raise NotFound(unknown_set(conn, name))
         to = last if to is None else to
         if from_ is None:
             from_ = to - 1 if to > 1 else None

@@ -73,8 +73,13 @@ def history(bind: Bind, name: str | None = None) -> list[Revision]:
     with _connect(bind) as conn:
         rows = conn.execute(query).all()
         if name is not None and not rows:
-            raise NotFound(unknown_set_message(name, _history_names(conn)))
+            raise NotFound(unknown_set(conn, name))
     return [Revision(s, r, a, _utc(t), f, n, h, m) for s, r, a, t, f, n, h, m in rows]
+
+
+def unknown_set(conn: Connection, name: str) -> str:
+    """The message for ``name``, which no revision names: the nearest names the history holds."""
+    return unknown_set_message(name, _history_names(conn))
 
 
 def _history_names(conn: Connection) -> list[str]:
@@ -103,7 +108,7 @@ def _no_revision(conn: Connection, name: str, number: int) -> str:
     last = conn.execute(select(func.max(revisions.c.revision))
                         .where(revisions.c.set_name == name)).scalar()
     if last is None:
-        return unknown_set_message(name, _history_names(conn))
+        return unknown_set(conn, name)
     return f"set {name!r} has no revision {number}; its revisions are 1 to {last}"
 
 
@@ -239,7 +244,7 @@ def last_content(bind: Bind, name: str) -> int:
     with _connect(bind) as conn:
         rows = _history_rows(conn, name)
         if not rows:
-            raise NotFound(unknown_set_message(name, _history_names(conn)))
+            raise NotFound(unknown_set(conn, name))
         if rows[-1].action != "deleted":
             raise UsageError(f"set {name!r} is in the registry (revision {rows[-1].revision}); "
                              f"give --revision N to go back to an earlier one (`registry "
@@ -277,7 +282,7 @@ def _not_held(conn: Connection, name: str, as_of: datetime) -> str:
     when = as_of.isoformat()
     rows = _history_rows(conn, name)
     if not rows:
-        return unknown_set_message(name, _history_names(conn))
+        return unknown_set(conn, name)
     earlier = [r for r in rows if _utc(r.imported_at) <= as_of]
     if not earlier:
         return (f"set {name!r} was not in the registry at {when}: it was first added at "
