@@ -188,6 +188,35 @@ def test_files_not_in_the_format_are_errors_at_file_line_col(name, where, code):
     assert findings[0].render().startswith(f"{f(name)}:{where[0][0]}:{where[0][1]}: ")
 
 
+# InferenceX's curve lookup prints JSON (`python -m infx.golden_al_distribution lookup ... --json`,
+# `list --json`; SemiAnalysisAI/InferenceX inferencex-e2e/infx/golden_al_distribution/README.md
+# at b021c146, whose package test reads `result["curve"]`, `result["tokens"]` and list rows'
+# `"curve"`); counter sources' text given here by mistake is named by the counters' forms table.
+@pytest.mark.parametrize("text, says", [
+    ('{"curve": "qwen3.5_mtp", "tokens": 3, "thinking": "thinking_on", "acceptance_length": 3.39}',
+     "infx.golden_al_distribution lookup|list --json"),
+    ('[{"curve": "glm5.3_mtp"}, {"curve": "qwen3.5_mtp"}]',
+     "infx.golden_al_distribution lookup|list --json"),
+    ('vllm:spec_decode_num_drafts_total{engine="0"} 12.0\n', "registry ingest vllm-metrics"),
+    ("INFO 12-01 10:00:00 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.50\n",
+     "registry ingest vllm-log"),
+])
+def test_another_tools_form_is_named_with_the_command_that_reads_it(tmp_path, text, says):
+    path = tmp_path / "given.json"
+    path.write_text(text)
+    with pytest.raises(InvalidInput) as exc:
+        read_inferencex([str(path)], engine_image=IMAGE)
+    (finding,) = exc.value.findings
+    assert (finding.code, finding.line, finding.column) == ("another_form", 1, 1)
+    assert says in finding.message
+
+
+def test_a_refused_curve_is_never_judged_by_the_forms_table():
+    # a real curve refused for its own fault keeps its own findings, whatever its comments say
+    findings = refused("bad/two_models")
+    assert {x.code for x in findings} == {"not_one_model"}
+
+
 def test_nothing_is_written_when_any_file_is_refused(tmp_path):
     out = tmp_path / "out"
     result = run("ingest", "inferencex", f("example_eagle3"), f("bad/al_nan"),

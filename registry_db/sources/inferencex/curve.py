@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from registry_db.errors import Finding, InvalidInput
 from registry_db.inputs.readers import al_problem
 from registry_db.inputs.schema import is_int, is_number
+from registry_db.sources.counters.forms import seen
 from registry_db.sources.inferencex.facts import Fact, Facts, Origin
 from registry_db.sources.inferencex.forms import read_header
 from registry_db.sources.inferencex.header import Header, read_counters
@@ -74,16 +75,34 @@ def read_curve(path: Path, file: str, findings: list[Finding]) -> Curve | None:
     try:
         doc = load_yaml(data, file)
     except InvalidInput as exc:
-        findings.extend(exc.findings)
+        findings.extend(_named(data, file) or exc.findings)
         return None
     text = data.decode("utf-8").removeprefix("\ufeff")  # load_yaml checked it is UTF-8
     header = read_header(text, file)
-    errors = sum(f.is_error for f in findings)
-    body = _body(doc, file, text.splitlines(), header.facts, findings)
-    if body is None or sum(f.is_error for f in findings) > errors:
-        findings.extend(header.facts.findings)  # refused: the header's say is still heard
+    mine: list[Finding] = []
+    body = _body(doc, file, text.splitlines(), header.facts, mine)
+    if body is None or any(f.is_error for f in mine):
+        named = _named(data, file) if body is None else []
+        findings.extend(named or mine + header.facts.findings)  # the header's say is heard
         return None
+    findings.extend(mine)
     return Curve(path, file, header, *body)
+
+
+def _named(data: bytes, file: str) -> list[Finding]:
+    """A refused file that is another tool's known form: one finding naming the form and the
+    command that reads it (only for a file refused anyway: a curve is never judged by this)."""
+    text = data.decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+    if text[:1] in ("{", "[") and '"curve"' in text:
+        message = (
+            "this is the JSON that InferenceX's curve lookup prints (`python -m "
+            "infx.golden_al_distribution lookup|list --json`, "
+            "infx/golden_al_distribution/__main__.py): it names a curve and a value, not the "
+            "measurement; give `registry ingest inferencex` the curve's YAML, "
+            "golden_al_distribution/<curve>.yaml")
+    else:
+        message = seen(text, ()) or ""
+    return [Finding(file, 1, 1, "", "another_form", message)] if message else []
 
 
 def _body(doc: Any, file: str, lines: list[str], facts: Facts, findings: list[Finding]
