@@ -213,10 +213,15 @@ def resolve(ctx: click.Context, batch: str | None, as_json: bool, emit: str | No
         sys.exit(_run_batch(ctx.obj, batch, emit, allow_inexact))
     check_run_flags(run, deployment)
     handoff = None if emit is None else Handoff(emit, shell, allow_inexact, _into(into))
-    if deployment is not None:
-        _run_deployment(ctx.obj, run, deployment, as_json, handoff)
-        return
-    _run_one(ctx.obj, run, as_json, handoff)
+    from registry_db.gcpause import gc_paused
+
+    # A run's work is mostly imports (the driver's, the resolver's): long-lived objects, no
+    # cycles, which the collector would walk again and again for nothing (docs/decisions.md).
+    with gc_paused():
+        if deployment is not None:
+            _run_deployment(ctx.obj, run, deployment, as_json, handoff)
+            return
+        _run_one(ctx.obj, run, as_json, handoff)
 
 
 def _into(value: str | None) -> dict[str, Any] | None:

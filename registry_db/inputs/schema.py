@@ -18,7 +18,6 @@ as absent for the rules after it (an invalid K is not used to check AL against).
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import sys
@@ -99,11 +98,15 @@ def join(path: str, key: Any) -> str:
 def nearest(name: str, known: Sequence[str]) -> list[str]:
     """The (up to three) stored names closest to ``name``, closest first: the one matcher
     behind every "did you mean" about a stored name (a set, a model, a method)."""
+    import difflib  # only for a name that is not stored: a resolution's start-up skips it
+
     return difflib.get_close_matches(name, known, n=3, cutoff=0.5)
 
 
 def near_key(key: str, known: Sequence[str], cutoff: float = 0.6) -> str:
     """``unknown key 'x'; did you mean 'y'?`` (or the known keys): one message for every input."""
+    import difflib
+
     near = difflib.get_close_matches(key, known, n=1, cutoff=cutoff)
     hint = f"did you mean {near[0]!r}?" if near else f"known keys: {', '.join(known)}"
     return f"unknown key {key!r}; {hint}"
@@ -381,6 +384,8 @@ class Checker:
         for key in m:
             if key in known or not isinstance(key, str):
                 continue
+            import difflib
+
             near = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
             if near:
                 self.error(key_pos(m, key), key, "near_known_key",

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -176,6 +175,8 @@ class EngineSettings:
         quoted; the JSON object as ``SPECULATIVE_CONFIG='...'`` and the arguments as
         ``SPECULATIVE_ARGS='...'`` (shell variables, not exported, for the command line).
         """
+        import shlex  # only for --shell: a resolution's start-up skips it
+
         if self.form == "env":
             if shell:
                 return [f"export {shlex.quote(name)}={shlex.quote(value)}"
