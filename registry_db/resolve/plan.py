@@ -52,28 +52,36 @@ def resolve(bind: ReadBind, request: Request | Run) -> Resolution:
     """Resolve one run; raise :class:`~registry_db.errors.ResolutionRefused` when it is refused.
 
     ``bind`` is an engine or an open connection (the lookup then reads inside its transaction).
-    At most two queries: the stored set names (only when the run names sets) and the one
-    lookup of the run's profile key, in its category and fallback. With ``as_of``, both read the
-    registry as it stood then (the revisions).
+    One query for a run in every set or in the one set it names: the registry layer's statement
+    (PostgreSQL: ``registry_resolve``), which also says whether that set is stored. The stored
+    set names are read first only when the run names several sets (or names one the lookup
+    does not use), and after the statement only to refuse an unknown set with the nearest
+    names. With ``as_of``, every query reads the registry as it stood then (the revisions).
     """
     run = check(request)
     if type(run) is Refusal:
         raise ResolutionRefused(run)
     assert type(run) is Run
     with cursor(bind) as c:  # which translates driver errors
-        # Only the sets the run names are looked up (most runs name none); every name is read
-        # only to refuse an unknown one with the nearest names suggested.
         named = named_sets(run)
-        known = frozenset(stored_among(c, named, run.as_of)) if named else frozenset()
-        if len(known) < len(named):
-            known = frozenset(set_names(c, run.as_of))
-        planned = plan(run, known)
+        # Planned as if the named sets were stored: when the lookup's one set is the only one
+        # named, the registry layer's statement says whether it is (one round trip).
+        planned = plan(run, frozenset(named))
+        if named and not (type(planned) is Plan and len(named) == 1
+                          and planned.lookup.scope == named):
+            planned = plan(run, _stored_sets(c, named, run.as_of))
         answer = planned
         told = False  # whether the refusal says what is stored already
         if type(planned) is Plan and len(planned.lookup.scope or ()) <= 1:
             # The registry layer's own statement (PostgreSQL: registry_resolve) decides.
-            answer = finish_row(planned, answer_one(c, planned))
-            told = True
+            row = answer_one(c, planned)
+            if row.reason == R.UNKNOWN_SET:  # refused as plan() refuses it: nearest names
+                replanned = plan(run, _stored_sets(c, named, run.as_of))
+                if type(replanned) is Refusal:  # (else the set came between the two reads)
+                    planned = answer = replanned
+            if type(planned) is Plan:
+                answer = finish_row(planned, row)
+                told = True
         elif type(planned) is Plan:  # several sets in scope: the lookup and the decision here
             won = lookup_one(c, planned.lookup)
             answer = Answers({} if won is None else {planned.lookup: won}).finish(planned)
@@ -115,6 +123,13 @@ def resolve_many(bind: ReadBind, requests: Iterable[Request | Run],
     finished = say_what_exists(bind, plans, [answers.finish(p) if type(p) is Plan else p
                                              for p in plans], stored)
     return [finished[i] if i >= 0 else r for i, r in zip(where, checked)]  # type: ignore[misc]
+
+
+def _stored_sets(c: Any, named: tuple[str, ...], as_of: Any) -> frozenset[str]:
+    """Which of ``named`` are stored sets (as of ``as_of``); when some is not, every stored
+    set's name, for the refusal's nearest names."""
+    known = frozenset(stored_among(c, named, as_of))
+    return known if len(known) == len(named) else frozenset(set_names(c, as_of))
 
 
 def named_sets(run: Run) -> tuple[str, ...]:
