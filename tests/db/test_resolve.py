@@ -4,9 +4,7 @@ hardware, rates, and the spec's own example resolved from the seed."""
 from __future__ import annotations
 
 import math
-import sqlite3
 
-import psycopg
 import pytest
 
 from registry_db.errors import ResolutionRefused
@@ -385,36 +383,6 @@ def test_pin_given_as_the_specs_mapping_names_its_set(seeded):
     missing = Request("deepseek-v4.1-flash", "dspark", 5, thinking="off", category="coding",
                       pin={"profiles": "inferencex-golden"})
     assert refused(seeded, missing).reason == "unknown_set"
-
-
-def _statements(bind) -> list[str]:
-    """The statements the read path's own connection runs from now on, as its driver sees
-    them: ``sqlite3``'s trace, or psycopg's cursors."""
-    seen: list[str] = []
-    if isinstance(bind, sqlite3.Connection):
-        bind.set_trace_callback(seen.append)
-        return seen
-
-    class Counted(psycopg.Cursor):
-        def execute(self, query, params=None, **kw):
-            seen.append(str(query))
-            return super().execute(query, params, **kw)
-
-    bind.conn.cursor_factory = Counted
-    return seen
-
-
-@pytest.mark.parametrize("named", [{"sets": ("alpha",)},
-                                   {"sets": None, "pin": Pin(profiles="alpha")}],
-                         ids=["--set", "scenario"])
-def test_a_run_in_the_one_set_it_names_is_one_statement(shared_url, named):
-    """The registry layer's statement says whether the set is stored: no query before it."""
-    with reading(shared_url("sets", build_sets)) as bind:
-        seen = _statements(bind)
-        got = resolve(bind, run(**named))
-    assert got.profile_set == "alpha"
-    assert len(seen) == 1, seen
-    assert "registry_resolve" in seen[0] or seen[0].startswith("WITH RECURSIVE found"), seen
 
 
 def test_an_unknown_set_the_statement_refuses_names_the_nearest(shared_url):

@@ -169,11 +169,16 @@ def test_one_run_is_one_lookup_query(big):
     assert len(sent) == 1
     assert ("FROM registry_resolve(" if big.dialect.name == "postgresql"
             else "FROM profiles p") in sent[0]
-    named = Request("model-1", "eagle", 3, "off", "chat", sets=("north",))
-    # + the set names; what is stored for model-1/eagle (this run is refused no_match) comes in
-    # the answer's own row.
-    assert _one(big, named)["refused"]["reason"] == "no_match"
-    assert len(_statements(big, lambda conn: _one(conn, named))) == 2
+    # In the one set it names (--set, or a scenario's): the statement also says whether the
+    # set is stored, and what is stored for model-1/eagle (this run is refused no_match) comes
+    # in the answer's own row.
+    for named in (Request("model-1", "eagle", 3, "off", "chat", sets=("north",)),
+                  Request("model-1", "eagle", 3, "off", "chat", pin=Pin(profiles="north"))):
+        assert _one(big, named)["refused"]["reason"] == "no_match"
+        assert len(_statements(big, lambda conn, named=named: _one(conn, named))) == 1
+    # Several sets named: their names are read first.
+    several = Request("model-1", "eagle", 3, "off", "chat", sets=("north", "south"))
+    assert len(_statements(big, lambda conn: _one(conn, several))) == 2
 
 
 def _plan_text(conn, sql: str, params) -> str:
