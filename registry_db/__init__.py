@@ -14,30 +14,15 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from registry_db.errors import (
-    DatabaseError,
-    Finding,
-    InvalidInput,
-    NotFound,
-    RegistryError,
-    ResolutionRefused,
-    SchemaOutOfDate,
-)
-from registry_db.model import (
-    Counts,
-    InlineValue,
-    Layer,
-    Pin,
-    Profile,
-    ProfileSet,
-    Provenance,
-    Refusal,
-    RefusalReason,
-    Sampling,
-    Uncertainty,
-)
-
+# The package's own names are loaded on first use too: `registry db upgrade` at the head, which
+# answers before click is imported (registry_db.cli.fast), pays for none of them.
 _LAZY = {
+    # errors and values (no database)
+    **dict.fromkeys(("DatabaseError", "Finding", "InvalidInput", "NotFound", "RegistryError",
+                     "ResolutionRefused", "SchemaOutOfDate"), "errors"),
+    **dict.fromkeys(("Counts", "InlineValue", "Layer", "Pin", "Profile", "ProfileSet",
+                     "Provenance", "Refusal", "RefusalReason", "Sampling", "Uncertainty"),
+                    "model"),
     # the entry object
     "Registry": "client",
     # database access
@@ -79,27 +64,7 @@ _LAZY = {
     "QueryError": "store.query",
 }
 
-__all__ = [
-    "Counts",
-    "DatabaseError",
-    "Finding",
-    "InlineValue",
-    "InvalidInput",
-    "Layer",
-    "NotFound",
-    "Pin",
-    "Profile",
-    "ProfileSet",
-    "Provenance",
-    "Refusal",
-    "RefusalReason",
-    "RegistryError",
-    "ResolutionRefused",
-    "Sampling",
-    "SchemaOutOfDate",
-    "Uncertainty",
-    *_LAZY,
-]
+__all__ = [*_LAZY]
 
 
 #: Public names that are also the names of subpackages: the name is the public object, the
@@ -148,6 +113,13 @@ sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from registry_db.client import Registry as Registry
+    from registry_db.errors import DatabaseError as DatabaseError
+    from registry_db.errors import Finding as Finding
+    from registry_db.errors import InvalidInput as InvalidInput
+    from registry_db.errors import NotFound as NotFound
+    from registry_db.errors import RegistryError as RegistryError
+    from registry_db.errors import ResolutionRefused as ResolutionRefused
+    from registry_db.errors import SchemaOutOfDate as SchemaOutOfDate
     from registry_db.importing.export import export_sets as export_sets
     from registry_db.importing.write import ImportReport as ImportReport
     from registry_db.importing.write import SetResult as SetResult
@@ -155,6 +127,17 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from registry_db.importing.write import import_sets as import_sets
     from registry_db.inputs.profile_set import check_profile_set as check_profile_set
     from registry_db.inputs.request import Request as Request
+    from registry_db.model import Counts as Counts
+    from registry_db.model import InlineValue as InlineValue
+    from registry_db.model import Layer as Layer
+    from registry_db.model import Pin as Pin
+    from registry_db.model import Profile as Profile
+    from registry_db.model import ProfileSet as ProfileSet
+    from registry_db.model import Provenance as Provenance
+    from registry_db.model import Refusal as Refusal
+    from registry_db.model import RefusalReason as RefusalReason
+    from registry_db.model import Sampling as Sampling
+    from registry_db.model import Uncertainty as Uncertainty
     from registry_db.resolve.batch import LineAnswer as LineAnswer
     from registry_db.resolve.batch import answer_lines as answer_lines
     from registry_db.resolve.check import CheckResult as CheckResult

@@ -309,19 +309,38 @@ def current(settings, as_json: bool) -> None:
     Example:
         registry db current --json
     """
-    from registry_db import store
+    from registry_db.store.sqlite_read import HEAD_REVISION as head
 
     url = settings.url
-    store.require_existing(url)  # never creates a file: a missing one is no registry (exit 3)
-    with store.registry(url, check_schema=False, readonly=True) as engine:
-        revision = store.current_revision(engine)
-    head = store.HEAD_REVISION
+    revision = _fast_current(url)
+    if revision is None:  # not at the head, or not opened: the engine reads what there is
+        from registry_db import store
+
+        store.require_existing(url)  # never creates a file: a missing one is no registry (exit 3)
+        with store.registry(url, check_schema=False, readonly=True) as engine:
+            revision = store.current_revision(engine)
     if as_json:
         emit_json({"revision": revision, "head": head, "is_head": revision == head})
     elif revision is None:
         click.echo(f"no schema (head is {head}): run `registry db upgrade`")
     else:
         click.echo(f"{revision}{' (head)' if revision == head else f' (head is {head})'}")
+
+
+def _fast_current(url: str) -> str | None:
+    """The head, read by the DB-API reader that opens only a registry at the head; else None."""
+    from registry_db.cli.fast import dbapi_reader
+    from registry_db.store import dbapi_read
+
+    with dbapi_reader(url) as found:
+        if found is None:
+            return None
+        raw, dialect = found
+        cur = raw.cursor()
+        try:
+            return dbapi_read.current_revision(cur, dialect)
+        finally:
+            cur.close()
 
 
 @db.command("reader")

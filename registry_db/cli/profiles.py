@@ -73,21 +73,23 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
         registry profiles --k 5 --thinking off --category coding --json
         registry profiles --set inferencex-golden-al --csv > profiles.csv
     """
-    from registry_db.history import profiles_as_of
-    from registry_db.store.read import list_profiles
-
     filters: dict[str, Any] = {"model": model, "method": method, "k": k,
                                "thinking": thinking, "category": category,
                                "sets": sets or None}
-    with settings.registry(readonly=True) as engine:
-        found = (list_profiles(engine, **filters) if as_of is None
-                 else profiles_as_of(engine, as_of, **filters))
-        given = {c: v for c, v in zip(KEY_FILTERS, (model, method, k, thinking, category))
-                 if v is not None}
-        if not found and given:
-            from registry_db.analyze.coverage import no_match_message
+    given = {c: v for c, v in zip(KEY_FILTERS, (model, method, k, thinking, category))
+             if v is not None}
+    found = None
+    if as_of is None:
+        from registry_db.cli.fast import read_cursor
+        from registry_db.store import dbapi_read
 
-            click.echo(no_match_message(engine, given, tuple(sets), as_of), err=True)
+        with read_cursor(settings.url) as (cur, dialect, engine):
+            if engine is None:
+                found = dbapi_read.list_profiles(cur, dialect, **filters)
+    if found is None or (not found and given):
+        # As of a time, a registry the DB-API reader did not open, or nothing matched (the
+        # message reads what the registry holds): the SQLAlchemy readers.
+        found = _with_engine(settings, filters, given, tuple(sets), as_of)
     if as_json or as_nl:
         emit_rows(JSON_COLUMNS, [(
             p.label, *p.key, p.acceptance_length, p.acceptance_rate, p.method, p.profile_set,
@@ -102,6 +104,22 @@ def profiles(settings: Any, model: str | None, method: str | None, k: int | None
     emit_rows(TABLE_COLUMNS, [(p.label, with_stderr(p.acceptance_length, p.uncertainty),
                                p.acceptance_rate, p.method, p.profile_set, p.source)
                               for p in found])
+
+
+def _with_engine(settings: Any, filters: dict[str, Any], given: dict[str, Any],
+                 sets: tuple[str, ...], as_of: Any) -> list[Any]:
+    """The profiles through an engine, and why none matched the filters ``given`` (stderr)."""
+    from registry_db.history import profiles_as_of
+    from registry_db.store.read import list_profiles
+
+    with settings.registry(readonly=True) as engine:
+        found = (list_profiles(engine, **filters) if as_of is None
+                 else profiles_as_of(engine, as_of, **filters))
+        if not found and given:
+            from registry_db.analyze.coverage import no_match_message
+
+            click.echo(no_match_message(engine, given, sets, as_of), err=True)
+    return found
 
 
 def _csv_counts(p: Any) -> tuple[Any, ...]:

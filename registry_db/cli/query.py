@@ -29,7 +29,7 @@ from registry_db.model import visible
 
 
 def _params(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict:
-    from registry_db.store.query import parse_param
+    from registry_db.store.sqlite_query import parse_param
 
     out: dict = {}
     for spec in values:
@@ -44,7 +44,7 @@ def _params(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...
 
 
 def _timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
-    from registry_db.store.query import timeout_problem
+    from registry_db.store.sqlite_query import timeout_problem
 
     problem = timeout_problem(value)
     if problem is not None:
@@ -90,7 +90,7 @@ def query(settings, sql: str, params: dict, query_url: str | None, timeout: floa
         export REGISTRY_QUERY_URL=postgresql://registry_reader@db/registry
         registry query "SELECT 1"
     """
-    from registry_db.store.query import stream_query
+    from registry_db.store.sqlite_query import stream_query
 
     if sql == "-":
         sql = _sql_from_stdin()
@@ -122,7 +122,6 @@ def _login_url(settings: Any, query_url: str | None) -> str:
     ./registry.db), logged in as the query URL's role when one is given. A query URL for
     another database than an explicitly named registry is a usage error naming both: it would
     answer from a registry the command was not pointed at."""
-    from registry_db.store.migrate import require_existing
     from registry_db.store.urls import (
         check_url,
         explicit_url,
@@ -142,6 +141,8 @@ def _login_url(settings: Any, query_url: str | None) -> str:
     login = check_url(normalize_url(query_url))
     if registry is None:
         return login
+    from registry_db.store.migrate import require_existing
+
     require_existing(registry)  # -d missing.db: no registry there (exit 3), whoever logs in
     if not same_database(registry, login):
         raise click.UsageError(

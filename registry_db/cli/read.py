@@ -62,10 +62,11 @@ def list_(settings: Any, as_json: bool, as_csv: bool, as_nl: bool) -> None:
         registry list
         registry list --csv > sets.csv
     """
-    from registry_db.store import read as store
+    from registry_db.cli.fast import read_cursor
+    from registry_db.store import dbapi_read
 
-    with settings.registry(readonly=True) as engine:
-        sets = store.list_sets(engine)
+    with read_cursor(settings.url) as (cur, dialect, engine):
+        sets = dbapi_read.list_sets(cur, dialect) if engine is None else _store().list_sets(engine)
     emit_rows(["name", "file", "profiles", "caveats", "imported_at"],
               [(s.name, s.file, s.profiles, s.caveats, s.imported_at.isoformat())
                for s in sets], as_json=as_json, as_csv=as_csv, as_nl=as_nl)
@@ -139,6 +140,13 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
                 click.echo(f"  rationale:   {_lines(p.rationale)}")
 
 
+def _store() -> Any:
+    """The SQLAlchemy readers, for a registry the DB-API readers did not open."""
+    from registry_db.store import read
+
+    return read
+
+
 def _lines(text: str) -> str:
     return "\n".join(visible(line) for line in text.split("\n"))
 
@@ -185,13 +193,17 @@ def conflicts(settings: Any, check: bool, as_json: bool, as_csv: bool,
         registry conflicts --check   # in CI: fails when any key is held twice
         registry conflicts --check --format github
     """
-    from registry_db.store import read as store
+    from registry_db.cli.fast import read_cursor
+    from registry_db.store import dbapi_read
 
     if output_format == "github" and (as_json or as_csv or as_nl):
         raise click.UsageError("--format github prints annotations; drop --json, --csv, --nl")
-    with settings.registry(readonly=True) as engine:
-        found = store.conflicts(engine)
-        files = {s.name: s.file for s in store.list_sets(engine)} if output_format == \
+    with read_cursor(settings.url) as (cur, dialect, engine):
+        # The DB-API reader when the registry opened at the head; else the engine's.
+        reader: Any = _store() if engine is not None else dbapi_read
+        bind = (engine,) if engine is not None else (cur, dialect)
+        found = reader.conflicts(*bind)
+        files = {s.name: s.file for s in reader.list_sets(*bind)} if output_format == \
             "github" else {}
     if output_format == "github":
         for c in found:

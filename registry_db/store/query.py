@@ -17,14 +17,9 @@ be reached, its schema is old, it is locked) is exit 3.
 from __future__ import annotations
 
 import contextlib
-import re
-import signal
 import sqlite3
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import event, text
@@ -33,17 +28,29 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from registry_db.errors import (
     QueryError,
-    QueryInterrupted,
-    QueryTerminated,
     RegistryError,
     UsageError,
 )
 from registry_db.store.engine import translate, translated
 from registry_db.store.migrate import open_registry
 
-#: A JSON number, exactly as RFC 8259 spells it (no NaN, no leading zeros, no '+').
-_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?P<frac>\.[0-9]+)?(?P<exp>[eE][+-]?[0-9]+)?")
-_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What the SQLAlchemy-free path (`registry query` on an SQLite file) shares with this one; the
+# public names stay importable from here.
+from registry_db.store.sqlite_query import COPY as _COPY
+from registry_db.store.sqlite_query import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from registry_db.store.sqlite_query import MAX_TIMEOUT as MAX_TIMEOUT
+from registry_db.store.sqlite_query import QueryStream as QueryStream
+from registry_db.store.sqlite_query import Terminated as _Terminated
+from registry_db.store.sqlite_query import _Guard, _plain, sqlite_guard
+from registry_db.store.sqlite_query import check_params as _check_params
+from registry_db.store.sqlite_query import interrupted as _interrupted
+from registry_db.store.sqlite_query import parse_param as parse_param
+from registry_db.store.sqlite_query import parse_value as parse_value
+from registry_db.store.sqlite_query import placeholders as placeholders
+from registry_db.store.sqlite_query import stopped as _stopped
+from registry_db.store.sqlite_query import terminate_as_interrupt as _terminate_as_interrupt
+from registry_db.store.sqlite_query import timeout_problem as timeout_problem
+
 
 @dataclass(frozen=True)
 class QueryResult:
@@ -56,60 +63,6 @@ class QueryResult:
 
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
-
-
-def parse_value(raw: str) -> int | float | str:
-    """A ``-p`` VALUE: a JSON number becomes ``int`` or ``float``, anything else stays text."""
-    m = _JSON_NUMBER.fullmatch(raw)
-    if not m:
-        return raw
-    if m.group("frac") or m.group("exp"):
-        value = float(raw)
-        # 1e999 is a JSON number but no float; keep what the user typed rather than inf.
-        return raw if value in (float("inf"), float("-inf")) else value
-    return int(raw)
-
-
-def parse_param(spec: str) -> tuple[str, int | float | str]:
-    """``NAME=VALUE`` as ``(name, value)``; raises ``ValueError`` saying what is wrong."""
-    name, sep, raw = spec.partition("=")
-    if not sep:
-        raise ValueError(f"{spec!r} is not NAME=VALUE")
-    if not _PARAM_NAME.fullmatch(name):
-        raise ValueError(f"{name!r} is not a parameter name (letters, digits and _)")
-    return name, parse_value(raw)
-
-
-def placeholders(sql: str) -> set[str]:
-    """The ``:name`` placeholders SQLAlchemy finds in ``sql`` (``\\:`` escapes a colon)."""
-    return set(text(sql).compile().params)
-
-
-#: How long one query may run (seconds) unless ``--timeout`` says otherwise.
-DEFAULT_TIMEOUT = 300.0
-#: The longest PostgreSQL's ``statement_timeout`` (an int of milliseconds) holds, in seconds;
-#: SQLite is held to the same, so that one ``--timeout`` means the same on both.
-MAX_TIMEOUT = (2**31 - 1) // 1000
-
-
-def timeout_problem(timeout: float) -> str | None:
-    """Why ``timeout`` is no query timeout (seconds), or None: finite, above 0, at most
-    :data:`MAX_TIMEOUT`."""
-    if not 0 < timeout <= MAX_TIMEOUT:  # NaN fails both comparisons
-        return (f"{timeout!r} is not a timeout: give seconds above 0 and at most "
-                f"{MAX_TIMEOUT} (about 24 days, the most PostgreSQL's statement_timeout "
-                "holds)")
-    return None
-
-_COPY = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*COPY\b", re.IGNORECASE | re.DOTALL)
-
-
-@dataclass
-class QueryStream:
-    """A running query: its column names, and its rows as they arrive (iterate once)."""
-
-    columns: tuple[str, ...]
-    rows: Iterator[tuple[Any, ...]]
 
 
 def run_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *,
@@ -157,6 +110,12 @@ def _stream_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *
     if "\0" in sql:
         raise UsageError("the SQL holds a NUL character, which no database takes as text")
     _check_params(sql, params)
+    from registry_db.store.sqlite_query import stream_readonly
+
+    with stream_readonly(url, sql, params, timeout=timeout) as fast:
+        if fast is not None:
+            yield fast
+            return
     engine = open_registry(url, readonly=True)
     try:
         _lock_down(engine)
@@ -275,74 +234,9 @@ def _pg_stream(conn: Connection, url: str, sql: str, params: dict[str, Any]) -> 
     return QueryStream(columns, generate())
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised as Ctrl-C is: psycopg cancels the statement on the server for any
-    KeyboardInterrupt while it waits, and the rest of the way out is Ctrl-C's."""
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """While the query runs, SIGTERM stops it as Ctrl-C does (on the server too), instead of
-    ending the process with the statement still running there."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _on_sigterm(_signum, _frame):  # noqa: ANN001
-        raise _Terminated
-
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupted(terminated: bool) -> QueryInterrupted:
-    if terminated:
-        return QueryTerminated("terminated: the query was stopped")
-    return QueryInterrupted("interrupted: the query was stopped")
-
-
-class _Guard:
-    """What stopped an SQLite query: the deadline or Ctrl-C (see :func:`_sqlite_guard`)."""
-
-    def __init__(self, timeout: float | None):
-        self.deadline = None if not timeout else time.monotonic() + timeout
-        self.timeout = timeout
-        self.interrupted = False
-        self.terminated = False
-        self.timed_out = False
-
-    def check(self) -> int:
-        if self.interrupted:
-            return 1
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            self.timed_out = True
-            return 1
-        return 0
-
-
-@contextlib.contextmanager
-def _sqlite_guard(conn: Connection, timeout: float | None) -> Iterator[_Guard]:
-    """Stop a runaway SQLite query: a progress handler checks the deadline and a flag that
-    SIGINT or SIGTERM sets (inside sqlite3_step Python never sees a signal, so a recursive CTE
-    would run on)."""
-    guard = _Guard(timeout)
-    raw: Any = conn.connection.driver_connection
-    raw.set_progress_handler(guard.check, 10_000)
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        def _on_signal(signum, _frame):  # noqa: ANN001
-            guard.interrupted = True
-            guard.terminated = guard.terminated or signum == signal.SIGTERM
-        previous = {n: signal.signal(n, _on_signal) for n in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield guard
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        raw.set_progress_handler(None, 0)
+def _sqlite_guard(conn: Connection, timeout: float | None) -> Any:
+    """:func:`~registry_db.store.sqlite_query.sqlite_guard` on the engine's connection."""
+    return sqlite_guard(conn.connection.driver_connection, timeout)
 
 
 def _sqlite_stream(conn: Connection, url: str, sql: str, params: dict[str, Any],
@@ -363,39 +257,6 @@ def _sqlite_stream(conn: Connection, url: str, sql: str, params: dict[str, Any],
             raise _stopped(guard) or _classify(exc, url, conn) from exc
 
     return QueryStream(columns, generate())
-
-
-def _stopped(guard: _Guard) -> RegistryError | None:
-    if guard.interrupted:
-        return _interrupted(guard.terminated)
-    if guard.timed_out:
-        return _timeout_error(guard.timeout)
-    return None
-
-
-def _timeout_error(timeout: float | None) -> QueryError:
-    return QueryError("timeout", f"the query ran past its timeout of {timeout:g} s and was "
-                                 "stopped; give it longer with --timeout S")
-
-
-def _check_params(sql: str, params: Mapping[str, Any]) -> None:
-    try:
-        used = placeholders(sql)
-    except SQLAlchemyError as exc:  # pragma: no cover - text() parsing hardly ever fails
-        raise QueryError("parameters", f"cannot read the SQL's placeholders: {exc}") from exc
-    missing = sorted(used - set(params))
-    unused = sorted(set(params) - used)
-    if missing:
-        given = ", ".join(f"-p {n}=VALUE" for n in missing)
-        raise QueryError("parameters", f"the SQL uses {_names(missing)} but no value was "
-                         f"given: add {given} (a literal colon is written \\:)")
-    if unused:
-        raise QueryError("parameters", f"-p {_names(unused, colon=False)} is not used by the "
-                         f"SQL (it uses {_names(sorted(used)) if used else 'no placeholders'})")
-
-
-def _names(names: list[str], colon: bool = True) -> str:
-    return ", ".join((":" if colon else "") + n for n in names)
 
 
 def _lock_down(engine: Engine) -> None:
@@ -441,13 +302,3 @@ def _classify(exc: BaseException, url: str, conn: Connection | None = None) -> R
     """The analyst's error (exit 1) or the database's (exit 3): :func:`translate` with the
     analyst's SQL in mind."""
     return translate(exc, url, user_sql=True)
-
-
-def _plain(value: Any) -> Any:
-    """NUMERIC as int or float, so both backends give one query the same values."""
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            return float(value)
-        exponent = value.as_tuple().exponent
-        return int(value) if isinstance(exponent, int) and exponent >= 0 else float(value)
-    return value

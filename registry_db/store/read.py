@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Table, and_, func, select
@@ -23,12 +21,10 @@ from registry_db.errors import NotFound
 from registry_db.model import (
     PROFILE_KEY_FIELDS,
     Counts,
-    Keyed,
     Profile,
     ProfileSet,
     Provenance,
     Sampling,
-    Uncertainty,
     setting_value,
 )
 from registry_db.store.engine import Bind
@@ -43,62 +39,10 @@ from registry_db.store.schema import (
     set_caveats,
 )
 from registry_db.store.stored_counts import counts_from_row
+from registry_db.store.summaries import Conflict, ProfileSummary, SetSummary, utc
 
-
-@dataclass(frozen=True)
-class SetSummary:
-    """One stored set, as ``registry list`` shows it."""
-
-    name: str
-    file: str | None
-    profiles: int
-    caveats: int
-    imported_at: datetime
-    content_hash: str
-
-
-@dataclass(frozen=True)
-class Conflict(Keyed):
-    """A profile key that two or more stored sets hold (the resolver refuses it)."""
-
-    model: str
-    speculative_method: str
-    num_spec_tokens: int
-    thinking: str
-    category: str
-    sets: tuple[str, ...]
-
-    @property
-    def set_count(self) -> int:
-        """How many sets hold the key."""
-        return len(self.sets)
-
-
-
-@dataclass(frozen=True)
-class ProfileSummary(Keyed):
-    """One stored profile, as ``registry profiles`` lists it."""
-
-    model: str
-    speculative_method: str
-    num_spec_tokens: int
-    thinking: str
-    category: str
-    profile_set: str
-    acceptance_length: float
-    method: str
-    source: str | None
-    counts: Counts | None = None
-
-    @property
-    def acceptance_rate(self) -> float:
-        """(AL − 1) / K, as the resolver and the ``acceptance_profiles`` view compute it."""
-        return (self.acceptance_length - 1) / self.num_spec_tokens
-
-    @property
-    def uncertainty(self) -> Uncertainty | None:
-        """The standard error of the AL, from its counts (None without them)."""
-        return None if self.counts is None else self.counts.uncertainty(self.num_spec_tokens)
+__all__ = ["Conflict", "ProfileSummary", "SetSummary", "conflicts", "key_values", "list_profiles",
+           "list_sets", "load_set", "load_sets", "read_counts", "set_names", "set_summary"]
 
 
 @contextlib.contextmanager
@@ -110,10 +54,7 @@ def _connect(bind: Bind) -> Iterator[Connection]:
         yield conn
 
 
-def _utc(value: datetime) -> datetime:
-    # SQLite hands back naive datetimes; the importer wrote them in UTC.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None \
-        else value.astimezone(UTC)
+_utc = utc
 
 
 # --- listings ------------------------------------------------------------------------------------

@@ -27,11 +27,17 @@ from registry_db.store.urls import is_plain_sqlite, sqlite_path
 #: schema check of every engine (:mod:`registry_db.store.migrate`) and this path read one constant.
 HEAD_REVISION = "0011"
 
+#: A revision stamped at or before the one it follows (``revision_order.out_of_order``'s
+#: question, which ``db upgrade`` asks at the head too), in SQL both drivers read alike.
+OUT_OF_ORDER = (
+    "SELECT 1 FROM revisions AS a JOIN revisions AS b ON b.set_name = a.set_name "
+    "AND b.revision = a.revision + 1 WHERE b.imported_at <= a.imported_at LIMIT 1")
+
 #: Set (to anything) to send every resolution through SQLAlchemy (tests compare both paths).
 NO_FAST_PATH_ENV = "REGISTRY_NO_FAST_PATH"
 
-__all__ = ["HEAD_REVISION", "NO_FAST_PATH_ENV", "frozen", "leaving_no_files", "open_readonly",
-           "readonly_options", "sqlite_file"]
+__all__ = ["HEAD_REVISION", "NO_FAST_PATH_ENV", "OUT_OF_ORDER", "frozen", "leaving_no_files",
+           "open_readonly", "readonly_options", "sqlite_file"]
 
 
 def sqlite_file(url: str) -> str | None:

@@ -15,7 +15,14 @@ import re
 from typing import NamedTuple
 from urllib.parse import parse_qsl, unquote, unquote_plus
 
-from registry_db.errors import UsageError
+
+def _usage_error(message: str) -> Exception:
+    """:class:`~registry_db.errors.UsageError`, imported only when raised: the URL is read
+    before ``db upgrade`` at the head answers (registry_db.cli.fast), which loads no more."""
+    from registry_db.errors import UsageError
+
+    return UsageError(message)
+
 
 ENV_VAR = "REGISTRY_DATABASE_URL"
 DEFAULT_URL = "sqlite:///registry.db"
@@ -108,7 +115,7 @@ def explicit_url(option: str | None = None, environ: dict[str, str] | None = Non
         if raw is None:
             continue
         if not raw.strip():
-            raise UsageError(f"{where} is blank; give a database URL or an SQLite file path "
+            raise _usage_error(f"{where} is blank; give a database URL or an SQLite file path "
                              f"(unset it to use {DEFAULT_URL})")
         return check_url(normalize_url(raw))
     return None
@@ -134,24 +141,24 @@ def check_url(url: str, *, in_memory: bool = False) -> str:
     command ends. The dialect is the engine's to check."""
     parts = parse_url(url)
     if parts is None:
-        raise UsageError(f"{shown_url(url)} is not a database URL; write sqlite:///PATH, a file "
+        raise _usage_error(f"{shown_url(url)} is not a database URL; write sqlite:///PATH, a file "
                          "path, or postgresql://USER@HOST/DATABASE")
     ports = [("", parts.port)] + [(" (?port=)", v) for k, v in parts.query if k == "port"]
     for where, port in ports:
         if port is not None and not (port.isascii() and port.isdigit()
                                      and 1 <= int(port) <= 65535):
-            raise UsageError(f"{shown_url(url)}: the port{where} {port!r} is not a number from 1 "
+            raise _usage_error(f"{shown_url(url)}: the port{where} {port!r} is not a number from 1 "
                              "to 65535")
     path = sqlite_path(url) if parts.backend == "sqlite" else None
     if not in_memory and parts.backend == "sqlite" and path is None:
-        raise UsageError(f"{shown_url(url)} is an in-memory SQLite database, which is gone when "
+        raise _usage_error(f"{shown_url(url)} is an in-memory SQLite database, which is gone when "
                          "the command ends; give a file path (-d registry.db)")
     if path is not None and (len(os.fsencode(path)) > _PATH_BYTES or any(
             len(os.fsencode(part)) > _NAME_BYTES for part in path.split(os.sep))):
-        raise UsageError(f"the SQLite path {path[:60]!r}... is longer than a file system "
+        raise _usage_error(f"the SQLite path {path[:60]!r}... is longer than a file system "
                          f"holds ({_NAME_BYTES} bytes a name, {_PATH_BYTES} a path)")
     if path is not None and os.path.isdir(path):  # SQLite would say "disk I/O error"
-        raise UsageError(f"{path} is a folder; the registry is a file in it, such as "
+        raise _usage_error(f"{path} is a folder; the registry is a file in it, such as "
                          f"-d {os.path.join(path, 'registry.db')}, or a database URL")
     return url
 

@@ -194,4 +194,4 @@ def test_the_public_names_are_typed(tmp_path):
     assert len(revealed) == 4, done.stdout + done.stderr
     assert all("Any" not in r.split("->")[-1] for r in revealed), revealed
     assert revealed[0].endswith("-> registry_db.resolve.answer.Resolution\"")
-    assert revealed[3].endswith("-> list[registry_db.store.read.ProfileSummary]\"")
+    assert revealed[3].endswith("-> list[registry_db.store.summaries.ProfileSummary]\"")
