@@ -6,6 +6,7 @@ Thin: parsing ``-p`` and rendering live here, the read-only execution in
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sys
@@ -90,12 +91,10 @@ def query(settings, sql: str, params: dict, query_url: str | None, timeout: floa
         export REGISTRY_QUERY_URL=postgresql://registry_reader@db/registry
         registry query "SELECT 1"
     """
-    from registry_db.store.sqlite_query import stream_query
-
     if sql == "-":
         sql = _sql_from_stdin()
     url = _login_url(settings, query_url)
-    with stream_query(url, sql, params, trust_sql=trust_sql, timeout=timeout,
+    with streamed(url, sql, params, trust_sql=trust_sql, timeout=timeout,
                       warn=lambda m: click.echo(m, err=True)) as result:
         if not result.columns:
             if as_json:
@@ -104,6 +103,27 @@ def query(settings, sql: str, params: dict, query_url: str | None, timeout: floa
                 click.echo("(the statement returned no result set)", err=True)
             return
         stream_rows(result.columns, result.rows, as_json=as_json, as_csv=as_csv, as_nl=as_nl)
+
+
+@contextlib.contextmanager
+def streamed(url: str, sql: str, params: dict, *, trust_sql: bool, timeout: float,
+             warn: Any) -> Iterator[Any]:
+    """:func:`registry_db.store.query.stream_query`'s stream, SQLAlchemy imported only when
+    :func:`registry_db.store.sqlite_query.stream_readonly` does not open the registry (its
+    checks first, in that function's order, so that a refusal is the same either way)."""
+    from registry_db.store import sqlite_query
+
+    if sqlite_query.timeout_problem(timeout) is None and "\0" not in sql:
+        sqlite_query.check_params(sql, params)
+        with sqlite_query.stream_readonly(url, sql, params, timeout=timeout) as fast:
+            if fast is not None:
+                yield fast
+                return
+    from registry_db.store.query import stream_query
+
+    with stream_query(url, sql, params, trust_sql=trust_sql, timeout=timeout,
+                      warn=warn) as stream:
+        yield stream
 
 
 def _view_names() -> str:

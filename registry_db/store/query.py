@@ -236,7 +236,8 @@ def _pg_stream(conn: Connection, url: str, sql: str, params: dict[str, Any]) -> 
 
 def _sqlite_guard(conn: Connection, timeout: float | None) -> Any:
     """:func:`~registry_db.store.sqlite_query.sqlite_guard` on the engine's connection."""
-    return sqlite_guard(conn.connection.driver_connection, timeout)
+    raw: Any = conn.connection.driver_connection
+    return sqlite_guard(raw, timeout)
 
 
 def _sqlite_stream(conn: Connection, url: str, sql: str, params: dict[str, Any],

@@ -7,7 +7,8 @@ engine of :mod:`registry_db.store.query` sets up its own: ``PRAGMA query_only``,
 pysqlite dialect adds, the statement in a ``BEGIN`` that is rolled back, its placeholders
 compiled as SQLAlchemy compiles a ``text()``. A test holds both paths' output equal. Anything it
 does not open (PostgreSQL, a URL with options, an old schema, ``REGISTRY_LOCK_TIMEOUT`` set)
-is :mod:`registry_db.store.query`'s, which refuses or reports as always.
+is :mod:`registry_db.store.query`'s, which refuses or reports as always (the command line tries
+this module first: :func:`registry_db.cli.query.streamed`).
 """
 
 from __future__ import annotations
@@ -280,27 +281,6 @@ def stream_readonly(url: str, sql: str, params: Mapping[str, Any], *,
                         raw.rollback()
         finally:
             raw.close()
-
-
-@contextlib.contextmanager
-def stream_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *,
-                 trust_sql: bool = False, timeout: float | None = DEFAULT_TIMEOUT,
-                 warn: Any = None) -> Iterator[QueryStream]:
-    """:func:`registry_db.store.query.stream_query`, SQLAlchemy imported only when this
-    module's path does not open the database (its checks first, in that function's order)."""
-    params = dict(params or {})
-    problem = None if timeout is None else timeout_problem(timeout)
-    if problem is None and "\0" not in sql:
-        check_params(sql, params)
-        with stream_readonly(url, sql, params, timeout=timeout) as fast:
-            if fast is not None:
-                yield fast
-                return
-    from registry_db.store import query
-
-    with query.stream_query(url, sql, params, trust_sql=trust_sql, timeout=timeout,
-                            warn=warn) as stream:
-        yield stream
 
 
 def _stream(cur: sqlite3.Cursor, url: str, sql: str, params: Mapping[str, Any],
