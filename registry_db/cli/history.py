@@ -51,10 +51,18 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool,
         registry history
         registry history inferencex-golden-al --json
     """
-    from registry_db import history as store
+    from registry_db.cli.fast import read_cursor
+    from registry_db.store import dbapi_read
 
-    with settings.registry(readonly=True) as engine:
-        found = store.history(engine, set_name)
+    found = None
+    with read_cursor(settings.url) as (cur, dialect, engine):
+        if engine is None:
+            found = dbapi_read.history(cur, dialect, set_name) or None
+    if found is None:  # not opened at the head, or no revision (the engine path words it)
+        from registry_db import history as store
+
+        with settings.registry(readonly=True) as engine:
+            found = store.history(engine, set_name)
     if as_json:
         emit_json({"revisions": [r.to_json() for r in found]})
         return

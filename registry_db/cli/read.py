@@ -95,11 +95,14 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
         registry show inferencex-golden-al --json
         registry show old-golden-curves --as-of 2026-11-30T12:00:00Z
     """
-    from registry_db.importing.export import set_document
-
-    with settings.registry(readonly=True) as engine, engine.connect() as conn:
-        ps, imported_at, revision = _shown(conn, set_name, as_of)
+    shown = None if as_of is not None else _shown_fast(settings.url, set_name)
+    if shown is None:  # as of a time, not opened at the head, or no such set: the engine's
+        with settings.registry(readonly=True) as engine, engine.connect() as conn:
+            shown = _shown(conn, set_name, as_of)
+    ps, imported_at, revision = shown
     if as_json:
+        from registry_db.yaml.render import set_document
+
         doc = set_document(ps)
         for p, shown in zip(ps.profiles, doc["profiles"]):
             shown.setdefault("counts", None)
@@ -149,6 +152,23 @@ def _store() -> Any:
 
 def _lines(text: str) -> str:
     return "\n".join(visible(line) for line in text.split("\n"))
+
+
+def _shown_fast(url: str, name: str) -> tuple[Any, Any, int] | None:
+    """:func:`_shown` of a current set through the DB-API reader; None when it does not open
+    the registry or holds no such set."""
+    from registry_db.cli.fast import read_cursor
+    from registry_db.store import dbapi_read
+
+    with read_cursor(url) as (cur, dialect, engine):
+        if engine is not None:
+            return None
+        ps = dbapi_read.load_set(cur, dialect, name)
+        summary = dbapi_read.set_summary(cur, dialect, name)
+        revisions = dbapi_read.history(cur, dialect, name)
+        if ps is None or summary is None or not revisions:
+            return None
+        return ps, summary.imported_at, revisions[0].revision
 
 
 def _shown(conn: Any, name: str, as_of: Any) -> tuple[Any, Any, int]:

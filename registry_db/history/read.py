@@ -32,29 +32,9 @@ from registry_db.store.schema import (
     version_counts,
     version_rates,
 )
+from registry_db.store.summaries import Revision
 
 ACTIONS: tuple[str, ...] = ("added", "updated", "deleted")
-
-
-@dataclass(frozen=True)
-class Revision:
-    """One revision of one set, as ``registry history`` shows it."""
-
-    set: str
-    revision: int
-    action: str
-    imported_at: datetime
-    file: str | None
-    profiles: int
-    content_hash: str | None
-    message: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        """The contract's revision object."""
-        return {"set": self.set, "revision": self.revision, "action": self.action,
-                "imported_at": self.imported_at.isoformat(), "file": self.file,
-                "profiles": self.profiles, "content_hash": self.content_hash,
-                "message": self.message}
 
 
 

@@ -1,15 +1,17 @@
 """What the store's listings hand back (:class:`SetSummary`, :class:`Conflict`,
-:class:`ProfileSummary`), without SQLAlchemy: the SQLAlchemy readers (:mod:`.read`) and the
-command line's DB-API ones (:mod:`.dbapi_read`) build the same objects."""
+:class:`ProfileSummary`, the history's :class:`Revision`), without SQLAlchemy: the SQLAlchemy
+readers (:mod:`.read`, :mod:`registry_db.history`) and the command line's DB-API ones
+(:mod:`.dbapi_read`) build the same objects."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from registry_db.model import Counts, Keyed, Uncertainty
 
-__all__ = ["Conflict", "ProfileSummary", "SetSummary", "utc"]
+__all__ = ["Conflict", "ProfileSummary", "Revision", "SetSummary", "utc"]
 
 
 def utc(value: datetime) -> datetime:
@@ -71,3 +73,24 @@ class ProfileSummary(Keyed):
     def uncertainty(self) -> Uncertainty | None:
         """The standard error of the AL, from its counts (None without them)."""
         return None if self.counts is None else self.counts.uncertainty(self.num_spec_tokens)
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One revision of one set, as ``registry history`` shows it."""
+
+    set: str
+    revision: int
+    action: str
+    imported_at: datetime
+    file: str | None
+    profiles: int
+    content_hash: str | None
+    message: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's revision object."""
+        return {"set": self.set, "revision": self.revision, "action": self.action,
+                "imported_at": self.imported_at.isoformat(), "file": self.file,
+                "profiles": self.profiles, "content_hash": self.content_hash,
+                "message": self.message}

@@ -36,7 +36,6 @@ from registry_db.model import (
     Provenance,
     set_name_problem,
 )
-from registry_db.yaml.dump import dump_yaml
 
 #: What an anchor name may not hold: YAML emitters (PyYAML's) accept only letters, digits, '-'
 #: and '_', and refuse the rest with an exception.
@@ -68,6 +67,9 @@ def render_set(ps: ProfileSet) -> str:
     for key, n in counts.items():
         if n > 1:
             anchors[key] = _anchor_name(provs[key]["source"], used)
+    # Imported here: `registry show --json` builds the document without loading PyYAML.
+    from registry_db.yaml.dump import dump_yaml
+
     return dump_yaml(doc, anchors=anchors)
 
 

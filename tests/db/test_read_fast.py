@@ -1,9 +1,10 @@
 """The read commands both ways: the DB-API readers (``sqlite3``, psycopg; no SQLAlchemy) and the
 engine path that ``REGISTRY_NO_FAST_PATH`` forces.
 
-``list``, ``conflicts``, ``profiles``, ``query``, ``db current`` and ``db upgrade`` at the head
-must print the same bytes on stdout and stderr with the same exit code both ways, on a registry
-with provenances, rates, caveats, counts and a conflict, on both backends; the fast path must
+``list``, ``show``, ``conflicts``, ``profiles``, ``history``, ``query``, ``db current`` and
+``db upgrade`` at the head must print the same bytes on stdout and stderr with the same exit code
+both ways, on a registry with provenances, rates, caveats, counts and a conflict, on both
+backends; the fast path must
 really have been taken; and run as the ``registry`` program, those commands must not import
 SQLAlchemy or Alembic (``db upgrade`` at the head not even click).
 """
@@ -27,11 +28,16 @@ CORPUS = [
     ["conflicts", "--check"],
     ["profiles"], ["profiles", "--json"], ["profiles", "--csv"], ["profiles", "--nl"],
     ["profiles", "--model", "model-a", "--k", "3"], ["profiles", "--set", "second"],
-    ["profiles", "--set", "first", "--set", "counts-demo", "--thinking", "on"],
+    ["profiles", "--set", "first", "--set", "counts", "--thinking", "on"],
     ["profiles", "--set", "nope"],                               # unknown set, names the known
     ["profiles", "--model", "modl-a"],                           # nothing matched: says why
     ["profiles", "--category", "coding", "--columns", "profile,set"],
     ["db", "current"], ["db", "current", "--json"],
+    ["show", "inferencex-golden-al"], ["show", "inferencex-golden-al", "--json"],
+    ["show", "counts"], ["show", "counts", "--json"], ["show", "second"],
+    ["show", "all-optional-keys", "--json"], ["show", "nope"],
+    ["history"], ["history", "--json"], ["history", "--csv"], ["history", "first"],
+    ["history", "nope"],
     ["query", "SELECT * FROM acceptance_profiles ORDER BY 1, 2, 3, 4, 5, 6"],
     ["query", "SELECT * FROM profile_sets ORDER BY name", "--json"],
     ["query", "SELECT * FROM profile_counts", "--csv"],
@@ -97,7 +103,7 @@ def test_each_read_command_prints_the_same_both_ways(backend, varied, opened, ar
 
 def test_the_fast_readers_build_what_the_sqlalchemy_ones_build(backend, varied):
     """The store's listings themselves, object for object."""
-    from registry_db import store
+    from registry_db import history, store
     from registry_db.cli.fast import read_cursor
     from registry_db.store import dbapi_read, read
 
@@ -112,6 +118,13 @@ def test_the_fast_readers_build_what_the_sqlalchemy_ones_build(backend, varied):
                             {"sets": ["second", "first"]}, {"category": "nope"}):
                 assert dbapi_read.list_profiles(cur, dialect, **filters) == \
                     read.list_profiles(engine, **filters)
+            for name in read.set_names(engine):
+                assert dbapi_read.load_set(cur, dialect, name) == read.load_set(engine, name)
+                assert dbapi_read.set_summary(cur, dialect, name) == \
+                    read.set_summary(engine, name)
+                assert dbapi_read.history(cur, dialect, name) == history.history(engine, name)
+            assert dbapi_read.history(cur, dialect) == history.history(engine)
+            assert dbapi_read.load_set(cur, dialect, "nope") is None
             assert dbapi_read.current_revision(cur, dialect) == store.HEAD_REVISION
             assert dbapi_read.times_out_of_order(cur, dialect) is False
     finally:
@@ -161,6 +174,7 @@ def _program(url, *args, env=None):
 @pytest.mark.parametrize("args", [
     ["list"], ["profiles", "--json"], ["conflicts"], ["db", "current"],
     ["query", "SELECT name FROM profile_sets ORDER BY name"], ["db", "upgrade"],
+    ["show", "counts", "--json"], ["history"],
 ], ids=" ".join)
 def test_read_commands_import_no_sqlalchemy(backend, varied, args):
     if args[0] == "query" and backend == "postgresql":
