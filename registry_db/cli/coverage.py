@@ -65,12 +65,22 @@ def coverage(settings: Any, model: str | None, speculative_method: str | None,
         registry coverage
         registry coverage --model glm-5.3 --category coding --json
     """
-    from registry_db.analyze.coverage import Selection, read_coverage
+    from registry_db.analyze.grid import Selection, read_coverage_dbapi
 
     selection = Selection(model=model, speculative_method=speculative_method,
                           category=category, sets=tuple(sets), as_of=as_of)
-    with settings.registry(readonly=True) as engine:
-        grid = read_coverage(engine, selection)
+    grid = None
+    if as_of is None:
+        from registry_db.cli.fast import read_cursor
+
+        with read_cursor(settings.url) as (cur, dialect, engine):
+            if engine is None:
+                grid = read_coverage_dbapi(cur, dialect, selection)
+    if grid is None:  # as of a time (the history), or a registry not opened at the head
+        from registry_db.analyze.coverage import read_coverage
+
+        with settings.registry(readonly=True) as engine:
+            grid = read_coverage(engine, selection)
     if as_json:
         emit_json(grid.to_json())
     elif as_nl:

@@ -1,12 +1,12 @@
 """The read commands both ways: the DB-API readers (``sqlite3``, psycopg; no SQLAlchemy) and the
 engine path that ``REGISTRY_NO_FAST_PATH`` forces.
 
-``list``, ``show``, ``conflicts``, ``profiles``, ``history``, ``query``, ``db current`` and
-``db upgrade`` at the head must print the same bytes on stdout and stderr with the same exit code
-both ways, on a registry with provenances, rates, caveats, counts and a conflict, on both
-backends; the fast path must
-really have been taken; and run as the ``registry`` program, those commands must not import
-SQLAlchemy or Alembic (``db upgrade`` at the head not even click).
+``list``, ``show``, ``conflicts``, ``profiles``, ``history``, ``coverage``, ``query``, ``db
+current`` and ``db upgrade`` at the head must print the same bytes on stdout and stderr with the
+same exit code both ways, on a registry with provenances, rates, caveats, counts and a conflict,
+on both backends; the fast path must really have been taken; and run as the ``registry``
+program, those commands must not import SQLAlchemy, Alembic or PyYAML (``db upgrade`` at the
+head not even click).
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ CORPUS = [
     ["show", "all-optional-keys", "--json"], ["show", "nope"],
     ["history"], ["history", "--json"], ["history", "--csv"], ["history", "first"],
     ["history", "nope"],
+    ["coverage"], ["coverage", "--json"], ["coverage", "--csv"], ["coverage", "--nl"],
+    ["coverage", "--model", "model-a"], ["coverage", "--set", "first", "--set", "counts"],
+    ["coverage", "--set", "nope"], ["coverage", "--model", "modl-a"],
+    ["coverage", "--category", "coding", "--model", "deepseek-v4.1-flash"],
     ["query", "SELECT * FROM acceptance_profiles ORDER BY 1, 2, 3, 4, 5, 6"],
     ["query", "SELECT * FROM profile_sets ORDER BY name", "--json"],
     ["query", "SELECT * FROM profile_counts", "--csv"],
@@ -104,6 +108,8 @@ def test_each_read_command_prints_the_same_both_ways(backend, varied, opened, ar
 def test_the_fast_readers_build_what_the_sqlalchemy_ones_build(backend, varied):
     """The store's listings themselves, object for object."""
     from registry_db import history, store
+    from registry_db.analyze.coverage import read_coverage
+    from registry_db.analyze.grid import Selection, read_coverage_dbapi
     from registry_db.cli.fast import read_cursor
     from registry_db.store import dbapi_read, read
 
@@ -125,6 +131,10 @@ def test_the_fast_readers_build_what_the_sqlalchemy_ones_build(backend, varied):
                 assert dbapi_read.history(cur, dialect, name) == history.history(engine, name)
             assert dbapi_read.history(cur, dialect) == history.history(engine)
             assert dbapi_read.load_set(cur, dialect, "nope") is None
+            for selection in (Selection(), Selection(model="model-a"),
+                              Selection(sets=("first", "counts"), thinking="on")):
+                assert read_coverage_dbapi(cur, dialect, selection) == \
+                    read_coverage(engine, selection)
             assert dbapi_read.current_revision(cur, dialect) == store.HEAD_REVISION
             assert dbapi_read.times_out_of_order(cur, dialect) is False
     finally:
@@ -174,7 +184,7 @@ def _program(url, *args, env=None):
 @pytest.mark.parametrize("args", [
     ["list"], ["profiles", "--json"], ["conflicts"], ["db", "current"],
     ["query", "SELECT name FROM profile_sets ORDER BY name"], ["db", "upgrade"],
-    ["show", "counts", "--json"], ["history"],
+    ["show", "counts", "--json"], ["history"], ["coverage", "--json"],
 ], ids=" ".join)
 def test_read_commands_import_no_sqlalchemy(backend, varied, args):
     if args[0] == "query" and backend == "postgresql":
