@@ -109,13 +109,22 @@ def query(settings, sql: str, params: dict, query_url: str | None, timeout: floa
 def streamed(url: str, sql: str, params: dict, *, trust_sql: bool, timeout: float,
              warn: Any) -> Iterator[Any]:
     """:func:`registry_db.store.query.stream_query`'s stream, SQLAlchemy imported only when
-    :func:`registry_db.store.sqlite_query.stream_readonly` does not open the registry (its
-    checks first, in that function's order, so that a refusal is the same either way)."""
+    the DB-API path (:func:`registry_db.store.sqlite_query.stream_readonly`,
+    :func:`registry_db.store.pg_query.stream_readonly`) does not open the registry (its checks
+    first, in that function's order, so that a refusal is the same either way)."""
     from registry_db.store import sqlite_query
+    from registry_db.store.urls import dialect_of
 
     if sqlite_query.timeout_problem(timeout) is None and "\0" not in sql:
         sqlite_query.check_params(sql, params)
-        with sqlite_query.stream_readonly(url, sql, params, timeout=timeout) as fast:
+        if dialect_of(url) == "postgresql":
+            from registry_db.store import pg_query
+
+            fast_stream = pg_query.stream_readonly(url, sql, params, trust_sql=trust_sql,
+                                                   timeout=timeout, warn=warn)
+        else:
+            fast_stream = sqlite_query.stream_readonly(url, sql, params, timeout=timeout)
+        with fast_stream as fast:
             if fast is not None:
                 yield fast
                 return

@@ -36,6 +36,7 @@ from registry_db.store.migrate import open_registry
 
 # What the SQLAlchemy-free path (`registry query` on an SQLite file) shares with this one; the
 # public names stay importable from here.
+from registry_db.store.pg_query import judge_role, pg_stream
 from registry_db.store.sqlite_query import COPY as _COPY
 from registry_db.store.sqlite_query import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from registry_db.store.sqlite_query import MAX_TIMEOUT as MAX_TIMEOUT
@@ -110,12 +111,6 @@ def _stream_query(url: str, sql: str, params: Mapping[str, Any] | None = None, *
     if "\0" in sql:
         raise UsageError("the SQL holds a NUL character, which no database takes as text")
     _check_params(sql, params)
-    from registry_db.store.sqlite_query import stream_readonly
-
-    with stream_readonly(url, sql, params, timeout=timeout) as fast:
-        if fast is not None:
-            yield fast
-            return
     engine = open_registry(url, readonly=True)
     try:
         _lock_down(engine)
@@ -170,68 +165,13 @@ def _pg_prepare(conn: Connection, url: str, trust_sql: bool, timeout: float | No
         if timeout:
             conn.execute(text("SELECT set_config('statement_timeout', :ms, true)"),
                          {"ms": f"{max(1, int(timeout * 1000))}ms"})
-    if powers and not trust_sql:
-        raise QueryError("role", _role_refusal(role, powers))
-    if trust_sql and warn is not None:
-        what = "; ".join(str(p) for p in powers[:3]) if powers else "it only reads"
-        warn(f"warning: --trust-sql: the SQL runs with every privilege of the role {role} "
-             f"({what}); nothing but that role limits what it does")
-
-
-def _role_refusal(role: str, powers: list) -> str:
-    shown = "; ".join(str(p) for p in powers[:3])
-    more = f" (and {len(powers) - 3} more)" if len(powers) > 3 else ""
-    return (f"refused: on PostgreSQL `registry query` runs only as a role that cannot change "
-            f"the registry or the server, and the login role {role} cannot be trusted to: "
-            f"{shown}{more}. Create a reader once with `registry db reader registry_reader` "
-            f"and query as it: REGISTRY_QUERY_URL=postgresql://registry_reader@HOST/DB or "
-            f"--query-url URL (--trust-sql runs the SQL with {role}'s full privileges)")
+    judge_role(role, powers, trust_sql, warn)
 
 
 def _pg_stream(conn: Connection, url: str, sql: str, params: dict[str, Any]) -> QueryStream:
-    # psycopg's stream() reads the rows in single-row mode: memory stays flat whatever the
-    # result's size, and any statement works (a server-side cursor takes only SELECTs).
     compiled = text(sql).compile(dialect=conn.dialect)
-    statement = compiled.string
-    values = compiled.construct_params(params)
     dbapi: Any = conn.connection.dbapi_connection
-    cur = dbapi.cursor()
-    rows: Iterator[Any] = cur.stream(statement, values)
-    try:
-        first = next(rows, None)
-    except Exception as exc:  # noqa: BLE001 - driver errors, classified below
-        if not (type(exc).__name__ == "ProgrammingError" and "produce a result" in str(exc)):
-            cur.close()
-            raise _classify(exc, url, conn) from exc
-        first = None
-    if first is None:
-        # A stream that ends before its first row tells neither the columns nor whether it
-        # was a query at all: run the (empty, or not a query) statement once more, whole.
-        try:
-            cur.execute(statement, values)
-        except Exception as exc:  # noqa: BLE001 - driver errors, classified below
-            cur.close()
-            raise _classify(exc, url, conn) from exc
-        rows = iter(cur.fetchall() if cur.description else ())
-    columns = tuple(d[0] for d in cur.description or ())
-
-    def generate() -> Iterator[tuple[Any, ...]]:
-        try:
-            if first is not None:
-                yield tuple(_plain(v) for v in first)
-            for row in rows:
-                yield tuple(_plain(v) for v in row)
-        except Exception as exc:  # noqa: BLE001 - driver errors, classified below
-            raise _classify(exc, url, conn) from exc
-        finally:
-            # Left before its end, psycopg's stream cancels the statement and drains what
-            # already arrived; otherwise the rollback would wait for an endless result.
-            close = getattr(rows, "close", None)
-            if close is not None:
-                close()
-            cur.close()
-
-    return QueryStream(columns, generate())
+    return pg_stream(dbapi, url, compiled.string, compiled.construct_params(params))
 
 
 def _sqlite_guard(conn: Connection, timeout: float | None) -> Any:

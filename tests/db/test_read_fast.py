@@ -19,6 +19,8 @@ import sys
 import pytest
 
 from registry_db.store import pg_read, sqlite_read
+from registry_db.store.pg_query import pyformat
+from registry_db.store.role_powers import WRITE_POWERS_SQL
 from registry_db.store.sqlite_query import placeholders, qmark
 from tests.helpers import DATA, run_cli, seed_with_overlap
 
@@ -49,9 +51,13 @@ CORPUS = [
     ["query", "SELECT 1; SELECT 2"], ["query", "SELECT * FROM nope"],
     ["query", "DELETE FROM profile_sets"], ["query", "SELECT :a"],
     ["query", "SELECT 1", "-p", "a=1"], ["query", "COPY profiles TO STDOUT"],
+    ["query", "SELECT '100%' AS p, count(*) AS n, avg(acceptance_length) AS mean "
+              "FROM profiles"],
+    ["query", "SELECT 1", "--timeout", "0"],
 ]
 #: Refused before the database is opened (the parameters are checked first).
-OPENS_NOTHING = (["query", "SELECT :a"], ["query", "SELECT 1", "-p", "a=1"])
+OPENS_NOTHING = (["query", "SELECT :a"], ["query", "SELECT 1", "-p", "a=1"],
+                 ["query", "SELECT 1", "--timeout", "0"])
 
 
 def _registry(url, tmp_path):
@@ -88,7 +94,7 @@ def opened(monkeypatch):
 
 def _query_args(backend, url, args):
     if args[0] == "query" and backend == "postgresql":
-        return [*args, "--trust-sql"]  # the owner's URL: the engine path still runs it
+        return [*args, "--trust-sql"]  # the owner's URL: refused without it (both ways)
     return args
 
 
@@ -100,8 +106,7 @@ def test_each_read_command_prints_the_same_both_ways(backend, varied, opened, ar
     assert (fast.exit_code, fast.stdout, fast.stderr) == (slow.exit_code, slow.stdout,
                                                          slow.stderr)
     assert fast.stdout or fast.stderr
-    if list(args[:4]) not in OPENS_NOTHING and (args[0] != "query" or backend == "sqlite"):
-        # (PostgreSQL's query keeps the engine: its role checks)
+    if [a for a in args if a != "--trust-sql"] not in OPENS_NOTHING:
         assert True in opened, "the DB-API reader was not taken"
 
 
@@ -148,10 +153,20 @@ def test_the_fast_readers_build_what_the_sqlalchemy_ones_build(backend, varied):
 ])
 def test_placeholders_are_read_as_sqlalchemy_reads_them(sql):
     from sqlalchemy import create_engine, text
+    from sqlalchemy.dialects.postgresql import psycopg
 
     compiled = text(sql).compile(dialect=create_engine("sqlite://").dialect)
     assert placeholders(sql) == set(text(sql).compile().params)
     assert qmark(sql) == (compiled.string, list(compiled.positiontup or []))
+    assert pyformat(sql) == text(sql).compile(dialect=psycopg.dialect()).string
+
+
+def test_the_role_question_compiles_as_sqlalchemy_compiles_it():
+    from sqlalchemy import text
+    from sqlalchemy.dialects.postgresql import psycopg
+
+    assert pyformat(WRITE_POWERS_SQL) == \
+        text(WRITE_POWERS_SQL).compile(dialect=psycopg.dialect()).string
 
 
 # --- as the registry program: what is imported -------------------------------------------------
@@ -187,8 +202,7 @@ def _program(url, *args, env=None):
     ["show", "counts", "--json"], ["history"], ["coverage", "--json"],
 ], ids=" ".join)
 def test_read_commands_import_no_sqlalchemy(backend, varied, args):
-    if args[0] == "query" and backend == "postgresql":
-        pytest.skip("PostgreSQL's query keeps the engine (its role checks)")
+    args = _query_args(backend, varied, args)
     code, out, err, imported = _program(varied, *args)
     code_slow, out_slow, err_slow, slow_imports = _program(
         varied, *args, env={sqlite_read.NO_FAST_PATH_ENV: "1"})
