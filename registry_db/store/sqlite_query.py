@@ -265,15 +265,21 @@ def stream_readonly(url: str, sql: str, params: Mapping[str, Any], *,
                                          "query` runs; SELECT the rows instead (--csv prints "
                                          "them as CSV)")
                     cur = raw.cursor()
-                    cur.execute("BEGIN")
-                    with sqlite_guard(raw, timeout) as guard:
-                        stream = _stream(cur, url, sql, params, guard)
-                        try:
-                            yield stream
-                        finally:
-                            close = getattr(stream.rows, "close", None)
-                            if close is not None:
-                                close()
+                    try:
+                        cur.execute("BEGIN")
+                        with sqlite_guard(raw, timeout) as guard:
+                            stream = _stream(cur, url, sql, params, guard)
+                            try:
+                                yield stream
+                            finally:
+                                close = getattr(stream.rows, "close", None)
+                                if close is not None:
+                                    close()
+                    finally:
+                        # Closed here, not by the garbage collector: a statement left open
+                        # (an error's traceback holds the cursor) keeps the connection open
+                        # after close(), and then its -wal and -shm stay behind.
+                        cur.close()
                 except KeyboardInterrupt as exc:
                     raise interrupted(isinstance(exc, Terminated)) from None
                 finally:

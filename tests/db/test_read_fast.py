@@ -53,7 +53,7 @@ CORPUS = [
     ["query", "SELECT 1", "-p", "a=1"], ["query", "COPY profiles TO STDOUT"],
     ["query", "SELECT '100%' AS p, count(*) AS n, avg(acceptance_length) AS mean "
               "FROM profiles"],
-    ["query", "SELECT 1", "--timeout", "0"],
+    ["query", "SELECT 1", "--timeout", "0"], ["query", "BEGIN"],
 ]
 #: Refused before the database is opened (the parameters are checked first).
 OPENS_NOTHING = (["query", "SELECT :a"], ["query", "SELECT 1", "-p", "a=1"],
@@ -101,7 +101,12 @@ def _query_args(backend, url, args):
 @pytest.mark.parametrize("args", CORPUS, ids=" ".join)
 def test_each_read_command_prints_the_same_both_ways(backend, varied, opened, args):
     args = _query_args(backend, varied, args)
+    path = sqlite_read.sqlite_file(varied)
+    wal_files = [] if path is None else [path + "-wal", path + "-shm"]
+    before = [os.path.exists(f) for f in wal_files]
     fast = run_cli("-d", varied, *args)
+    # Read-only leaves nothing behind (a statement left open once kept the connection open).
+    assert [os.path.exists(f) for f in wal_files] == before
     slow = run_cli("-d", varied, *args, env={sqlite_read.NO_FAST_PATH_ENV: "1"})
     assert (fast.exit_code, fast.stdout, fast.stderr) == (slow.exit_code, slow.stdout,
                                                          slow.stderr)
