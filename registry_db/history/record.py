@@ -7,7 +7,7 @@ profiles become versions (:func:`record_current`); a deletion closes every range
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -74,12 +74,19 @@ def next_revisions(conn: Connection, names: Sequence[str]) -> dict[str, int]:
     return out
 
 
-def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str | None, str, int]],
-                   sets: Sequence[ProfileSet], prov_ids: dict[int, int], message: str | None,
-                   now: datetime) -> None:
-    """Record a revision of each set in ``entries`` — ``(name, revision, action, file, hash,
-    profiles)`` — whose content is ``sets`` (by name), just written to the current tables with
-    ``profile_sets.revision`` = that revision and provenances ``prov_ids``.
+#: A set :func:`record_current` records: ``(name, revision, action, file, content hash,
+#: profiles, whether any profile has rates, whether any has counts)``.
+Entry = tuple[str, int, str, str | None, str, int, bool, bool]
+#: ``content(name) -> (the set, its provenance objects' row ids by id())``, asked once a set.
+Content = Callable[[str], tuple[ProfileSet, Mapping[int, int]]]
+
+
+def record_current(conn: Connection, entries: Sequence[Entry], content: Content,
+                   message: str | None, now: datetime) -> None:
+    """Record a revision of each set in ``entries`` whose content (``content(name)``) was just
+    written to the current tables with ``profile_sets.revision`` = that revision.
+    ``content`` is asked only for the sets that held versions, one at a time, so an importer
+    need not hold every set at once.
 
     Only what changed is written: a profile equal to the version its set holds now (same file
     position, values, rates, counts and provenance) stays that version, whose range then takes
@@ -91,9 +98,10 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
     _insert_revisions(conn, [{
         "set_name": name, "revision": rev, "action": action, "imported_at": now,
         "source_file": file, "content_hash": h, "profile_count": n, "message": message,
-    } for name, rev, action, file, h, n in entries])
-    by_name = {s.name: s for s in sets}
+    } for name, rev, action, file, h, n, *_ in entries])
     numbers = {name: rev for name, rev, *_ in entries}
+    sizes = {name: n for name, _, _, _, _, n, *_ in entries}
+    flags = {name: (rates, counts) for name, *_, rates, counts in entries}
     for chunk in chunks(sorted(numbers)):
         marks = ", ".join(f":n{i}" for i in range(len(chunk)))
         params = {f"n{i}": name for i, name in enumerate(chunk)}
@@ -110,26 +118,33 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
         fresh: dict[str, list[int] | None] = {}  # None: every profile of the set
         new_keys: list[dict[str, Any]] = []
         first: list[str] = []  # the sets that held no key: every key begins a stretch
+        rates = counts = False  # whether any fresh profile of the chunk has rates / counts
         for name in chunk:
             versions = held.get(name, {})
             if not versions:
                 fresh[name] = None
                 first.append(name)
+                rates, counts = rates or flags[name][0], counts or flags[name][1]
                 continue
+            held_set, prov_ids = content(name)
+            profiles_ = held_set.profiles
             kept = set()
             positions = []
-            for i, p in enumerate(by_name[name].profiles):
+            for i, p in enumerate(profiles_):
                 found = versions.get(_content(i, p, prov_ids))
                 if found is None:
                     positions.append(i)
                 else:
                     kept.add(found)
-            fresh[name] = None if len(positions) == len(by_name[name].profiles) else positions
+            fresh[name] = None if len(positions) == len(profiles_) else positions
+            picked = _at(profiles_, fresh[name])
+            rates = rates or any(p.per_position_rates for p in picked)
+            counts = counts or any(p.counts is not None for p in picked)
             closed += [{"vid": vid, "last": numbers[name] - 1}
                        for vid in versions.values() if vid not in kept]
             # The keys the set holds now against those it held: a stretch ends or begins.
-            before = {content[1:6] for content in versions}
-            after = {p.key for p in by_name[name].profiles}
+            before = {c[1:6] for c in versions}
+            after = {p.key for p in profiles_}
             gone += [dict(zip(_KEY_PARAMS, (name, *key))) for key in sorted(before - after)]
             new_keys += [dict(zip(_KEY_NAMES, (name, *key))) for key in sorted(after - before)]
         if closed:
@@ -140,19 +155,16 @@ def record_current(conn: Connection, entries: Sequence[tuple[str, int, str, str 
             conn.execute(update(profile_keys).where(
                 *(k[c] == bindparam(f"k_{c}") for c in _KEY_NAMES), k.valid_until.is_(None))
                 .values(valid_until=now), gone)
-        picked = [p for name in chunk for p in _at(by_name[name].profiles, fresh[name])]
-        sizes = {name: len(by_name[name].profiles) for name in chunk}
         # The stretches first: each new version names its key's open one.
         _insert_first_keys(conn, first, sizes, now)
         # SQLite stores a time as text: written in its stored format, as for the versions.
         at: Any = stored_time(now) if conn.dialect.name == "sqlite" else now
         insert_many(conn, profile_keys, [{**row, "valid_from": at} for row in new_keys],
                     plain=True)
-        _insert_versions(conn, fresh, sizes, now, any(p.per_position_rates for p in picked),
-                         any(p.counts is not None for p in picked))
+        _insert_versions(conn, fresh, {n: sizes[n] for n in chunk}, now, rates, counts)
 
 
-def _content(position: int, p: Profile, prov_ids: dict[int, int]) -> tuple:
+def _content(position: int, p: Profile, prov_ids: Mapping[int, int]) -> tuple:
     """What makes profile ``p`` at ``position`` the same version as a stored one: every
     stored column, its rates and its counts (as :func:`_open_versions` reads them back)."""
     counts = None

@@ -33,6 +33,7 @@ from registry_db import history
 from registry_db.errors import Finding, InvalidInput
 from registry_db.history.drift import drift_warnings
 from registry_db.importing import unchanged
+from registry_db.importing.held import Held, KeyCodes
 from registry_db.importing.unchanged import Known
 from registry_db.model import (
     ImportStatus,
@@ -146,17 +147,19 @@ def import_sets(engine: Engine, sets: Sequence[ProfileSet], *, dry_run: bool = F
     given one and one already stored) is allowed and reported as a warning. A dry run also
     reports each updated set's per-profile changes.
     """
-    return _import_sets(engine, list(sets), dry_run, progress, prune, message)
+    table = KeyCodes()
+    return _import_sets(engine, [Held.of(s, table, pack=False) for s in sets], dry_run,
+                        progress, prune, message)
 
 
-def _import_sets(engine: Engine, given: Sequence[ProfileSet | Known], dry_run: bool,
+def _import_sets(engine: Engine, given: Sequence[Held | Known], dry_run: bool,
                  progress: Progress | None, prune: bool, message: str | None,
                  files: Mapping[str, tuple[str, tuple[Finding, ...]]] | None = None,
                  ) -> ImportReport:
     _refuse_duplicate_names(given)
-    sets = [s for s in given if isinstance(s, ProfileSet)]
+    sets = [s for s in given if isinstance(s, Held)]
     known = [s for s in given if isinstance(s, Known)]
-    hashes = {s.name: s.content_hash() for s in sets}
+    hashes = {s.name: s.content_hash for s in sets}
 
     def work(conn: Connection) -> ImportReport:
         stored = _stored_sets(conn, [s.name for s in given])
@@ -166,11 +169,9 @@ def _import_sets(engine: Engine, given: Sequence[ProfileSet | Known], dry_run: b
         results = []
         for s in given:
             old = stored.get(s.name)
-            h = s.content_hash if isinstance(s, Known) else hashes[s.name]
             status = (ImportStatus.ADDED if old is None else ImportStatus.UNCHANGED
-                      if old[1] == h else ImportStatus.UPDATED)
-            count = s.profiles if isinstance(s, Known) else len(s.profiles)
-            results.append(SetResult(s.name, s.file, status, count, moved.get(s.name)))
+                      if old[1] == s.content_hash else ImportStatus.UPDATED)
+            results.append(SetResult(s.name, s.file, status, s.profiles, moved.get(s.name)))
         pruned = _undeclared(conn, given) if prune else []
         # Prune first, so that the overlap warnings do not name sets about to go. The time is
         # the database's, taken under the writers' lock (history.revision_time).
@@ -189,13 +190,14 @@ def _import_sets(engine: Engine, given: Sequence[ProfileSet | Known], dry_run: b
                          if st in (ImportStatus.ADDED, ImportStatus.UPDATED)}
         warnings = (_overlap_warnings(conn, sets, ignore=pruned, known=known,
                                       changed=changed_names)
-                    + drift_warnings(conn, updated))
+                    + [w for s in updated if s.counts
+                       for w in drift_warnings(conn, [s.set()])])
         changes: list[tuple[str, tuple]] = []
         if dry_run:
-            if updated:
-                olds = {o.name: o for o in read.load_sets(conn, [s.name for s in updated])}
-                changes = [(s.name, tuple(history.diff_sets(olds[s.name], s)))
-                           for s in updated]
+            # One set at a time, old and new: a dry run holds no more than an import.
+            for s in updated:
+                old_set, = read.load_sets(conn, [s.name])
+                changes.append((s.name, tuple(history.diff_sets(old_set, s.set()))))
         else:
             changed = [(s, hashes[s.name], statuses[s.name]) for s in sets
                        if statuses[s.name] != ImportStatus.UNCHANGED]
@@ -212,22 +214,23 @@ def _import_sets(engine: Engine, given: Sequence[ProfileSet | Known], dry_run: b
     return run_write(engine, work)
 
 
-def preview_sets(sets: Sequence[ProfileSet]) -> ImportReport:
+def preview_sets(sets: Sequence[ProfileSet | Held]) -> ImportReport:
     """What a dry run reports against an empty database (every set ``added``), with no database.
 
     ``registry import --dry-run`` uses it when the SQLite file does not exist yet, so that a
     dry run does not create one.
     """
-    sets = list(sets)
-    _refuse_duplicate_names(sets)
-    results = tuple(SetResult(s.name, s.file, ImportStatus.ADDED, len(s.profiles)) for s in sets)
-    return ImportReport(results, tuple(_overlap_warnings(None, sets)), dry_run=True)
+    table = KeyCodes()
+    held = [s if isinstance(s, Held) else Held.of(s, table, pack=False) for s in sets]
+    _refuse_duplicate_names(held)
+    results = tuple(SetResult(s.name, s.file, ImportStatus.ADDED, s.profiles) for s in held)
+    return ImportReport(results, tuple(_overlap_warnings(None, held)), dry_run=True)
 
 
 # --- checks --------------------------------------------------------------------------------------
 
-def _refuse_duplicate_names(sets: Sequence[ProfileSet | Known]) -> None:
-    first: dict[str, ProfileSet | Known] = {}
+def _refuse_duplicate_names(sets: Sequence[Held | Known]) -> None:
+    first: dict[str, Held | Known] = {}
     findings = []
     for s in sets:
         if s.name in first:
@@ -241,7 +244,7 @@ def _refuse_duplicate_names(sets: Sequence[ProfileSet | Known]) -> None:
         raise InvalidInput(findings)
 
 
-def _undeclared(conn: Connection, sets: Sequence[ProfileSet | Known]) -> list[str]:
+def _undeclared(conn: Connection, sets: Sequence[Held | Known]) -> list[str]:
     """The stored sets that none of ``sets`` declares, by name (what ``--prune`` deletes)."""
     declared = {s.name for s in sets}
     return [n for n in conn.execute(select(profile_sets.c.name)
@@ -249,7 +252,7 @@ def _undeclared(conn: Connection, sets: Sequence[ProfileSet | Known]) -> list[st
             if n not in declared]
 
 
-def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
+def _overlap_warnings(conn: Connection | None, sets: Sequence[Held],
                       ignore: Sequence[str] = (), known: Sequence[Known] = (),
                       changed: set[str] | None = None) -> list[Finding]:
     """One warning per pair of sets that share profile keys: how many, and the first few.
@@ -261,15 +264,37 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
     per pair, not per key: re-importing fifty sets that share hundreds of keys stays readable.
     A ``known`` set (a file skipped unread) holds the keys stored for it.
     """
-    holders: dict[tuple, list[str]] = defaultdict(list)
+    # By key code (one int a key, KeyCodes): the holder's name, a list from a second holder on.
+    holders: dict[int, str | list[str]] = {}
+    tables = {id(s.table): s.table for s in sets}
+    table = next(iter(tables.values())) if len(tables) == 1 else KeyCodes()
     for s in sets:
-        for prof in s.profiles:
-            holders[prof.key].append(s.name)
+        name = s.name
+        codes = s.keys if s.table is table else table.codes(
+            s.table.key(c) for c in s.keys)
+        for code in codes:
+            got = holders.setdefault(code, name)
+            if got is not name:
+                if isinstance(got, str):
+                    holders[code] = [got, name]
+                else:
+                    got.append(name)
     parsed = {s.name for s in sets}
-    incoming: dict[str, ProfileSet | Known] = {s.name: s for s in sets}
+    incoming: dict[str, Held | Known] = {s.name: s for s in sets}
     incoming.update((k.name, k) for k in known)
     gone = set(ignore)  # sets this import deletes (--prune)
-    models = sorted({k[0] for k in holders}) if conn is not None else []
+
+    def hold(name: str, code: int) -> None:
+        got = holders.get(code)
+        if got is None:
+            holders[code] = name
+        elif isinstance(got, str):
+            if got != name:
+                holders[code] = [got, name]
+        elif name not in got:
+            got.append(name)
+
+    models = table.models() if conn is not None and holders else []
     p, ps = profiles.c, profile_sets.c
     for chunk in chunks(models):
         query = (select(ps.name, p.model, p.speculative_method, p.num_spec_tokens, p.thinking,
@@ -281,22 +306,25 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
             query = query.where(ps.name.not_in(sorted(parsed)))
         assert conn is not None
         for name, *cols in conn.execute(query):
-            key = tuple(cols)
-            if name not in parsed and name not in gone and key in holders:
-                holders[key].append(name)
+            # Only the keys an incoming set holds (a stored set holds each key once).
+            found = table.known(tuple(cols))
+            if found is not None and found in holders and name not in parsed and name not in gone:
+                hold(name, found)
     if known and conn is not None:
         for name, key in _stored_shared_keys(conn):
-            if name not in parsed and name not in gone and name not in holders[key]:
-                holders[key].append(name)
+            if name not in parsed and name not in gone:
+                hold(name, table.code(key))
     shared: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for key, names in holders.items():
-        if len(names) < 2:  # most keys: one holder, no pair
+    for code, names in holders.items():
+        if isinstance(names, str):  # most keys: one holder, no pair
             continue
+        label = None
         for pair in combinations(sorted(set(names)), 2):
             # Two stored sets that share a key are not this import's doing.
             if (pair[0] in incoming or pair[1] in incoming) and (
                     changed is None or pair[0] in changed or pair[1] in changed):
-                shared[pair].append(profile_label(*key))
+                label = label or profile_label(*table.key(code))
+                shared[pair].append(label)
     warnings = []
     for (a, b), labels in shared.items():
         first = incoming.get(a) or incoming[b]
@@ -311,7 +339,7 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[ProfileSet],
     return sorted(warnings, key=lambda f: (f.file, f.message))
 
 
-def _moved_from(conn: Connection, sets: Sequence[ProfileSet | Known]) -> dict[str, str]:
+def _moved_from(conn: Connection, sets: Sequence[Held | Known]) -> dict[str, str]:
     """``name -> old file`` for the stored sets that now come from another file."""
     files: dict[str, str | None] = {}
     for chunk in chunks(sorted(s.name for s in sets)):
@@ -354,7 +382,7 @@ def _stored_sets(conn: Connection, names: Sequence[str]) -> dict[str, tuple[int,
     return out
 
 
-def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str, str]],
+def _write(conn: Connection, changed: Sequence[tuple[Held, str, str]],
            stored: dict[str, tuple[int, str]], progress: Progress | None,
            message: str | None, now: datetime) -> None:
     if not changed:
@@ -382,17 +410,25 @@ def _write(conn: Connection, changed: Sequence[tuple[ProfileSet, str, str]],
         insert_many(conn, profile_sets, added)
     set_ids = {n: i for n, (i, _) in _stored_sets(conn, [s.name for s, _, _ in changed]).items()}
 
-    prov_ids = provenance_ids(conn, [s for s, _, _ in changed])
     total = len(changed)
-    for done, (s, _, _) in enumerate(changed, 1):
-        _write_set(conn, s, set_ids[s.name], prov_ids)
+    for done, (held, _, _) in enumerate(changed, 1):
+        # One set unpacked at a time; its provenances are looked up (and the new ones
+        # inserted) as it is written, in the order one lookup of every set would give them.
+        s = held.set()
+        _write_set(conn, s, set_ids[s.name], provenance_ids(conn, [s]))
+        del s
         if progress:
             progress("write", done, total)
+    by_name = {held.name: held for held, _, _ in changed}
+
+    def content(name: str) -> tuple[ProfileSet, dict[int, int]]:
+        s = by_name[name].set()
+        return s, provenance_ids(conn, [s])
+
     # Replaced provenances stay: the earlier revisions cite them.
-    history.record_current(conn, [(s.name, numbers[s.name], str(status), s.file, h,
-                                   len(s.profiles))
-                                  for s, h, status in changed],
-                           [s for s, _, _ in changed], prov_ids, message, now)
+    history.record_current(conn, [(s.name, numbers[s.name], str(status), s.file, h, s.profiles,
+                                   s.rates, s.counts)
+                                  for s, h, status in changed], content, message, now)
 
 
 #: The current profiles' columns in the order :func:`_write_set` gives them.
@@ -438,8 +474,9 @@ class Loaded:
     """The files of an import, read or skipped: what :func:`import_loaded` writes."""
 
     paths: tuple[str | Path, ...]
-    #: In file order: a set read from its file, or a file skipped unread (unchanged).
-    sets: tuple[ProfileSet | Known, ...]
+    #: In file order: a set read from its file (held compressed), or a file skipped unread
+    #: (unchanged).
+    sets: tuple[Held | Known, ...]
     warnings: tuple[Finding, ...]
     #: Each file read: (SHA-256 of the very bytes parsed, its findings).
     files: Mapping[str, tuple[str, tuple[Finding, ...]]]
@@ -464,13 +501,14 @@ def load_skipping(paths: Sequence[str | Path], known: Lookup,
     to_read = [f for f in files if str(f) not in skip]
     parsed_hashes: dict[str, str] = {}  # of the very bytes parsed: an edit between reads is kept
     if skip:
-        sets, findings = (check_paths(to_read, progress, parsed_hashes) if to_read
-                          else ([], []))
+        sets, findings = (check_paths(to_read, progress, parsed_hashes, keep=_holder())
+                          if to_read else ([], []))
         names = [s.name for s in sets] + [k.name for k in skip.values()]
         plain = any(f.is_error for f in findings) or len(set(names)) < len(names)
     if not skip or plain:
         skip, to_read, parsed_hashes = {}, files, {}
-        sets, findings = check_paths(paths, progress, parsed_hashes, recursive=recursive)
+        sets, findings = check_paths(paths, progress, parsed_hashes, recursive=recursive,
+                                     keep=_holder())
         collected = []  # check_paths collects them again
     if any(f.is_error for f in findings):
         raise InvalidInput(findings)
@@ -479,12 +517,18 @@ def load_skipping(paths: Sequence[str | Path], known: Lookup,
         by_file[f.file].append(f)
     # Only regular files within the limit (``before`` has those) are ever looked up again.
     held = {p: (h, tuple(by_file[p])) for p, h in parsed_hashes.items() if p in before}
-    parsed: dict[str | None, ProfileSet | Known] = {s.file: s for s in sets}
+    parsed: dict[str | None, Held | Known] = {s.file: s for s in sets}
     ordered = [skip.get(str(f)) or parsed.get(str(f)) for f in files]
     replayed = [*collected, *findings, *(x for k in skip.values() for x in k.findings)]
     return Loaded(tuple(paths), tuple(s for s in ordered if s is not None),
                   tuple(cap_findings(sort_findings(replayed)) if skip else findings), held,
                   recursive)
+
+
+def _holder() -> Callable[[ProfileSet], Held]:
+    """What :func:`load_skipping` keeps of each set it reads: the set held compressed."""
+    table = KeyCodes()
+    return lambda s: Held.of(s, table)
 
 
 def import_loaded(engine: Engine, loaded: Loaded, *, dry_run: bool = False,
@@ -502,7 +546,7 @@ def import_loaded(engine: Engine, loaded: Loaded, *, dry_run: bool = False,
 
 def preview_loaded(loaded: Loaded) -> ImportReport:
     """:func:`preview_sets` of every file of ``loaded`` (a skipped one is read after all)."""
-    return preview_sets([s for s in read_all(loaded).sets if isinstance(s, ProfileSet)])
+    return preview_sets([s for s in read_all(loaded).sets if isinstance(s, Held)])
 
 
 def read_all(loaded: Loaded, progress: Progress | None = None) -> Loaded:
@@ -517,9 +561,9 @@ class _Stale(Exception):
     """Skipped files whose set no longer has their content (found under the writers' lock)."""
 
 
-def _record_files(conn: Connection, sets: Sequence[ProfileSet], hashes: Mapping[str, str],
+def _record_files(conn: Connection, sets: Sequence[Held], hashes: Mapping[str, str],
                   files: Mapping[str, tuple[str, tuple[Finding, ...]]]) -> None:
-    unchanged.record(conn, [(s.file, files[s.file][0], s.name, hashes[s.name], len(s.profiles),
+    unchanged.record(conn, [(s.file, files[s.file][0], s.name, hashes[s.name], s.profiles,
                              files[s.file][1]) for s in sets
                             if s.file is not None and s.file in files])
 

@@ -178,7 +178,8 @@ def _fast(data: bytes, file: str) -> tuple[Any, ProfileSet] | None:
 def check_paths(paths: Iterable[str | os.PathLike],
                 progress: Callable[[str, int, int], None] | None = None,
                 read_hashes: dict[str, str] | None = None, *,
-                recursive: bool = False) -> tuple[list[ProfileSet], list[Finding]]:
+                recursive: bool = False, keep: Callable[[ProfileSet], Any] | None = None,
+                ) -> tuple[list[Any], list[Finding]]:
     """Load and check every file under ``paths``, and the rule that set names are unique.
 
     Returns every valid set and every finding (sorted; at most
@@ -186,10 +187,11 @@ def check_paths(paths: Iterable[str | os.PathLike],
     caller writes nothing when any finding is an error. File names in findings are the paths
     as given. ``progress("validate", done, total)`` is called after each file. Each file's
     bytes are read once; ``read_hashes`` (when given) gets ``file -> SHA-256`` of exactly the
-    bytes that were parsed.
+    bytes that were parsed. With ``keep``, the list holds ``keep(set)`` of each set as it is
+    read, not the set (an importer keeps a compact form: memory bounded by the largest file).
     """
     findings: list[Finding] = []
-    sets: list[ProfileSet] = []
+    sets: list[Any] = []
     declared: dict[str, tuple[str, Path]] = {}
     files = collect_files(paths, findings, recursive=recursive)
     for done, path in enumerate(files):
@@ -234,7 +236,7 @@ def check_paths(paths: Iterable[str | os.PathLike],
             else:
                 declared[name] = (file, path)
         if profile_set is not None:
-            sets.append(profile_set)
+            sets.append(profile_set if keep is None else keep(profile_set))
     if progress is not None and files:
         progress("validate", len(files), len(files))
     return sets, cap_findings(sort_findings(findings))

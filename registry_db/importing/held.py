@@ -1,0 +1,112 @@
+"""Sets held between validation and writing, a few dozen bytes a profile.
+
+An import validates every file before it writes any (nothing is written when one is invalid), so
+what it read must be kept until then. A :class:`Held` set keeps what the writer decides with
+(name, file, content hash, profile count, whether it has rates or counts, its profile keys as
+:class:`KeyCodes` integers) and the set itself pickled and compressed: the writer unpacks one set
+at a time, so an import's peak memory is bounded by its largest file and these summaries, not by
+the folder (950 MiB at 1M profiles when every set was kept as objects; figures in
+docs/decisions.md, "Import memory"). Re-reading the files instead would parse them twice.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from registry_db.model import ProfileSet
+
+__all__ = ["Held", "KeyCodes"]
+
+#: zlib's fastest level: 28 bytes a profile against 161 pickled, at a tenth of pickling's time.
+_LEVEL = 1
+
+#: Key codes are ``K << _COMBO_BITS | combo``: exact for any K >= 0 and 2**32 combinations.
+_COMBO_BITS = 32
+
+
+class KeyCodes:
+    """Profile keys as integers: each (model, method, thinking, category) gets a number the first
+    time it is seen, and a key is ``K << 32 | that number`` (one int, exact, no collision), so a
+    million keys cost a dictionary of ints rather than of five-field tuples."""
+
+    def __init__(self) -> None:
+        self._combos: dict[tuple[str, str, str, str], int] = {}
+        self._names: list[tuple[str, str, str, str]] = []
+
+    def code(self, key: tuple) -> int:
+        """The code of ``key`` (``(model, method, K, thinking, category)``), numbering its
+        combination if it is new."""
+        model, method, k, thinking, category = key
+        combo = (model, method, thinking, category)
+        n = self._combos.get(combo)
+        if n is None:
+            n = self._combos[combo] = len(self._names)
+            self._names.append(combo)
+        return int(k) << _COMBO_BITS | n
+
+    def known(self, key: tuple) -> int | None:
+        """The code of ``key`` when its combination has been seen, else None (no set given to
+        this table holds it)."""
+        model, method, k, thinking, category = key
+        n = self._combos.get((model, method, thinking, category))
+        return None if n is None else int(k) << _COMBO_BITS | n
+
+    def models(self) -> list[str]:
+        """The models of every combination seen, sorted."""
+        return sorted({combo[0] for combo in self._names})
+
+    def key(self, code: int) -> tuple:
+        """The key ``code`` stands for."""
+        model, method, thinking, category = self._names[code & ((1 << _COMBO_BITS) - 1)]
+        return (model, method, code >> _COMBO_BITS, thinking, category)
+
+    def codes(self, keys: Iterable[tuple]) -> Sequence[int]:
+        """``keys`` as codes: an array of 8 bytes a key (a list, exact still, should a K not
+        fit in 64 bits: a set given through the library need not have been read from a file)."""
+        values = [self.code(k) for k in keys]
+        try:
+            return array("q", values)
+        except OverflowError:
+            return values
+
+
+@dataclass(frozen=True, eq=False)
+class Held:
+    """A valid set as the writer needs it: its summary, its key codes and the set, compressed
+    (or, for a set a library caller holds anyway, the set itself)."""
+
+    name: str
+    file: str | None
+    content_hash: str
+    profiles: int
+    #: Whether any profile has per-position rates / counts.
+    rates: bool
+    counts: bool
+    #: The profile keys' codes in :attr:`table`, in file order.
+    keys: Sequence[int]
+    table: KeyCodes
+    body: bytes | ProfileSet
+
+    @classmethod
+    def of(cls, s: ProfileSet, table: KeyCodes, *, pack: bool = True) -> Held:
+        """``s`` held: pickled and compressed when ``pack``."""
+        profiles = s.profiles
+        body: bytes | ProfileSet = (zlib.compress(pickle.dumps(s, pickle.HIGHEST_PROTOCOL),
+                                                  _LEVEL) if pack else s)
+        return cls(s.name, s.file, s.content_hash(), len(profiles),
+                   any(p.per_position_rates for p in profiles),
+                   any(p.counts is not None for p in profiles),
+                   table.codes(p.key for p in profiles), table, body)
+
+    def set(self) -> ProfileSet:
+        """The set itself (a new copy each time when packed)."""
+        body = self.body
+        if isinstance(body, ProfileSet):
+            return body
+        out = pickle.loads(zlib.decompress(body))
+        assert isinstance(out, ProfileSet)
+        return out
