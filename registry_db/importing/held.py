@@ -17,7 +17,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from registry_db.model import ProfileSet
+from registry_db.model import Keyed, ProfileSet
 
 __all__ = ["Held", "KeyCodes"]
 
@@ -64,10 +64,19 @@ class KeyCodes:
         model, method, thinking, category = self._names[code & ((1 << _COMBO_BITS) - 1)]
         return (model, method, code >> _COMBO_BITS, thinking, category)
 
-    def codes(self, keys: Iterable[tuple]) -> Sequence[int]:
-        """``keys`` as codes: an array of 8 bytes a key (a list, exact still, should a K not
-        fit in 64 bits: a set given through the library need not have been read from a file)."""
-        values = [self.code(k) for k in keys]
+    def codes(self, profiles: Iterable[Keyed]) -> Sequence[int]:
+        """The keys of ``profiles`` as codes: an array of 8 bytes a key (a list, exact still,
+        should a K not fit in 64 bits: a set given through the library need not have been read
+        from a file)."""
+        combos, names = self._combos, self._names
+        values = []
+        for p in profiles:  # code() inlined: once for every profile read
+            combo = (p.model, p.speculative_method, p.thinking, p.category)
+            n = combos.get(combo)
+            if n is None:
+                n = combos[combo] = len(names)
+                names.append(combo)
+            values.append(int(p.num_spec_tokens) << _COMBO_BITS | n)
         try:
             return array("q", values)
         except OverflowError:
@@ -100,7 +109,7 @@ class Held:
         return cls(s.name, s.file, s.content_hash(), len(profiles),
                    any(p.per_position_rates for p in profiles),
                    any(p.counts is not None for p in profiles),
-                   table.codes(p.key for p in profiles), table, body)
+                   table.codes(profiles), table, body)
 
     def set(self) -> ProfileSet:
         """The set itself (a new copy each time when packed)."""

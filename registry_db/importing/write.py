@@ -1,10 +1,13 @@
 """Validated profile sets into the database, all or nothing.
 
-:func:`import_paths` validates every file first and refuses the lot when any is invalid;
-:func:`import_sets` writes already-validated :class:`~registry_db.model.ProfileSet` objects in ONE
-write transaction (:func:`registry_db.store.run_write`). Inside that transaction, after the writers'
-lock, each set is classified ``added``, ``updated`` (its old rows are replaced) or ``unchanged``
-(same content hash: not rewritten), so concurrent importers agree with some serial order.
+:func:`import_paths` validates every file first and refuses the lot when any is invalid, keeping
+each valid set packed until the write (:mod:`registry_db.importing.held`: memory bounded by the
+largest file, not the folder); :func:`import_sets` writes already-validated
+:class:`~registry_db.model.ProfileSet` objects. Either writes in ONE write transaction
+(:func:`registry_db.store.run_write`), unpacking one set at a time. Inside that transaction,
+after the writers' lock, each set is classified ``added``, ``updated`` (its old rows are
+replaced) or ``unchanged`` (same content hash: not rewritten), so concurrent importers agree
+with some serial order.
 Each added or updated set is also recorded as a new revision of itself
 (:mod:`registry_db.history`), in the same transaction; a value with counts that moves by
 more than 3 combined standard errors draws a warning (:mod:`registry_db.history.drift`);
@@ -53,6 +56,9 @@ from registry_db.store.schema import (
 
 #: Shared keys named in an overlap warning; the rest are counted.
 OVERLAP_SHOWN = 3
+
+#: Provenance row ids an import keeps by content hash between sets (about 200 bytes each).
+MAX_PROVENANCES_KEPT = 100_000
 
 #: ``progress(phase, done, total)``, called after each set is written (phase ``write``).
 Progress = Callable[[str, int, int], None]
@@ -270,8 +276,7 @@ def _overlap_warnings(conn: Connection | None, sets: Sequence[Held],
     table = next(iter(tables.values())) if len(tables) == 1 else KeyCodes()
     for s in sets:
         name = s.name
-        codes = s.keys if s.table is table else table.codes(
-            s.table.key(c) for c in s.keys)
+        codes = s.keys if s.table is table else [table.code(s.table.key(c)) for c in s.keys]
         for code in codes:
             got = holders.setdefault(code, name)
             if got is not name:
@@ -411,11 +416,19 @@ def _write(conn: Connection, changed: Sequence[tuple[Held, str, str]],
     set_ids = {n: i for n, (i, _) in _stored_sets(conn, [s.name for s, _, _ in changed]).items()}
 
     total = len(changed)
+    # Provenance row ids by content hash, found or inserted in this transaction.
+    prov_rows: dict[str, int] = {}
+
+    def prov_ids(s: ProfileSet) -> dict[int, int]:
+        if len(prov_rows) > MAX_PROVENANCES_KEPT:  # bounded: past it, look them up again
+            prov_rows.clear()
+        return provenance_ids(conn, [s], prov_rows)
+
     for done, (held, _, _) in enumerate(changed, 1):
         # One set unpacked at a time; its provenances are looked up (and the new ones
         # inserted) as it is written, in the order one lookup of every set would give them.
         s = held.set()
-        _write_set(conn, s, set_ids[s.name], provenance_ids(conn, [s]))
+        _write_set(conn, s, set_ids[s.name], prov_ids(s))
         del s
         if progress:
             progress("write", done, total)
@@ -423,7 +436,7 @@ def _write(conn: Connection, changed: Sequence[tuple[Held, str, str]],
 
     def content(name: str) -> tuple[ProfileSet, dict[int, int]]:
         s = by_name[name].set()
-        return s, provenance_ids(conn, [s])
+        return s, prov_ids(s)
 
     # Replaced provenances stay: the earlier revisions cite them.
     history.record_current(conn, [(s.name, numbers[s.name], str(status), s.file, h, s.profiles,

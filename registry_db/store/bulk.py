@@ -82,9 +82,12 @@ def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
         yield items[i:i + size]
 
 
-def provenance_ids(conn: Connection, sets: Iterable[ProfileSet]) -> dict[int, int]:
+def provenance_ids(conn: Connection, sets: Iterable[ProfileSet],
+                   known: dict[str, int] | None = None) -> dict[int, int]:
     """``id(provenance object) -> row id`` for every provenance the sets cite, inserting the
-    missing ones. Each distinct object is hashed once (aliases share one object)."""
+    missing ones. Each distinct object is hashed once (aliases share one object). ``known``
+    (content hash -> row id, in the caller's transaction) is consulted first and updated, so a
+    caller writing one set at a time looks each provenance up once."""
     by_object: dict[int, str] = {}
     # Provenances written out in full in each profile are equal objects, not one: hashed once
     # per distinct repr (which, unlike ==, tells 1 from 1.0 from True, as the hash does).
@@ -100,7 +103,8 @@ def provenance_ids(conn: Connection, sets: Iterable[ProfileSet]) -> dict[int, in
                     h = by_repr[text] = pv.content_hash()
                 by_object[id(pv)] = h
                 wanted.setdefault(h, pv)
-    ids = _provenance_rows(conn, sorted(wanted))
+    ids = {} if known is None else known
+    ids.update(_provenance_rows(conn, sorted(h for h in wanted if h not in ids)))
     missing = [h for h in wanted if h not in ids]
     if missing:
         insert_many(conn, provenances, [_provenance_row(h, wanted[h]) for h in missing])
