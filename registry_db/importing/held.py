@@ -11,17 +11,20 @@ docs/decisions.md, "Import memory"). Re-reading the files instead would parse th
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 import pickle
+import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from registry_db.model import Keyed, ProfileSet
+from registry_db.model import Keyed, Profile, ProfileSet
 
 __all__ = ["Held", "KeyCodes"]
 
-#: zlib's fastest level: 28 bytes a profile against 161 pickled, at a tenth of pickling's time.
+#: zlib's fastest level: 23 bytes a profile against 100 packed, at a third of packing's time.
 _LEVEL = 1
 
 #: Key codes are ``K << _COMBO_BITS | combo``: exact for any K >= 0 and 2**32 combinations.
@@ -102,10 +105,9 @@ class Held:
 
     @classmethod
     def of(cls, s: ProfileSet, table: KeyCodes, *, pack: bool = True) -> Held:
-        """``s`` held: pickled and compressed when ``pack``."""
+        """``s`` held: packed (:func:`_pack`) when ``pack``."""
         profiles = s.profiles
-        body: bytes | ProfileSet = (zlib.compress(pickle.dumps(s, pickle.HIGHEST_PROTOCOL),
-                                                  _LEVEL) if pack else s)
+        body: bytes | ProfileSet = _pack(s) if pack else s
         return cls(s.name, s.file, s.content_hash(), len(profiles),
                    any(p.per_position_rates for p in profiles),
                    any(p.counts is not None for p in profiles),
@@ -116,6 +118,34 @@ class Held:
         body = self.body
         if isinstance(body, ProfileSet):
             return body
-        out = pickle.loads(zlib.decompress(body))
-        assert isinstance(out, ProfileSet)
-        return out
+        name, caveats, file, rows = pickle.loads(zlib.decompress(body))
+        new, fields = object.__new__, _FIELDS
+        profiles = []
+        for row in rows:  # as pickle rebuilds an object: no __init__, its attributes set
+            p = new(Profile)
+            p.__dict__.update(zip(fields, row))
+            profiles.append(p)
+        return ProfileSet(name, caveats, tuple(profiles), file)
+
+
+#: A profile's fields, in the order :func:`_pack` writes their values.
+_FIELDS = tuple(f.name for f in dataclasses.fields(Profile))
+_values = operator.attrgetter(*_FIELDS)
+#: The text fields most profiles share (model, method, thinking, category, how measured).
+_SHARED = tuple(_FIELDS.index(n) for n in ("model", "speculative_method", "thinking",
+                                           "category", "method"))
+
+
+def _pack(s: ProfileSet) -> bytes:
+    """``s`` pickled and compressed, each profile as the tuple of its fields' values and equal
+    texts as one string (pickle writes a repeated object once): 0.6x the bytes and half the
+    time of pickling the objects, unpacked in 0.6x the time."""
+    rows = []
+    for p in s.profiles:
+        row = list(_values(p))
+        for i in _SHARED:
+            if type(row[i]) is str:
+                row[i] = sys.intern(row[i])
+        rows.append(tuple(row))
+    return zlib.compress(pickle.dumps((s.name, s.caveats, s.file, rows),
+                                      pickle.HIGHEST_PROTOCOL), _LEVEL)
