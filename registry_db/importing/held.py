@@ -5,8 +5,8 @@ what it read must be kept until then. A :class:`Held` set keeps what the writer 
 (name, file, content hash, profile count, whether it has rates or counts, its profile keys as
 :class:`KeyCodes` integers) and the set itself pickled and compressed: the writer unpacks one set
 at a time, so an import's peak memory is bounded by its largest file and these summaries, not by
-the folder (950 MiB at 1M profiles when every set was kept as objects; figures in
-docs/decisions.md, "Import memory"). Re-reading the files instead would parse them twice.
+the folder (1M profiles: 964 MiB peak when every set was kept as objects; docs/decisions.md,
+"Importing"). Re-reading the files instead would parse every file twice.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ COPY_MIN_ROWS = 50
 
 
 def insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]] | list[tuple], *,
-                plain: bool = False, columns: Sequence[str] | None = None) -> None:
+                plain: bool = False, columns: Sequence[str] | None = None,
+                min_rows: int = COPY_MIN_ROWS) -> None:
     """Insert ``rows`` into ``table``, in the current transaction (``plain``: the caller gave
     every value as the SQLite driver takes it, its times as stored text). Rows are mappings,
     or with ``columns`` tuples of those columns' values (the big tables: no dict per row).
@@ -34,12 +35,14 @@ def insert_many(conn: Connection, table: Any, rows: list[dict[str, Any]] | list[
     PostgreSQL gets ``COPY ... FROM STDIN`` for many rows (psycopg's executemany sends one
     statement per row, ten times slower). SQLite gets the driver's own ``executemany`` of plain
     tuples for tables whose columns need no conversion (text, numbers), skipping SQLAlchemy's
-    per-row parameter processing (figures in docs/decisions.md, "Importing").
+    per-row parameter processing (figures in docs/decisions.md, "Importing"). ``min_rows``:
+    from how many rows on (a caller that inserts a few rows many times in one transaction
+    lowers it: one COPY beats psycopg's statement a row).
     """
     if not rows:
         return
     postgresql = conn.dialect.name == "postgresql"
-    bulk = len(rows) >= COPY_MIN_ROWS and (postgresql or plain_columns(table))
+    bulk = len(rows) >= min_rows and (postgresql or plain_columns(table))
     values: list[Any] = rows
     if columns is None:  # mappings: their keys are the columns
         dicts = cast(list[dict[str, Any]], rows)
@@ -107,13 +110,15 @@ def provenance_ids(conn: Connection, sets: Iterable[ProfileSet],
     ids.update(_provenance_rows(conn, sorted(h for h in wanted if h not in ids)))
     missing = [h for h in wanted if h not in ids]
     if missing:
-        insert_many(conn, provenances, [_provenance_row(h, wanted[h]) for h in missing])
+        # A set at a time (the importer's way), a few rows each: sent in one COPY all the same.
+        insert_many(conn, provenances, [_provenance_row(h, wanted[h]) for h in missing],
+                    min_rows=1)
         ids.update(_provenance_rows(conn, missing))
         settings = [{"provenance_id": ids[h], "name": n, "value": setting_text(v),
                      "value_type": setting_type(v)}
                     for h in missing for n, v in wanted[h].settings]
         if settings:
-            insert_many(conn, provenance_settings, settings)
+            insert_many(conn, provenance_settings, settings, min_rows=1)
     return {obj: ids[h] for obj, h in by_object.items()}
 
 
