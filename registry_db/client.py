@@ -20,6 +20,7 @@ from registry_db.model import Counts, Refusal
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from registry_db.history.labels import Label
     from registry_db.history.read import Revision
     from registry_db.inputs.run import Request, Run
     from registry_db.resolve.answer import Resolution
@@ -63,7 +64,7 @@ class Registry:
         from registry_db.resolve.plan import resolve
 
         with self._translated():
-            return resolve(self.engine, _request(request, fields))
+            return resolve(self.engine, self._labelled(_request(request, fields)))
 
     def resolve_many(self, requests: Iterable[Request | Run]) -> list[Resolution | Refusal]:
         """One answer per request, in order, in one set-based pass: a refusal is returned as
@@ -71,7 +72,7 @@ class Registry:
         from registry_db.resolve.plan import resolve_many
 
         with self._translated():
-            return resolve_many(self.engine, requests)
+            return resolve_many(self.engine, [self._labelled(r) for r in requests])
 
     def batch(self, lines: Iterable[str]) -> Iterator[LineAnswer]:
         """``registry resolve --batch`` without the printing: the answer to each JSON line
@@ -89,7 +90,7 @@ class Registry:
         from registry_db.resolve.check import Threshold, check_run
 
         with self._translated():
-            return check_run(self.engine, request, counts,
+            return check_run(self.engine, self._labelled(request), counts,
                              Threshold() if threshold is None else threshold)
 
     # --- reading --------------------------------------------------------------------------
@@ -97,12 +98,19 @@ class Registry:
     def profiles(self, *, model: str | None = None, method: str | None = None,
                  k: int | None = None, thinking: str | None = None,
                  category: str | None = None, sets: Sequence[str] | None = None,
-                 as_of: datetime | None = None) -> list[ProfileSummary]:
+                 as_of: datetime | str | None = None) -> list[ProfileSummary]:
         """The stored profiles matching every filter given (``registry profiles``), by key,
-        then set; with ``as_of`` (an aware time), those the registry held then."""
+        then set; with ``as_of`` (an aware time, or a label's name), those the registry held
+        then."""
         filters: dict[str, Any] = {"model": model, "method": method, "k": k,
                                    "thinking": thinking, "category": category, "sets": sets}
         with self._translated():
+            if isinstance(as_of, str):
+                from registry_db.history.labels import moment
+                from registry_db.inputs.as_of import time_or_label
+
+                found = time_or_label(as_of)  # ValueError: neither a time nor a label's name
+                as_of = moment(self.engine, found)
             if as_of is None:
                 from registry_db.store.read import list_profiles
 
@@ -126,6 +134,23 @@ class Registry:
         with self._translated():
             return history(self.engine, name)
 
+    def labels(self) -> list[Label]:
+        """Every label at its latest position, by name (``registry labels``)."""
+        from registry_db.history.labels import list_labels
+
+        with self._translated():
+            return list_labels(self.engine)
+
+    def label_time(self, name: str) -> datetime:
+        """The moment label ``name`` names; an unknown one raises
+        :class:`~registry_db.errors.NotFound` naming the known labels."""
+        from registry_db.history.labels import moment
+
+        with self._translated():
+            found = moment(self.engine, name)
+        assert found is not None
+        return found
+
     # --- lifetime -------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -143,6 +168,27 @@ class Registry:
         from registry_db.store.urls import redact
 
         return f"Registry({redact(self.url)!r})"
+
+    def _labelled(self, request: Any) -> Any:
+        """``request`` with an ``as_of`` that names a label (text that is no time but a
+        label's name) replaced by the label's time; as it is otherwise (the run's check
+        refuses what is neither)."""
+        from registry_db.inputs.as_of import LabelName, time_or_label
+
+        as_of = getattr(request, "as_of", None)
+        if not isinstance(as_of, str):
+            return request
+        try:
+            found = time_or_label(as_of)
+        except ValueError:
+            return request
+        if not isinstance(found, LabelName):
+            return request
+        from dataclasses import replace
+
+        from registry_db.history.labels import moment
+
+        return replace(request, as_of=moment(self.engine, found))
 
     def _translated(self) -> AbstractContextManager[None]:
         from registry_db.store.engine import translated

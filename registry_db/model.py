@@ -185,6 +185,24 @@ def visible(text: str) -> str:
 def _escape(found: re.Match[str]) -> str:
     return found.group().encode("unicode_escape").decode("ascii")
 
+@dataclass(frozen=True)
+class GitOrigin:
+    """Where an imported file came from in git (``registry_db.importing.git``): ``HEAD``'s
+    full hash, whether the file's bytes differ from that commit's, and its path from the
+    repository's root (``/``-separated). A revision records it (``revisions.git_*``)."""
+
+    commit: str
+    dirty: bool
+    path: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"git_commit": self.commit, "git_dirty": self.dirty, "git_path": self.path}
+
+
+#: A revision's git fields when it has no provenance (outside git, a deletion, a restore).
+NO_GIT_ORIGIN = {"git_commit": None, "git_dirty": None, "git_path": None}
+
+
 #: Rates must sum to AL − 1 within this, and inline quantities agree within this.
 SUM_TOLERANCE = 0.01
 

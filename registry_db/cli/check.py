@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from registry_db.cli.output import annotation, emit_json, format_option, handle_errors, json_option
-from registry_db.cli.resolve import _request, _run_options
+from registry_db.cli.resolve import _request, _run_options, labelled_run
 from registry_db.inputs.layers import FLAGS
 from registry_db.sources.counters.detect import COUNTER_SOURCES
 
@@ -142,7 +142,8 @@ def _check_one(settings: Any, after: str, before: str | None, source: str | None
     if not as_json:
         for finding in measured.warnings:
             click.echo(finding.render(), err=True)
-    request, _ = _request({**{flag.name: None for flag in FLAGS}, **run})
+    request, _ = _request(labelled_run(settings, {**{flag.name: None for flag in FLAGS},
+                                                  **run}))
     counts = measured.tally.counts()
     try:
         with reading(settings.url) as bind:

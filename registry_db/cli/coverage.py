@@ -8,6 +8,7 @@ measured and on cells several sets hold), as JSON listing every cell, or as long
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -22,6 +23,7 @@ from registry_db.cli.output import (
     emit_json,
     emit_lines,
     handle_errors,
+    labelled_time,
     output_options,
     readable,
     render_text_table,
@@ -76,10 +78,11 @@ def coverage(settings: Any, model: str | None, speculative_method: str | None,
         with read_cursor(settings.url) as (cur, dialect, engine):
             if engine is None:
                 grid = read_coverage_dbapi(cur, dialect, selection)
-    if grid is None:  # as of a time (the history), or a registry not opened at the head
+    if grid is None:  # as of a time or label (the history), or not opened at the head
         from registry_db.analyze.coverage import read_coverage
 
         with settings.registry(readonly=True) as engine:
+            selection = replace(selection, as_of=labelled_time(engine, as_of))
             grid = read_coverage(engine, selection)
     if as_json:
         emit_json(grid.to_json())

@@ -42,6 +42,8 @@ COMMANDS: dict[str, str] = {
     "diff": "registry_db.cli.history:diff",
     "delete": "registry_db.cli.history:delete",
     "restore": "registry_db.cli.history:restore",
+    "label": "registry_db.cli.labels:label",
+    "labels": "registry_db.cli.labels:labels",
     "serve": "registry_db.cli.serve:serve",
     "schema": "registry_db.cli.schema:schema",
 }

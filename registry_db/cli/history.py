@@ -20,7 +20,7 @@ from registry_db.cli.output import (
     emit_rows,
     handle_errors,
     json_option,
-    one_line,
+    message_text,
     output_options,
     table_options,
 )
@@ -28,7 +28,7 @@ from registry_db.model import INT_LIMIT, visible
 
 #: The columns of ``registry history``, in the contract's order.
 HISTORY_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles",
-                   "content_hash", "message")
+                   "content_hash", "message", "git_commit", "git_dirty", "git_path")
 
 
 @click.command("history")
@@ -43,8 +43,9 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool,
 
     Every import that adds or changes a set, and every deletion, is a revision: its number
     (1, 2, … per set), action (added, updated, deleted), time (UTC), file, profile count,
-    content hash and message. The table shortens the hash; --json, --nl and --csv give it
-    whole.
+    content hash, message, and, for a file imported from a git work tree, the commit, whether
+    the file differed from it (dirty) and its path in the repository. The table shortens the
+    hashes and shows a message's first line; --json, --nl and --csv give them whole.
 
     \b
     Example:
@@ -70,9 +71,23 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool,
         emit_lines(r.to_json() for r in found)
         return
     rows = [(r.set, r.revision, r.action, r.imported_at.isoformat(), r.file, r.profiles,
-             r.content_hash if as_csv or r.content_hash is None else r.content_hash[:12],
-             r.message) for r in found]
+             _short(r.content_hash, as_csv), r.message if as_csv else _first_line(r.message),
+             None if r.git is None else _short(r.git.commit, as_csv),
+             None if r.git is None else r.git.dirty, None if r.git is None else r.git.path)
+            for r in found]
     emit_rows(HISTORY_COLUMNS, rows, as_csv=as_csv)
+
+
+def _short(digest: str | None, whole: bool) -> str | None:
+    """A hash as a table shows it (12 characters; ``whole``: all of it)."""
+    return digest if whole or digest is None else digest[:12]
+
+
+def _first_line(message: str | None) -> str | None:
+    """A message as a table's cell: its first line, `…` where more follows."""
+    if message is None or "\n" not in message:
+        return message
+    return message.split("\n", 1)[0].rstrip() + " …"
 
 
 @click.command("diff")
@@ -122,8 +137,8 @@ def render_changes(changes: Any) -> str:
 @click.command("delete")
 @click.argument("names", nargs=-1, required=True, metavar="SET...",
                 shell_complete=complete_set_names)
-@click.option("-m", "--message", metavar="MESSAGE", callback=one_line,
-              help="Why, kept with the revisions (one line).")
+@click.option("-m", "--message", metavar="MESSAGE", callback=message_text,
+              help="Why, kept with the revisions (may span lines).")
 @json_option
 @click.pass_obj
 @handle_errors
@@ -155,8 +170,9 @@ def delete(settings: Any, names: tuple[str, ...], message: str | None, as_json: 
 @click.argument("set_name", metavar="SET", shell_complete=complete_set_names)
 @click.option("--revision", type=click.IntRange(min=1, max=INT_LIMIT), metavar="N",
               help="The revision to bring back (default: a deleted set's last content).")
-@click.option("-m", "--message", metavar="MESSAGE", callback=one_line,
-              help="Why, kept with the new revision (default: 'restore of revision N').")
+@click.option("-m", "--message", metavar="MESSAGE", callback=message_text,
+              help="Why, kept with the new revision (default: 'restore of revision N'; "
+                   "may span lines).")
 @json_option
 @click.pass_obj
 @handle_errors

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from registry_db.cli.output import emit_json, handle_errors, json_option, one_line, progress
+from registry_db.cli.output import emit_json, handle_errors, json_option, message_text, progress
 from registry_db.model import ImportStatus, visible
 
 
@@ -23,8 +23,8 @@ from registry_db.model import ImportStatus, visible
                    "with each updated set's per-profile changes; write nothing.")
 @click.option("--prune", is_flag=True,
               help="Also delete every stored set that the given files do not declare.")
-@click.option("-m", "--message", metavar="MESSAGE", callback=one_line,
-              help="Why, kept with every revision this import writes (one line).")
+@click.option("-m", "--message", metavar="MESSAGE", callback=message_text,
+              help="Why, kept with every revision this import writes (may span lines).")
 @click.option("-r", "--recursive", is_flag=True,
               help="Read folders' subfolders too (hidden ones skipped).")
 @click.option("-q", "--quiet", is_flag=True,

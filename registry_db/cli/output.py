@@ -148,6 +148,20 @@ def one_line(_ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return value
 
 
+def message_text(_ctx: click.Context, param: click.Parameter, value: str | None
+                 ) -> str | None:
+    """A message option's callback (``-m MESSAGE``): it may span lines (``\\r\\n`` kept as
+    ``\\n``) and hold tabs; any other control character is a usage error."""
+    if value is None:
+        return None
+    value = value.replace("\r\n", "\n")
+    problem = control_problem(f"--{param.name}", value.replace("\n", " ").replace("\t", " "))
+    if problem is not None:
+        raise click.BadParameter(problem.replace("names and messages are plain one-line text",
+                                                 "a message is text, its lines ended by \\n"))
+    return value
+
+
 def check_category(_ctx: click.Context, param: click.Parameter, value: str | None
                    ) -> str | None:
     """A ``--category`` (or ``--fallback-category``) by the spec's category rule, its one
@@ -161,24 +175,37 @@ def check_category(_ctx: click.Context, param: click.Parameter, value: str | Non
 
 
 def _as_of(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
-    from registry_db.inputs.as_of import as_of_utc
+    from registry_db.inputs.as_of import time_or_label
 
     if value is None:
         return None
     try:
-        return as_of_utc(value)
+        return time_or_label(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 
 
 def as_of_option(fn: Callable) -> Callable:
-    """``--as-of TIME``: read the registry as it was then (the history's revisions), the time
-    read by :func:`registry_db.inputs.as_of.as_of_utc` as for ``resolve --as-of``; the
-    command gets an aware UTC datetime, or None."""
+    """``--as-of TIME|LABEL``: read the registry as it was then (the history's revisions), the
+    time read by :func:`registry_db.inputs.as_of.time_or_label` as for ``resolve --as-of``;
+    the command gets an aware UTC datetime, a label's name (which :func:`labelled_time` turns
+    into its time once the registry is open), or None."""
     return click.option(
-        "--as-of", "as_of", metavar="TIME", callback=_as_of,
+        "--as-of", "as_of", metavar="TIME|LABEL", callback=_as_of,
         help="The registry as it was at TIME (ISO 8601, e.g. 2026-11-30T12:00:00Z; no zone "
-             "means UTC), read from the history.")(fn)
+             "means UTC) or at a label (registry labels), read from the history.")(fn)
+
+
+def labelled_time(bind: Any, as_of: Any) -> Any:
+    """An ``--as-of`` value as a time: a label's name becomes the label's moment, read from the
+    open registry ``bind`` (an unknown label: exit 1, naming the known ones)."""
+    from registry_db.inputs.as_of import LabelName
+
+    if not isinstance(as_of, LabelName):
+        return as_of
+    from registry_db.history.labels import moment
+
+    return moment(bind, as_of)
 
 
 def json_option(fn: Callable) -> Callable:

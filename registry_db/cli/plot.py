@@ -7,6 +7,7 @@ exits 1 naming the command that installs it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from registry_db.cli.output import (
     emit_json,
     handle_errors,
     json_option,
+    labelled_time,
 )
 from registry_db.model import THINKING_MODES
 
@@ -73,6 +75,7 @@ def plot(settings: Any, model: str | None, speculative_method: str | None,
     selection = Selection(model=model, speculative_method=speculative_method,
                           thinking=thinking, category=category, sets=tuple(sets), as_of=as_of)
     with settings.registry(readonly=True) as engine:
+        selection = replace(selection, as_of=labelled_time(engine, as_of))
         grid = read_coverage(engine, selection)
     lines = drawing.curves(grid)
     path = drawing.save_figure(drawing.build_figure(grid), output, force=force)

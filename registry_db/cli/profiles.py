@@ -20,6 +20,7 @@ from registry_db.cli.output import (
     complete_set_names,
     emit_rows,
     handle_errors,
+    labelled_time,
     output_options,
     table_options,
     uncertainty_json,
@@ -113,6 +114,7 @@ def _with_engine(settings: Any, filters: dict[str, Any], given: dict[str, Any],
     from registry_db.store.read import list_profiles
 
     with settings.registry(readonly=True) as engine:
+        as_of = labelled_time(engine, as_of)
         found = (list_profiles(engine, **filters) if as_of is None
                  else profiles_as_of(engine, as_of, **filters))
         if not found and given:

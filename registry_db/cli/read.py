@@ -20,6 +20,7 @@ from registry_db.cli.output import (
     format_option,
     handle_errors,
     json_option,
+    labelled_time,
     output_options,
     progress,
     readable_list,
@@ -95,11 +96,13 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
         registry show inferencex-golden-al --json
         registry show old-golden-curves --as-of 2026-11-30T12:00:00Z
     """
+    from registry_db.model import NO_GIT_ORIGIN
+
     shown = None if as_of is not None else _shown_fast(settings.url, set_name)
-    if shown is None:  # as of a time, not opened at the head, or no such set: the engine's
+    if shown is None:  # as of a time or label, not opened at the head, or no such set
         with settings.registry(readonly=True) as engine, engine.connect() as conn:
-            shown = _shown(conn, set_name, as_of)
-    ps, imported_at, revision = shown
+            shown = _shown(conn, set_name, labelled_time(conn, as_of))
+    ps, imported_at, revision, git = shown
     if as_json:
         from registry_db.yaml.render import set_document
 
@@ -109,8 +112,9 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
             shown["uncertainty"] = uncertainty_json(
                 None if p.counts is None else p.counts.uncertainty(p.num_spec_tokens))
         emit_json({"name": ps.name, "file": ps.file, "imported_at": imported_at.isoformat(),
-                   "revision": revision, "caveats": list(ps.caveats),
-                   "profiles": doc["profiles"]})
+                   "revision": revision,
+                   **(NO_GIT_ORIGIN if git is None else git.to_json()),
+                   "caveats": list(ps.caveats), "profiles": doc["profiles"]})
         return
     width = terminal_width()
     # Control characters escaped throughout. Prose (caveats, rationale) wraps on its own; the
@@ -120,6 +124,10 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
     click.echo(f"file:     {file if width is None else shorten(file, width - 10)}")
     click.echo(f"imported: {imported_at.isoformat()}")
     click.echo(f"revision: {revision}")
+    if git is not None:
+        where = visible(git.path)
+        where = where if width is None else shorten(where, max(width - 60, 12))
+        click.echo(f"git:      {git.commit}{' (dirty)' if git.dirty else ''}  {where}")
     if ps.caveats:
         click.echo("caveats:")
         for c in ps.caveats:
@@ -154,7 +162,7 @@ def _lines(text: str) -> str:
     return "\n".join(visible(line) for line in text.split("\n"))
 
 
-def _shown_fast(url: str, name: str) -> tuple[Any, Any, int] | None:
+def _shown_fast(url: str, name: str) -> tuple[Any, Any, int, Any] | None:
     """:func:`_shown` of a current set through the DB-API reader; None when it does not open
     the registry or holds no such set."""
     from registry_db.cli.fast import read_cursor
@@ -168,18 +176,20 @@ def _shown_fast(url: str, name: str) -> tuple[Any, Any, int] | None:
         revisions = dbapi_read.history(cur, dialect, name)
         if ps is None or summary is None or not revisions:
             return None
-        return ps, summary.imported_at, revisions[0].revision
+        return ps, summary.imported_at, revisions[0].revision, revisions[0].git
 
 
-def _shown(conn: Any, name: str, as_of: Any) -> tuple[Any, Any, int]:
-    """The set ``show`` shows, its time and revision: now, or as of a time (the history)."""
+def _shown(conn: Any, name: str, as_of: Any) -> tuple[Any, Any, int, Any]:
+    """The set ``show`` shows, its time, revision and git origin: now, or as of a time (the
+    history)."""
     from registry_db import history
     from registry_db.errors import NotFound
     from registry_db.store import read as store
 
     if as_of is not None:
         [then] = history.held(conn, [name], as_of=as_of)
-        return then.set, then.imported_at, then.revision
+        return (then.set, then.imported_at, then.revision,
+                history.origin_of(conn, then.set.name, then.revision))
     try:
         ps = store.load_set(conn, name)
     except NotFound:
@@ -188,7 +198,8 @@ def _shown(conn: Any, name: str, as_of: Any) -> tuple[Any, Any, int]:
             raise
         raise NotFound(gone) from None
     summary = store.set_summary(conn, name)
-    return ps, summary.imported_at, history.history(conn, name)[0].revision
+    latest = history.history(conn, name)[0]
+    return ps, summary.imported_at, latest.revision, latest.git
 
 
 @click.command("conflicts")
@@ -288,6 +299,7 @@ def export(settings: Any, names: tuple[str, ...], out_dir: str, revision: int | 
     if out_dir == "-":
         exporter.one_set_only(names)
     with settings.registry(readonly=True) as engine:
+        as_of = labelled_time(engine, as_of)
         if revision is not None or as_of is not None:
             sets = [h.set for h in history.held(engine, list(names) or None, as_of=as_of,
                                                 revision=revision)]

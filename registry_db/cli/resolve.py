@@ -62,14 +62,32 @@ def _k(ctx: click.Context, param: click.Parameter, value: int | None) -> int | N
 
 
 def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from registry_db.inputs.as_of import as_of_utc
+    """A time as given, or a label's name (a ``LabelName``, resolved by :func:`labelled_run`
+    once the registry is open)."""
+    from registry_db.inputs.as_of import time_or_label
 
     if value is not None:
         try:
-            as_of_utc(value)
+            found = time_or_label(value)
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from None
+        if isinstance(found, str):
+            return found
     return value
+
+
+def labelled_run(settings: Any, run: dict[str, Any]) -> dict[str, Any]:
+    """``run`` with an ``--as-of LABEL`` replaced by the label's time, read from the registry
+    (an unknown label: exit 1, naming the known ones); as it is otherwise."""
+    from registry_db.inputs.as_of import LabelName
+
+    value = run.get("as_of")
+    if not isinstance(value, LabelName):
+        return run
+    from registry_db.history.labels import moment
+
+    with settings.registry(readonly=True) as engine:
+        return {**run, "as_of": moment(engine, value)}
 
 
 #: How each kind of flag in :data:`registry_db.inputs.layers.FLAGS` becomes a click option.
@@ -358,7 +376,7 @@ def _resolved(settings: Any, run: dict[str, Any], as_json: bool, resolve_with: A
     from registry_db.resolve.reading import reading
 
     try:
-        request, warnings = _request(run)
+        request, warnings = _request(labelled_run(settings, run))
         for finding in warnings:
             click.echo(finding.render(), err=True)
         with reading(settings.url) as bind:

@@ -29,6 +29,7 @@ from registry_db.history.read import (
     history,
     last_content,
     load_revision,
+    origin_of,
     profiles_as_of,
 )
 from registry_db.history.record import (
@@ -42,5 +43,5 @@ from registry_db.history.record import (
 
 __all__ = ["ACTIONS", "Change", "Deleted", "Diff", "Held", "Revision", "delete_in",
            "delete_sets", "deleted_message", "diff", "diff_sets", "held", "history",
-           "last_content", "load_revision", "next_revisions", "profiles_as_of",
+           "last_content", "load_revision", "next_revisions", "origin_of", "profiles_as_of",
            "record_current", "revision_time"]

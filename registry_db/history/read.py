@@ -14,7 +14,7 @@ from sqlalchemy import bindparam, func, select, text
 from sqlalchemy.engine import Connection
 
 from registry_db.errors import NotFound, UsageError
-from registry_db.model import Profile, ProfileSet
+from registry_db.model import GitOrigin, Profile, ProfileSet
 from registry_db.store.as_of import revision_at
 from registry_db.store.engine import Bind
 from registry_db.store.read import (
@@ -37,6 +37,21 @@ from registry_db.store.summaries import Revision
 ACTIONS: tuple[str, ...] = ("added", "updated", "deleted")
 
 
+def git_origin(commit: str | None, dirty: Any, path: str | None) -> GitOrigin | None:
+    """A revision's stored ``git_*`` columns as a :class:`GitOrigin` (None when empty)."""
+    if commit is None or path is None:
+        return None
+    return GitOrigin(commit, bool(dirty), path)
+
+
+def origin_of(bind: Bind, name: str, number: int) -> GitOrigin | None:
+    """Where revision ``number`` of set ``name`` came from in git (None: nowhere known)."""
+    v = revisions.c
+    with _connect(bind) as conn:
+        row = conn.execute(select(v.git_commit, v.git_dirty, v.git_path)
+                           .where(v.set_name == name, v.revision == number)).first()
+    return None if row is None else git_origin(*row)
+
 
 def history(bind: Bind, name: str | None = None) -> list[Revision]:
     """The revisions of set ``name`` (every set's when None), newest first.
@@ -46,7 +61,8 @@ def history(bind: Bind, name: str | None = None) -> list[Revision]:
     """
     v = revisions.c
     query = select(v.set_name, v.revision, v.action, v.imported_at, v.source_file,
-                   v.profile_count, v.content_hash, v.message)
+                   v.profile_count, v.content_hash, v.message, v.git_commit, v.git_dirty,
+                   v.git_path)
     if name is not None:
         query = query.where(v.set_name == name)
     query = query.order_by(v.imported_at.desc(), v.set_name, v.revision.desc())
@@ -54,7 +70,8 @@ def history(bind: Bind, name: str | None = None) -> list[Revision]:
         rows = conn.execute(query).all()
         if name is not None and not rows:
             raise NotFound(unknown_set(conn, name))
-    return [Revision(s, r, a, _utc(t), f, n, h, m) for s, r, a, t, f, n, h, m in rows]
+    return [Revision(s, r, a, _utc(t), f, n, h, m, git_origin(*git))
+            for s, r, a, t, f, n, h, m, *git in rows]
 
 
 def unknown_set(conn: Connection, name: str) -> str:

@@ -16,7 +16,7 @@ from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, text,
 from sqlalchemy.engine import Connection, Engine
 
 from registry_db.errors import NotFound
-from registry_db.model import Profile, ProfileSet
+from registry_db.model import NO_GIT_ORIGIN, GitOrigin, Profile, ProfileSet
 from registry_db.store.bulk import CHUNK, chunks, counts_row, insert_many
 from registry_db.store.engine import run_write
 from registry_db.store.read import (
@@ -82,7 +82,8 @@ Content = Callable[[str], tuple[ProfileSet, Mapping[int, int]]]
 
 
 def record_current(conn: Connection, entries: Sequence[Entry], content: Content,
-                   message: str | None, now: datetime) -> None:
+                   message: str | None, now: datetime,
+                   origins: Mapping[str, GitOrigin] | None = None) -> None:
     """Record a revision of each set in ``entries`` whose content (``content(name)``) was just
     written to the current tables with ``profile_sets.revision`` = that revision.
     ``content`` is asked only for the sets that held versions, one at a time, so an importer
@@ -92,12 +93,15 @@ def record_current(conn: Connection, entries: Sequence[Entry], content: Content,
     position, values, rates, counts and provenance) stays that version, whose range then takes
     in the new revision; every other open version of the set is closed at the revision before,
     and each new or changed profile becomes a version from this revision on. Caveats are copied
-    per revision (a few rows a set)."""
+    per revision (a few rows a set). ``origins``: each file's place in git, by file, where it
+    has one (:mod:`registry_db.importing.git`)."""
     if not entries:
         return
+    where_from = origins or {}
     _insert_revisions(conn, [{
         "set_name": name, "revision": rev, "action": action, "imported_at": now,
         "source_file": file, "content_hash": h, "profile_count": n, "message": message,
+        **_git_columns(where_from.get(file) if file is not None else None),
     } for name, rev, action, file, h, n, *_ in entries])
     numbers = {name: rev for name, rev, *_ in entries}
     sizes = {name: n for name, _, _, _, _, n, *_ in entries}
@@ -162,6 +166,10 @@ def record_current(conn: Connection, entries: Sequence[Entry], content: Content,
         insert_many(conn, profile_keys, [{**row, "valid_from": at} for row in new_keys],
                     plain=True)
         _insert_versions(conn, fresh, {n: sizes[n] for n in chunk}, now, rates, counts)
+
+
+def _git_columns(origin: GitOrigin | None) -> dict[str, Any]:
+    return dict(NO_GIT_ORIGIN) if origin is None else origin.to_json()
 
 
 def _content(position: int, p: Profile, prov_ids: Mapping[int, int]) -> tuple:
@@ -367,7 +375,7 @@ def delete_in(conn: Connection, names: Sequence[str], message: str | None,
         _insert_revisions(conn, [{
             "set_name": n, "revision": numbers[n], "action": "deleted", "imported_at": now,
             "source_file": found[n][1], "content_hash": None, "profile_count": 0,
-            "message": message} for n in names])
+            "message": message, **NO_GIT_ORIGIN} for n in names])
     # The deletion closes every range of the set: its versions end at the revision before.
     conn.execute(update(profile_versions)
                  .where(profile_versions.c.set_name == bindparam("n"),

@@ -41,7 +41,8 @@ def restore(engine: Engine, name: str, revision: int | None = None,
     number = history.last_content(engine, name) if revision is None else revision
     [then] = history.held(engine, [name], revision=number)
     report = write.import_sets(engine, [then.set],
-                               message=message or f"restore of revision {number}")
+                               message=message or f"restore of revision {number}",
+                               from_git=False)  # the history's content, not the file's now
     result = report.sets[0]
     new = None if result.status == ImportStatus.UNCHANGED else \
         history.history(engine, name)[0].revision

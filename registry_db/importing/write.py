@@ -35,10 +35,11 @@ from sqlalchemy.engine import Connection, Engine
 from registry_db import history
 from registry_db.errors import Finding, InvalidInput
 from registry_db.history.drift import drift_warnings
-from registry_db.importing import unchanged
+from registry_db.importing import git, unchanged
 from registry_db.importing.held import Held, KeyCodes
 from registry_db.importing.unchanged import Known
 from registry_db.model import (
+    GitOrigin,
     ImportStatus,
     ProfileSet,
     profile_label,
@@ -142,7 +143,7 @@ def import_paths(engine: Engine, paths: Sequence[str | Path], *, dry_run: bool =
 
 def import_sets(engine: Engine, sets: Sequence[ProfileSet], *, dry_run: bool = False,
                 progress: Progress | None = None, prune: bool = False,
-                message: str | None = None) -> ImportReport:
+                message: str | None = None, from_git: bool = True) -> ImportReport:
     """Write ``sets`` (already valid) in one transaction; ``dry_run`` only reports.
 
     A set whose name is in the database is replaced by the given content, unless its content
@@ -151,21 +152,26 @@ def import_sets(engine: Engine, sets: Sequence[ProfileSet], *, dry_run: bool = F
     is deleted (status ``deleted``, a revision too). Two sets with one name raise
     :class:`~registry_db.errors.InvalidInput`. A profile key held by two sets (given ones, or a
     given one and one already stored) is allowed and reported as a warning. A dry run also
-    reports each updated set's per-profile changes.
+    reports each updated set's per-profile changes. Each revision records where its file is in
+    git (:mod:`registry_db.importing.git`) unless ``from_git`` is false (content that did not
+    come from its file now, as a restore's).
     """
     table = KeyCodes()
     return _import_sets(engine, [Held.of(s, table, pack=False) for s in sets], dry_run,
-                        progress, prune, message)
+                        progress, prune, message, from_git=from_git)
 
 
 def _import_sets(engine: Engine, given: Sequence[Held | Known], dry_run: bool,
                  progress: Progress | None, prune: bool, message: str | None,
                  files: Mapping[str, tuple[str, tuple[Finding, ...]]] | None = None,
-                 ) -> ImportReport:
+                 from_git: bool = True) -> ImportReport:
     _refuse_duplicate_names(given)
     sets = [s for s in given if isinstance(s, Held)]
     known = [s for s in given if isinstance(s, Known)]
     hashes = {s.name: s.content_hash for s in sets}
+    # Read before the writers' lock is taken: git's time is not every other writer's wait.
+    origins = {} if dry_run or not from_git else git.origins(
+        s.file for s in sets if s.file is not None)
 
     def work(conn: Connection) -> ImportReport:
         stored = _stored_sets(conn, [s.name for s in given])
@@ -207,7 +213,7 @@ def _import_sets(engine: Engine, given: Sequence[Held | Known], dry_run: bool,
         else:
             changed = [(s, hashes[s.name], statuses[s.name]) for s in sets
                        if statuses[s.name] != ImportStatus.UNCHANGED]
-            _write(conn, changed, stored, progress, message, now)
+            _write(conn, changed, stored, progress, message, now, origins)
             _rehome_unchanged(conn, [r for r in results
                                      if r.status == ImportStatus.UNCHANGED
                                      and r.moved_from is not None])
@@ -389,7 +395,8 @@ def _stored_sets(conn: Connection, names: Sequence[str]) -> dict[str, tuple[int,
 
 def _write(conn: Connection, changed: Sequence[tuple[Held, str, str]],
            stored: dict[str, tuple[int, str]], progress: Progress | None,
-           message: str | None, now: datetime) -> None:
+           message: str | None, now: datetime,
+           origins: Mapping[str, GitOrigin] | None = None) -> None:
     if not changed:
         return
     # Numbered under the writers' lock, so concurrent importers never share a number.
@@ -441,7 +448,7 @@ def _write(conn: Connection, changed: Sequence[tuple[Held, str, str]],
     # Replaced provenances stay: the earlier revisions cite them.
     history.record_current(conn, [(s.name, numbers[s.name], str(status), s.file, h, s.profiles,
                                    s.rates, s.counts)
-                                  for s, h, status in changed], content, message, now)
+                                  for s, h, status in changed], content, message, now, origins)
 
 
 #: The current profiles' columns in the order :func:`_write_set` gives them.

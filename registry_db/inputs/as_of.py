@@ -69,3 +69,47 @@ def as_of_utc(value: str | datetime) -> datetime:
         return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     except OverflowError:  # 9999-12-31T23:00-05:00 is past the last UTC year
         raise ValueError(f"{_shown(str(value))} is outside the years 1 to 9999 in UTC") from None
+
+
+# --- labels -------------------------------------------------------------------------------------
+
+#: A label's name: a letter or digit, then letters, digits, ``.``, ``_`` or ``-``; 64 at most.
+LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
+
+
+class LabelName(str):
+    """An ``--as-of`` value that names a label rather than a time: resolved to the label's
+    moment where the registry is open (``registry_db.history.labels.moment``)."""
+
+    __slots__ = ()
+
+
+#: Text a reader could take for a time, whatever this parser says: digits and a time's marks
+#: only (``2026-12``, ``20261201``, ``20261201T1200Z``: ISO 8601's reduced and basic forms).
+_TIME_LIKE = re.compile(r"\d[\d:.,TZ+-]*", re.ASCII)
+
+
+def label_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a label, or None: the charset of :data:`LABEL_RE`, and never a
+    text that reads as a time (``2026-12-01`` stays a date everywhere; ``2026-12`` too)."""
+    if _ISO.fullmatch(name) or _TIME_LIKE.fullmatch(name):
+        return (f"label name {_shown(name)} reads as a time, and --as-of would take it as one; "
+                "give a name that does not, e.g. release-2026-12")
+    if not LABEL_RE.fullmatch(name):
+        return (f"label name {_shown(name)} is not a letter or digit followed by up to 63 "
+                "letters, digits, '.', '_' or '-'")
+    return None
+
+
+def time_or_label(value: str) -> datetime | LabelName:
+    """An ``--as-of`` value: the UTC instant of a time (:func:`as_of_utc`'s rules), or a label's
+    name (:class:`LabelName`) for text that cannot be a time but can be a label's name;
+    ValueError (one line) for anything else."""
+    if _ISO.fullmatch(value) or not LABEL_RE.fullmatch(value):
+        try:
+            return as_of_utc(value)
+        except ValueError as exc:
+            if _ISO.fullmatch(value):
+                raise
+            raise ValueError(f"{exc}, nor a label's name (registry labels lists them)") from None
+    return LabelName(value)

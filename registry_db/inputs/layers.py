@@ -254,8 +254,9 @@ INPUTS: tuple[Input, ...] = (
     # The registry as it stood at a moment (ISO 8601; no zone: UTC); None: as it stands now.
     Input("as_of", "as_of", "string", read=read_as_of,
           flags=(Flag("--as-of", "Resolve against the registry as it stood at this time "
-                      "(ISO 8601, e.g. 2026-11-30T12:00:00Z; no zone means UTC).",
-                      kind="time", metavar="TIME"),),
+                      "(ISO 8601, e.g. 2026-11-30T12:00:00Z; no zone means UTC) or at this "
+                      "label's (registry labels).",
+                      kind="time", metavar="TIME|LABEL"),),
           from_flags=lambda run: run["as_of"]),
     # The caller's name for a batch line, echoed in its answer so that answers can be joined by
     # id as well as by position; the resolver never reads it.

@@ -89,6 +89,15 @@ _STDERR = (
       "is the bound; NULL without counts."),
 )
 
+#: Where a revision's file came from, when it was read from a git work tree (0012).
+_GIT = (
+    C("git_commit", "The commit (`HEAD`, the full hash) of the git work tree the file was "
+      "imported from; NULL outside git, and for deletions and restores."),
+    C("git_dirty", "Whether the file's bytes were not that commit's (modified, staged, "
+      "untracked or ignored); NULL outside git."),
+    C("git_path", "The file's path from the repository's root; NULL outside git."),
+)
+
 VIEWS: dict[str, Relation] = {r.name: r for r in (
     Relation("acceptance_profiles", "view",
              "One row per profile of every set, with its provenance flattened in. The "
@@ -179,6 +188,7 @@ VIEWS: dict[str, Relation] = {r.name: r for r in (
                  C("caveat_count", "Its caveats.", "caveats"),
                  C("message", "The `-m MESSAGE` given to `registry import` or `registry delete`."),
                  C("is_latest", "1 for the set's newest revision, else 0."),
+                 *_GIT,
              )),
     Relation("profile_history", "view",
              "One row per profile of every revision of every set, with the time range it was "
@@ -302,6 +312,7 @@ TABLES: dict[str, Relation] = {r.name: r for r in (
                  C("content_hash", "SHA-256 of the content; NULL for a deletion."),
                  C("profile_count", "Its profiles (0 for a deletion).", "profiles"),
                  C("message", "The `-m MESSAGE` of the import or deletion."),
+                 *_GIT,
              )),
     Relation("revision_caveats", "table", "A revision's caveats, in file order.", (
         C("revision_id", "The revision (`revisions.id`)."),
@@ -363,6 +374,31 @@ TABLES: dict[str, Relation] = {r.name: r for r in (
                  C("profiles", "The set's profiles.", "profiles"),
                  C("findings", "The file's warnings as a JSON array, repeated when it is "
                    "skipped; NULL when none."),
+             )),
+    Relation("labels", "table", "A label: a name a team gives to a state of the registry, "
+             "read wherever `--as-of` takes a time. One row per label, at its latest position "
+             "(`label_events` keeps every one).", (
+                 C("name", "The label's name: a letter or digit, then letters, digits, '.', "
+                   "'_' or '-', at most 64 characters; never one that reads as a time."),
+                 C("as_of", "The moment it names: `--as-of LABEL` reads the registry as of it.",
+                   "UTC timestamp"),
+                 C("set_name", "The set whose revision it was made from (`SET@REVISION`); NULL "
+                   "when made from a time."),
+                 C("revision", "That revision's number; its `imported_at` is `as_of`."),
+                 C("labelled_at", "When it was given this position.", "UTC timestamp"),
+                 C("message", "The `-m MESSAGE` given with it."),
+             )),
+    Relation("label_events", "table", "Every position a label was given, oldest first: its "
+             "creation and each move (`--force`).", (
+                 C("id", "Surrogate key; rises with time."),
+                 C("name", "The label (`labels.name`)."),
+                 C("action", "`created` or `moved`."),
+                 C("as_of", "The moment it named from then on.", "UTC timestamp"),
+                 C("set_name", "The set whose revision it was made from; NULL when made from a "
+                   "time."),
+                 C("revision", "That revision's number."),
+                 C("labelled_at", "When.", "UTC timestamp"),
+                 C("message", "The `-m MESSAGE` given with it."),
              )),
 )}
 

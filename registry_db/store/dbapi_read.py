@@ -19,6 +19,7 @@ from typing import Any
 from registry_db.errors import NotFound
 from registry_db.model import (
     PROFILE_KEY_FIELDS,
+    GitOrigin,
     Profile,
     ProfileSet,
     Provenance,
@@ -144,9 +145,16 @@ def history(cur: Any, dialect: str, name: str | None = None) -> list[Revision]:
     cur.execute(_sql(
         "SELECT revisions.set_name, revisions.revision, revisions.action, revisions.imported_at, "
         "revisions.source_file, revisions.profile_count, revisions.content_hash, "
-        f"revisions.message FROM revisions{where} ORDER BY revisions.imported_at DESC, "
+        "revisions.message, revisions.git_commit, revisions.git_dirty, revisions.git_path "
+        f"FROM revisions{where} ORDER BY revisions.imported_at DESC, "
         "revisions.set_name, revisions.revision DESC", dialect), () if name is None else (name,))
-    return [Revision(s, r, a, _time(t), f, n, h, m) for s, r, a, t, f, n, h, m in cur.fetchall()]
+    return [Revision(s, r, a, _time(t), f, n, h, m, _git(*git))
+            for s, r, a, t, f, n, h, m, *git in cur.fetchall()]
+
+
+def _git(commit: str | None, dirty: Any, path: str | None) -> GitOrigin | None:
+    """A revision's ``git_*`` columns (:func:`registry_db.history.read.git_origin`)."""
+    return None if commit is None or path is None else GitOrigin(commit, bool(dirty), path)
 
 
 def load_set(cur: Any, dialect: str, name: str) -> ProfileSet | None:

@@ -251,6 +251,10 @@ revisions = Table(
     Column("content_hash", String(64)),
     Column("profile_count", Integer, nullable=False),
     Column("message", Text),
+    # Where the file came from when it was read from a git work tree (NULL otherwise, 0012).
+    Column("git_commit", String(64)),
+    Column("git_dirty", Boolean),
+    Column("git_path", Text),
     UniqueConstraint("set_name", "revision", name="set_revision"),
     CheckConstraint("set_name <> ''", name="set_name_not_empty"),
     CheckConstraint("revision >= 1", name="revision"),
@@ -325,6 +329,39 @@ import_files = Table(
     Column("profiles", Integer, nullable=False),
     Column("findings", Text),
     CheckConstraint("profiles >= 0", name="profiles"),
+)
+
+
+def _label_position() -> list[Column]:
+    """Where a label points: the moment it names, and the set's revision it was made from."""
+    return [
+        Column("as_of", DateTime(timezone=True), nullable=False),
+        Column("set_name", String()),
+        Column("revision", Integer),
+        Column("labelled_at", DateTime(timezone=True), nullable=False),
+        Column("message", Text),
+    ]
+
+
+#: A label: a name for a state of the registry (the moment ``as_of``), at its latest position.
+labels = Table(
+    "labels", metadata,
+    Column("name", String(), primary_key=True),
+    *_label_position(),
+    CheckConstraint("name <> ''", name="name_not_empty"),
+    CheckConstraint("(set_name IS NULL) = (revision IS NULL)", name="set_revision"),
+)
+
+#: Every position a label was given (created, then each move): labels keep their history.
+label_events = Table(
+    "label_events", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(), nullable=False),
+    Column("action", String(16), nullable=False),
+    *_label_position(),
+    CheckConstraint("action IN ('created', 'moved')", name="action"),
+    CheckConstraint("(set_name IS NULL) = (revision IS NULL)", name="set_revision"),
+    Index(None, "name"),
 )
 
 

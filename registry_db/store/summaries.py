@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from registry_db.model import Counts, Keyed, Uncertainty
+from registry_db.model import NO_GIT_ORIGIN, Counts, GitOrigin, Keyed, Uncertainty
 
 __all__ = ["Conflict", "ProfileSummary", "Revision", "SetSummary", "utc"]
 
@@ -87,10 +87,15 @@ class Revision:
     profiles: int
     content_hash: str | None
     message: str | None
+    #: Where its file was in git when it was imported; None outside git, for a deletion or a
+    #: restore, and for revisions written before 0012.
+    git: GitOrigin | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's revision object."""
+        """The contract's revision object, with ``git_commit``, ``git_dirty`` and ``git_path``
+        (null without provenance)."""
         return {"set": self.set, "revision": self.revision, "action": self.action,
                 "imported_at": self.imported_at.isoformat(), "file": self.file,
                 "profiles": self.profiles, "content_hash": self.content_hash,
-                "message": self.message}
+                "message": self.message,
+                **(NO_GIT_ORIGIN if self.git is None else self.git.to_json())}

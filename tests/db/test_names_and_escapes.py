@@ -57,8 +57,9 @@ def test_a_pool_name_with_a_control_character_is_refused(value, tmp_path):
     assert "\x1b" not in result.stderr and result.stdout == ""
 
 
-@pytest.mark.parametrize("value", HOSTILE_TEXT, ids=repr)
+@pytest.mark.parametrize("value", [v for v in HOSTILE_TEXT if v != "a\nb"], ids=repr)
 def test_a_message_with_a_control_character_is_a_usage_error(value, db_url, tmp_path):
+    """A message may span lines (docs/history.md); every other control character is refused."""
     written = write_set(tmp_path, "alpha")
     assert run_cli("-d", db_url, "import", "-m", "why" + value, str(written)).exit_code == 2
     assert run_cli("-d", db_url, "import", str(written)).exit_code == 0
