@@ -52,6 +52,8 @@ PAGES: dict[str, Page] = {
     "set_overview": Page((), "profile_set"),
     "profiles": Page(_KEY_FACETS, "id"),
     "revisions": Page(("set_name", "action"), "imported_at", descending=True),
+    "labels": Page((), "name"),
+    "label_events": Page(("name", "action"), "id", descending=True),
 }
 
 # --- resolve a run ----------------------------------------------------------------------------
@@ -260,7 +262,7 @@ WHERE model = :model AND (:method = '' OR speculative_method = :method)
 ORDER BY speculative_method, thinking, category, num_spec_tokens, profile_set"""
 
 _HISTORY = """SELECT revision, action, imported_at, profile_count, caveat_count, message,
-       source_file, content_hash, is_latest
+       source_file, content_hash, is_latest, git_commit, git_dirty, git_path
 FROM set_revisions
 WHERE profile_set = :set
 ORDER BY revision DESC"""

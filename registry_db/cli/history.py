@@ -29,6 +29,10 @@ from registry_db.model import INT_LIMIT, visible
 #: The columns of ``registry history``, in the contract's order.
 HISTORY_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles",
                    "content_hash", "message", "git_commit", "git_dirty", "git_path")
+#: The table's: git's three in one short cell (the commit, `*` when the file was dirty), before
+#: the message, whose first line ends the row.
+TABLE_COLUMNS = ("set", "revision", "action", "imported_at", "file", "profiles",
+                 "content_hash", "commit", "message")
 
 
 @click.command("history")
@@ -45,7 +49,8 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool,
     (1, 2, … per set), action (added, updated, deleted), time (UTC), file, profile count,
     content hash, message, and, for a file imported from a git work tree, the commit, whether
     the file differed from it (dirty) and its path in the repository. The table shortens the
-    hashes and shows a message's first line; --json, --nl and --csv give them whole.
+    hashes (the commit's `*`: dirty) and shows a message's first line; --json, --nl and --csv
+    give them whole.
 
     \b
     Example:
@@ -70,17 +75,22 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool,
     if as_nl:
         emit_lines(r.to_json() for r in found)
         return
-    rows = [(r.set, r.revision, r.action, r.imported_at.isoformat(), r.file, r.profiles,
-             _short(r.content_hash, as_csv), r.message if as_csv else _first_line(r.message),
-             None if r.git is None else _short(r.git.commit, as_csv),
-             None if r.git is None else r.git.dirty, None if r.git is None else r.git.path)
-            for r in found]
-    emit_rows(HISTORY_COLUMNS, rows, as_csv=as_csv)
+    if as_csv:
+        emit_rows(HISTORY_COLUMNS, [(
+            r.set, r.revision, r.action, r.imported_at.isoformat(), r.file, r.profiles,
+            r.content_hash, r.message, *((r.git.commit, r.git.dirty, r.git.path) if r.git
+                                         else (None, None, None))) for r in found], as_csv=True)
+        return
+    emit_rows(TABLE_COLUMNS, [(
+        r.set, r.revision, r.action, r.imported_at.isoformat(), r.file, r.profiles,
+        _short(r.content_hash), None if r.git is None else
+        _short(r.git.commit) + ("*" if r.git.dirty else ""), _first_line(r.message))
+        for r in found])
 
 
-def _short(digest: str | None, whole: bool) -> str | None:
-    """A hash as a table shows it (12 characters; ``whole``: all of it)."""
-    return digest if whole or digest is None else digest[:12]
+def _short(digest: str | None) -> str | None:
+    """A hash as a table shows it: 12 characters."""
+    return digest if digest is None else digest[:12]
 
 
 def _first_line(message: str | None) -> str | None:

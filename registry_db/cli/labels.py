@@ -13,6 +13,7 @@ import click
 
 from registry_db.cli.output import (
     as_of_option,
+    complete_set_names,
     emit_json,
     emit_lines,
     emit_rows,
@@ -51,7 +52,8 @@ def _revision(_ctx: click.Context, _param: click.Parameter, value: str | None
 
 @click.command("label")
 @click.argument("name", callback=_name)
-@click.argument("revision", metavar="[SET@REVISION]", required=False, callback=_revision)
+@click.argument("revision", metavar="[SET@REVISION]", required=False, callback=_revision,
+                shell_complete=complete_set_names)
 @as_of_option
 @click.option("--force", is_flag=True,
               help="Move the label if it names another state (its earlier position is kept "

@@ -118,15 +118,16 @@ def moment(bind: Bind, value: datetime | str | None) -> datetime | None:
 
 
 def unknown_label_message(conn: Connection, name: str) -> str:
-    """"No label NAME", with the nearest names and the list (or how to make one)."""
+    """"No label NAME" (nor a time, for ``--as-of``'s sake), with the nearest names and the
+    list (or how to make one)."""
     known = list(conn.execute(select(labels.c.name).order_by(labels.c.name)).scalars())
+    what = f"no label named {name!r} (nor is it a time such as 2026-11-30T12:00:00Z)"
     if not known:
-        return (f"no label named {name!r}: the registry has no labels yet; make one with "
-                "`registry label NAME`")
+        return f"{what}: the registry has no labels yet; make one with `registry label NAME`"
     near = nearest(name, known)
     hint = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
     shown = ", ".join(known[:20]) + (f", … ({len(known)} in all)" if len(known) > 20 else "")
-    return f"no label named {name!r}; {hint}known labels: {shown}"
+    return f"{what}; {hint}known labels: {shown}"
 
 
 def set_label(engine: Engine, name: str, *, as_of: datetime | LabelName | None = None,

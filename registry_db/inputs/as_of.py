@@ -105,11 +105,11 @@ def time_or_label(value: str) -> datetime | LabelName:
     """An ``--as-of`` value: the UTC instant of a time (:func:`as_of_utc`'s rules), or a label's
     name (:class:`LabelName`) for text that cannot be a time but can be a label's name;
     ValueError (one line) for anything else."""
-    if _ISO.fullmatch(value) or not LABEL_RE.fullmatch(value):
+    if _ISO.fullmatch(value) or _TIME_LIKE.fullmatch(value) or not LABEL_RE.fullmatch(value):
         try:
             return as_of_utc(value)
         except ValueError as exc:
-            if _ISO.fullmatch(value):
+            if LABEL_RE.fullmatch(value):  # a time's form: its own error
                 raise
             raise ValueError(f"{exc}, nor a label's name (registry labels lists them)") from None
     return LabelName(value)

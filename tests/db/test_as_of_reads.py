@@ -87,9 +87,16 @@ def test_coverage_and_plot_as_of_a_time(timeline, tmp_path):
 def test_a_time_that_is_not_one_is_a_usage_error(timeline):
     url, _ = timeline
     for command in (["show", NAME], ["profiles"], ["export", "-o", "-"], ["coverage"]):
-        result = run(url, *command, "--as-of", "yesterday")
+        result = run(url, *command, "--as-of", "2026-11-31")
         assert result.exit_code == 2, command
-        assert "'yesterday' is not an ISO 8601 time" in result.stderr
+        assert "'2026-11-31' is not a valid time" in result.stderr
+        result = run(url, *command, "--as-of", "yester day")
+        assert result.exit_code == 2, command
+        assert "'yester day' is not an ISO 8601 time" in result.stderr
+        # A word could name a label (docs/history.md): none has that name.
+        result = run(url, *command, "--as-of", "yesterday")
+        assert result.exit_code == 1, command
+        assert "no label named 'yesterday' (nor is it a time" in result.stderr
 
 
 # --- export at a revision or a time, and of a deleted set ----------------------------------------

@@ -15,7 +15,10 @@ from registry_db.importing import write as importer
 from tests.helpers import SEED_FILE, broken_foreign_keys, orphan_provenances, run_cli, write_set
 
 REVISION_KEYS = ["set", "revision", "action", "imported_at", "file", "profiles",
-                 "content_hash", "message"]
+                 "content_hash", "message", "git_commit", "git_dirty", "git_path"]
+#: The table's columns: git's three as one short cell, before the message.
+TABLE_KEYS = ["set", "revision", "action", "imported_at", "file", "profiles", "content_hash",
+              "commit", "message"]
 
 
 def cli(url: str, *args: str):
@@ -63,7 +66,7 @@ def test_import_edit_import_delete_import_again(db_url, tmp_path):
 def test_history_text_and_csv(db_url):
     cli(db_url, "import", str(SEED_FILE), "-m", "first")
     table = cli(db_url, "history").stdout.splitlines()
-    assert table[0].split() == REVISION_KEYS
+    assert table[0].split() == TABLE_KEYS
     assert table[2].split()[:3] == ["inferencex-golden-al", "1", "added"]
     assert table[2].split()[-1] == "first"
     rows = cli(db_url, "history", "--csv").stdout.splitlines()

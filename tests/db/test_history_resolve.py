@@ -325,8 +325,10 @@ HOSTILE = ["garbage", "", "99999-01-01", "2026-02-30", "2026-11-30x12:00", "2026
            "x" * 10_000, "2026-11-30T12:00:00\u2028", "١٢٣٤-01-01"]
 
 
-@pytest.mark.parametrize("value", HOSTILE, ids=lambda v: repr(v)[:30])
+@pytest.mark.parametrize("value", [v for v in HOSTILE if v != "garbage"],
+                         ids=lambda v: repr(v)[:30])
 def test_a_hostile_as_of_is_a_one_line_usage_error(steps, value):
+    """Neither a time nor a label's name (``garbage`` could name a label: see test_labels)."""
     url, _ = steps
     result = run_cli("-d", url, "resolve", *ARGS, "--as-of", value)
     assert result.exit_code == 2, result.output

@@ -120,16 +120,18 @@ def test_moving_a_label_needs_force_and_keeps_its_history(edited):
 def test_an_unknown_label_is_one_line_naming_the_known_ones(edited):
     none = run_cli("-d", edited, "resolve", *RUN, "--as-of", "release")
     assert none.exit_code == 1
-    assert none.stderr == ("Error: no label named 'release': the registry has no labels yet; "
-                           "make one with `registry label NAME`\n")
+    assert none.stderr == ("Error: no label named 'release' (nor is it a time such as "
+                           "2026-11-30T12:00:00Z): the registry has no labels yet; make one "
+                           "with `registry label NAME`\n")
     assert label(edited, "release-2026-12").exit_code == 0
     for command in (("resolve", *RUN), ("profiles",), ("show", "alpha"), ("coverage",),
                     ("export", "-o", "-"), ("labels", "releas")):
         args = command if command[0] == "labels" else (*command, "--as-of", "releas")
         result = run_cli("-d", edited, *args)
         assert result.exit_code == 1, command
-        assert result.stderr == ("Error: no label named 'releas'; did you mean "
-                                 "'release-2026-12'? known labels: release-2026-12\n"), command
+        assert result.stderr == ("Error: no label named 'releas' (nor is it a time such as "
+                                 "2026-11-30T12:00:00Z); did you mean 'release-2026-12'? "
+                                 "known labels: release-2026-12\n"), command
 
 
 @pytest.mark.parametrize("name", ["2026-12-01", "2026-12", "20261201", "2026-12-01T12:00Z",
@@ -172,3 +174,30 @@ def test_the_library_takes_a_label_wherever_it_takes_as_of(edited):
         assert reg.resolve(**run).acceptance_length == 2.75
         with pytest.raises(NotFound, match="known labels: golden"):
             reg.resolve(**run, as_of="gold")
+
+
+@pytest.mark.only_backend("postgresql")
+def test_the_reader_role_reads_labels_and_provenance_and_writes_nothing(edited):
+    from sqlalchemy import create_engine, text
+
+    from tests.helpers import reader_role
+
+    assert label(edited, "golden", "alpha@1").exit_code == 0
+    with reader_role(edited) as url:
+        result = run_cli("-d", edited, "query", "--query-url", url, "--json",
+                         "SELECT l.name, e.action, r.git_commit FROM labels l "
+                         "JOIN label_events e ON e.name = l.name "
+                         "JOIN set_revisions r ON r.profile_set = l.set_name "
+                         "AND r.revision = l.revision")
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout) == [
+            {"name": "golden", "action": "created", "git_commit": None}]
+        reader = create_engine(url)
+        try:
+            for sql in ("DELETE FROM labels", "INSERT INTO label_events (name, action, as_of, "
+                        "labelled_at) VALUES ('x', 'created', now(), now())"):
+                with reader.connect() as conn, pytest.raises(Exception, match="denied|read-only"):
+                    conn.execute(text(sql))
+        finally:
+            reader.dispose()
+    assert len(labels(edited, "--history")["events"]) == 1
