@@ -84,7 +84,7 @@ def history(settings: Any, set_name: str | None, as_json: bool, as_csv: bool,
     emit_rows(TABLE_COLUMNS, [(
         r.set, r.revision, r.action, r.imported_at.isoformat(), r.file, r.profiles,
         _short(r.content_hash), None if r.git is None else
-        _short(r.git.commit) + ("*" if r.git.dirty else ""), _first_line(r.message))
+        r.git.commit[:12] + ("*" if r.git.dirty else ""), _first_line(r.message))
         for r in found])
 
 
