@@ -201,3 +201,15 @@ def test_a_message_may_span_lines_and_is_kept_whole(db_url, tmp_path):
     table = run_cli("-d", db_url, "history").stdout
     assert "re-ran K=6..8 …" in table and "Signed-off-by" not in table
     assert run_cli("-d", db_url, "history", "--csv").stdout.count("Signed-off-by: t\tz") == 1
+
+
+def test_reading_git_never_writes_the_repository(db_url, repo):
+    """``git status`` refreshes a stale index and writes it back, taking ``index.lock``, unless
+    optional locks are off: an import must not race the user's own git command."""
+    index = repo / ".git" / "index"
+    before = index.read_bytes()
+    for path in (repo / "acceptance").glob("*.yaml"):  # same bytes, new times: a stale index
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+    assert run_cli("-d", db_url, "import", "-q", str(repo / "acceptance")).exit_code == 0
+    assert by_set(db_url)[("alpha", 1)]["git_dirty"] is False
+    assert index.read_bytes() == before
