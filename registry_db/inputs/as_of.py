@@ -13,6 +13,8 @@ statements compare it with the stored import times is
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,13 +38,27 @@ def _shown(value: str) -> str:
     return repr(value if len(value) <= _LONGEST else value[:_LONGEST] + "...")
 
 
+#: The labels a batch's lines may name in ``"as_of"`` (name -> moment), read in the batch's
+#: snapshot by :func:`registry_db.resolve.batch.answer_chunks`; None outside a batch.
+BATCH_LABELS: ContextVar[Mapping[str, datetime] | None] = ContextVar("batch_labels",
+                                                                     default=None)
+
+
 def read_as_of(value: Any) -> datetime | None:
-    """The run term's reader: None, or the UTC instant of an ISO 8601 text or a datetime;
+    """The run term's reader: None, or the UTC instant of an ISO 8601 text or a datetime (in a
+    batch, a label's name too: :data:`BATCH_LABELS`);
     :class:`~registry_db.inputs.schema.Problem` (one line) for anything else."""
     if value is None:
         return None
     if not isinstance(value, (str, datetime)):
         raise Problem(f"as_of must be an ISO 8601 time {_EXAMPLE}, got {value!r}")
+    labels = BATCH_LABELS.get()
+    if labels is not None and isinstance(value, str) and _label_shaped(value):
+        if value in labels:
+            return labels[value]
+        known = ", ".join(sorted(labels)[:20]) or "none"
+        raise Problem(f"as_of: no label named {_shown(value)} (nor is it a time {_EXAMPLE}); "
+                      f"known labels: {known}")
     try:
         return as_of_utc(value)
     except ValueError as exc:
@@ -101,11 +117,17 @@ def label_name_problem(name: str) -> str | None:
     return None
 
 
+def _label_shaped(value: str) -> bool:
+    """Whether ``value`` is read as a label's name rather than a time."""
+    return bool(LABEL_RE.fullmatch(value)) and not (_ISO.fullmatch(value)
+                                                    or _TIME_LIKE.fullmatch(value))
+
+
 def time_or_label(value: str) -> datetime | LabelName:
     """An ``--as-of`` value: the UTC instant of a time (:func:`as_of_utc`'s rules), or a label's
     name (:class:`LabelName`) for text that cannot be a time but can be a label's name;
     ValueError (one line) for anything else."""
-    if _ISO.fullmatch(value) or _TIME_LIKE.fullmatch(value) or not LABEL_RE.fullmatch(value):
+    if not _label_shaped(value):
         try:
             return as_of_utc(value)
         except ValueError as exc:

@@ -16,8 +16,10 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from registry_db.inputs.as_of import BATCH_LABELS
 from registry_db.inputs.batch_stream import CHUNK
 from registry_db.inputs.request import DeploymentRun, line_id, parse_line
 from registry_db.inputs.run import Run
@@ -70,12 +72,29 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
     seen = Seen() if seen is None else seen
     stored: dict[Any, Any] = {}  # what is stored, for the refusals' text: read once
     with snapshot(bind) as held:
-        start = 1
-        for chunk in chunks:
-            if len(stored) > SEEN:
-                stored.clear()
-            yield list(answer_chunk(held, chunk, start, seen, stored))
-            start += len(chunk)
+        # A line's "as_of" may name a label: the labels of the batch's snapshot.
+        token = BATCH_LABELS.set(_labels(held))
+        try:
+            start = 1
+            for chunk in chunks:
+                if len(stored) > SEEN:
+                    stored.clear()
+                yield list(answer_chunk(held, chunk, start, seen, stored))
+                start += len(chunk)
+        finally:
+            BATCH_LABELS.reset(token)
+
+
+def _labels(bind: ReadBind) -> dict[str, datetime]:
+    """Every label's name and moment (UTC), in ``bind``'s transaction: one small read."""
+    from registry_db.resolve.lookup import cursor
+
+    with cursor(bind) as c:
+        c.cur.execute("SELECT name, as_of FROM labels")
+        rows = c.cur.fetchall()
+    # SQLite hands back its stored text (UTC), PostgreSQL an aware time.
+    return {name: (datetime.fromisoformat(at).replace(tzinfo=UTC) if isinstance(at, str)
+                   else at.astimezone(UTC)) for name, at in rows}
 
 
 #: Lines whose answers a batch keeps for the lines that repeat them (the least recently

@@ -201,3 +201,23 @@ def test_the_reader_role_reads_labels_and_provenance_and_writes_nothing(edited):
         finally:
             reader.dispose()
     assert len(labels(edited, "--history")["events"]) == 1
+
+
+def test_a_batch_line_may_name_a_label(edited):
+    assert label(edited, "golden", "alpha@1").exit_code == 0
+    then = labels(edited)["labels"][0]["as_of"]
+    run = {"model": "model-a", "method": "mtp", "k": 3, "thinking": "on", "category": "cat0"}
+    lines = "\n".join(json.dumps({**run, **extra}) for extra in (
+        {"as_of": "golden", "id": 1}, {"as_of": then, "id": 2}, {"id": 3},
+        {"as_of": "gold", "id": 4}, {"as_of": "2026-11-31", "id": 5})) + "\n"
+    result = run_cli("-d", edited, "resolve", "--batch", "-", input=lines)
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [a.get("acceptance_length") for a in answers[:3]] == [2.5, 2.5, 2.75]
+    assert answers[0]["revision"] == answers[1]["revision"] == 1
+    assert answers[3]["refused"]["reason"] == "invalid_request"
+    assert "no label named 'gold'" in answers[3]["refused"]["message"]
+    assert "known labels: golden" in answers[3]["refused"]["message"]
+    assert "is not a valid time" in answers[4]["refused"]["message"]
+    with Registry(edited) as reg:
+        [a] = list(reg.batch([json.dumps({**run, "as_of": "golden"})]))
+        assert a.answer.acceptance_length == 2.5
