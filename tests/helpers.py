@@ -144,20 +144,27 @@ def write_set(folder: Path, name: str, n: int = 3, **kw) -> Path:
     return path
 
 
+#: The columns migration 0012 added (git provenance, labels), for dumps of older schemas.
+SINCE_0012 = ("revisions.git_commit", "revisions.git_dirty", "revisions.git_path",
+              *(f"{t.name}.{c.name}" for t in metadata.sorted_tables
+                if t.name in ("labels", "label_events") for c in t.columns))
+
 #: Tables that are caches, not the registry's content: ``import_files`` remembers what files
 #: held (importing/unchanged.py), so another file, a downgrade or a truncation forgets it.
 CACHES = ("import_files",)
 
 
 def dump(engine, *, skip: tuple[str, ...] = ()) -> dict[str, list[tuple]]:
-    """Every table's rows ordered by primary key (``table.column`` names in ``skip`` omitted),
-    caches (:data:`CACHES`) left out."""
+    """Every table's rows ordered by primary key (``table.column`` names in ``skip`` omitted;
+    a table all of whose columns are, left out), caches (:data:`CACHES`) left out."""
     out = {}
     with engine.connect() as conn:
         for table in metadata.sorted_tables:
             if table.name in CACHES:
                 continue
             cols = [c for c in table.columns if f"{table.name}.{c.name}" not in skip]
+            if not cols:
+                continue
             order = list(table.primary_key.columns) or cols
             out[table.name] = [tuple(r) for r in conn.execute(select(*cols).order_by(*order))]
     return out

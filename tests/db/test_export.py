@@ -18,7 +18,9 @@ from tests.helpers import SEED, SEED_FILE, broken_foreign_keys, dump, write_set
 
 #: What differs between two imports of the same content: when, and from which file.
 VOLATILE = ("profile_sets.imported_at", "profile_sets.source_file", "revisions.imported_at",
-            "revisions.source_file", "profile_versions.valid_from", "profile_keys.valid_from")
+            "revisions.source_file", "profile_versions.valid_from", "profile_keys.valid_from",
+            # Where the file was (the seed in this repository's work tree, the export outside).
+            "revisions.git_commit", "revisions.git_dirty", "revisions.git_path")
 
 
 def empty_registry(engine) -> None:
