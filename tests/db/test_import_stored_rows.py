@@ -32,8 +32,11 @@ RECORDED = ROOT / "tests" / "data" / "stored_rows.json"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import generate  # noqa: E402
 
-#: Columns left out of the comparison (see the module's docstring).
-SKIPPED = {"import_files.rules"}
+#: Columns left out of the comparison (see the module's docstring), and what came after the
+#: recording: 0012's git provenance (nothing outside a work tree) and its label tables.
+SKIPPED = {"import_files.rules", "revisions.git_commit", "revisions.git_dirty",
+           "revisions.git_path"}
+LATER_TABLES = {"labels", "label_events"}
 
 
 def _corpus(tmp: Path, round_: int) -> list[Path]:
@@ -70,6 +73,8 @@ def _rows(engine) -> dict[str, list[list]]:
     out = {}
     with engine.connect() as conn:
         for table in metadata.sorted_tables:  # parents before children
+            if table.name in LATER_TABLES:
+                continue
             keys = list(table.primary_key.columns)
             rows = conn.execute(select(table).order_by(*keys)).mappings().all()
             if [c.name for c in keys] == ["id"]:
@@ -117,4 +122,5 @@ def test_stored_rows_are_the_recorded_ones(engine, backend, tmp_path, monkeypatc
     if os.environ.get("REGISTRY_WRITE_STORED_ROWS"):
         recorded[backend] = got
         RECORDED.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+    assert got["tables"] == recorded[backend]["tables"]
     assert got == recorded[backend]
