@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from registry_db import store
 from registry_db.store.engine import WRITE_LOCK_KEY
-from tests.helpers import SEED, reader_role, run_cli
+from tests.helpers import SEED, TEST_PREFIX, reader_role, run_cli
 
 pytestmark = pytest.mark.only_backend("postgresql")
 
@@ -31,5 +31,5 @@ def test_import_names_the_backend_holding_the_writers_lock(backend, db_url):
     assert result.exit_code == 3, result.stderr
     line = result.stderr.strip()
     assert len(line.splitlines()) == 1
-    assert f"held by backend {pid}" in line and "role registry_reader_" in line
+    assert f"held by backend {pid}" in line and f"role {TEST_PREFIX}registry_reader_" in line
     assert f"pg_terminate_backend({pid})" in line
