@@ -512,26 +512,13 @@ END
 $registry_resolve$;
 COMMENT ON FUNCTION registry_resolve({types}) IS
 'The registry layer''s answer to one run: resolved or refused, the value and where it '
-'came from.';
-CREATE OR REPLACE FUNCTION registry_resolve_many(runs jsonb)
-RETURNS TABLE (run_index integer, {columns})
-LANGUAGE sql STABLE SECURITY INVOKER PARALLEL SAFE
-SET search_path = pg_catalog, {schema}, pg_temp
-AS $registry_resolve_many$
-SELECT CAST(e.i - 1 AS INTEGER), r.*
-FROM jsonb_array_elements(runs) WITH ORDINALITY AS e (v, i)
-CROSS JOIN LATERAL registry_resolve({from_json}) AS r
-ORDER BY e.i
-$registry_resolve_many$;
-COMMENT ON FUNCTION registry_resolve_many(jsonb) IS
-'registry_resolve for each run of a JSON array of objects keyed by its arguments'' '
-'names, numbered from 0.';"""
+'came from.';"""
 
 
 def pg_function(schema: str) -> str:
-    """The PostgreSQL functions ``registry_resolve`` (:func:`answer_statement` with the
-    arguments for its parameters) and ``registry_resolve_many``, made in ``schema`` (a quoted
-    name): the text a migration runs."""
+    """The PostgreSQL function ``registry_resolve`` (:func:`answer_statement` with the
+    arguments for its parameters), made in ``schema`` (a quoted name): the text migration 0011
+    runs first (``registry_resolve_many`` is :func:`pg_many_function`'s, since 0013)."""
     position = {name: f"${i}" for i, name in enumerate(ANSWER_PARAMETERS, 1)}
     # One statement per form of the lookup: the four in one plan took twice as long a run.
     body = "\n".join(
@@ -542,10 +529,208 @@ def pg_function(schema: str) -> str:
     arguments = ", ".join(f"{name} {kind}" + (f" DEFAULT {default}" if default else "")
                           for name, kind, default in PG_ARGUMENTS)
     columns = ", ".join(f"{name} {kind}" for name, kind in ANSWER_COLUMNS)
-    from_json = ", ".join(f"CAST(e.v ->> '{name}' AS {kind})" for name, kind, _ in PG_ARGUMENTS)
     return _PG_FUNCTION.format(arguments=arguments, columns=columns, schema=schema, body=body,
-                               types=", ".join(kind for _, kind, _ in PG_ARGUMENTS),
-                               from_json=from_json)
+                               types=", ".join(kind for _, kind, _ in PG_ARGUMENTS))
+
+
+#: ``registry_resolve_many`` as one set-based statement (migration 0013): every run of the JSON
+#: array at once, with ``registry_resolve``'s rules and columns, each value the same (a test
+#: compares the two on a random grid). The runs are read once (``r``); each looks up its
+#: category (preference 0) and the pin's fallback (1) in its scope, now or as of its time (the
+#: stretches current then, each with its set's revision then and the version it held); one
+#: window keeps each run's preferred category and counts the sets holding it, as the batch
+#: statements above do; the winner's rates, counts and provenance are joined by key, and what is
+#: stored is described once per (model, method, set, time) that some run misses.
+_PG_MANY = """CREATE OR REPLACE FUNCTION registry_resolve_many(runs jsonb)
+RETURNS TABLE (run_index integer, {columns})
+LANGUAGE sql STABLE SECURITY INVOKER PARALLEL SAFE
+SET search_path = pg_catalog, {schema}, pg_temp
+SET extra_float_digits = 1
+AS $registry_resolve_many$
+WITH r AS MATERIALIZED (
+    SELECT CAST(e.i - 1 AS INTEGER) AS run_index, {from_json}
+    FROM jsonb_array_elements(runs) WITH ORDINALITY AS e (v, i)
+),
+wanted AS (
+    SELECT r.*, 0 AS preference, r.category AS want FROM r
+    WHERE r.thinking IS NOT NULL AND r.category IS NOT NULL
+    UNION ALL
+    SELECT r.*, 1 AS preference, r.fallback_category AS want FROM r
+    WHERE r.thinking IS NOT NULL AND r.fallback_category IS NOT NULL
+      AND (r.category IS NULL OR r.fallback_category <> r.category)
+),
+candidates AS (
+    SELECT w.run_index, w.preference, p.id, CAST(p.category AS TEXT) AS category,
+           CAST(s.name AS TEXT) AS set_name, s.revision, p.acceptance_length,
+           CAST(p.method AS TEXT) AS method, p.copied_from, p.provenance_id, FALSE AS past
+    FROM wanted w
+    JOIN profiles p ON p.model = w.model AND p.speculative_method = w.method
+        AND p.num_spec_tokens = w.k AND p.thinking = w.thinking AND p.category = w.want
+    JOIN profile_sets s ON s.id = p.set_id
+    WHERE w.as_of IS NULL AND (w.set_name IS NULL OR s.name = w.set_name)
+    UNION ALL
+    SELECT k.run_index, k.preference, v.id, CAST(k.category AS TEXT), CAST(k.set_name AS TEXT),
+           k.revision, v.acceptance_length, CAST(v.method AS TEXT), v.copied_from,
+           v.provenance_id, TRUE
+    FROM (SELECT w.run_index, w.preference, p.id AS key_id, p.category, p.set_name,
+                 {revision_then} AS revision
+          FROM wanted w
+          JOIN profile_keys p ON p.model = w.model AND p.speculative_method = w.method
+              AND p.num_spec_tokens = w.k AND p.thinking = w.thinking AND p.category = w.want
+          WHERE w.as_of IS NOT NULL AND (w.set_name IS NULL OR p.set_name = w.set_name)
+            AND {current_then}) k
+    JOIN profile_versions v ON v.id = {version_then}
+),
+won AS (
+    SELECT * FROM (
+        SELECT c.*, RANK() OVER w AS place, COUNT(*) OVER w AS set_count
+        FROM candidates c
+        WINDOW w AS (PARTITION BY c.run_index ORDER BY c.preference)) AS x
+    WHERE x.place = 1
+),
+heads AS (
+    SELECT w.run_index, MAX(w.category) AS used, MAX(w.set_count) AS set_count,
+           string_agg(w.set_name, ', ' ORDER BY w.set_name COLLATE "C") AS sets
+    FROM won w GROUP BY w.run_index
+),
+decided AS (
+    SELECT r.*, h.used, h.set_count, h.sets, CASE
+        WHEN r.set_name IS NOT NULL AND NOT (CASE WHEN r.as_of IS NULL
+            THEN EXISTS (SELECT 1 FROM profile_sets WHERE name = r.set_name)
+            ELSE EXISTS (SELECT 1 FROM revisions v WHERE v.set_name = r.set_name AND {live})
+            END) THEN 'unknown_set'
+        WHEN r.thinking IS NULL THEN 'no_thinking'
+        WHEN r.category IS NULL AND r.fallback_category IS NULL THEN 'no_category'
+        WHEN h.set_count IS NULL AND r.fallback_category IS NULL THEN 'no_match'
+        WHEN h.set_count IS NULL THEN 'fallback_no_match'
+        WHEN h.set_count > 1 THEN 'conflict'
+    END AS reason
+    FROM r LEFT JOIN heads h ON h.run_index = r.run_index
+),
+one AS (
+    SELECT o.run_index, o.id, o.category, o.set_name, o.revision, o.acceptance_length, o.method,
+           o.copied_from, CAST(pr.source AS TEXT) AS source, CAST(pr.hardware AS TEXT) AS hardware,
+           CASE WHEN o.past THEN vc.drafts ELSE cn.drafts END AS drafts,
+           CASE WHEN o.past THEN vc.draft_tokens ELSE cn.draft_tokens END AS draft_tokens,
+           CASE WHEN o.past THEN vc.accepted_tokens ELSE cn.accepted_tokens END
+               AS accepted_tokens,
+           CAST(CASE WHEN o.past THEN vc.accepted_per_position ELSE cn.accepted_per_position
+               END AS TEXT) AS accepted_per_position,
+           CASE WHEN o.past THEN vc.al_stderr ELSE cn.al_stderr END AS al_stderr,
+           rt.stored_rates, rt.rates
+    FROM won o
+    LEFT JOIN provenances pr ON pr.id = o.provenance_id
+    LEFT JOIN profile_counts cn ON NOT o.past AND cn.profile_id = o.id
+    LEFT JOIN version_counts vc ON o.past AND vc.profile_id = o.id
+    CROSS JOIN LATERAL (
+        SELECT COUNT(*) AS stored_rates,
+               string_agg(CAST(x.rate AS TEXT), ', ' ORDER BY x.position) AS rates
+        FROM (SELECT q.position, q.rate FROM profile_rates q
+              WHERE NOT o.past AND q.profile_id = o.id
+              UNION ALL
+              SELECT q.position, q.rate FROM version_rates q
+              WHERE o.past AND q.profile_id = o.id) AS x) AS rt
+    WHERE o.set_count = 1
+),
+misses AS (
+    SELECT DISTINCT d.model, d.method, d.set_name, d.as_of FROM decided d
+    WHERE d.reason IN ('no_match', 'fallback_no_match')
+),
+said AS (
+    SELECT m.model, m.method, m.set_name, m.as_of,
+           'K ' || {ks} || '; thinking ' || {modes} || '; categories ' || {categories}
+           AS stored
+    FROM misses m
+    LEFT JOIN LATERAL (
+        SELECT CAST(p.num_spec_tokens AS INTEGER) AS num_spec_tokens,
+               CAST(p.thinking AS TEXT) AS thinking, CAST(p.category AS TEXT) AS category
+        FROM profiles p JOIN profile_sets s ON s.id = p.set_id
+        WHERE m.as_of IS NULL AND p.model = m.model AND p.speculative_method = m.method
+          AND (m.set_name IS NULL OR s.name = m.set_name)
+        UNION ALL
+        SELECT p.num_spec_tokens, p.thinking, p.category FROM profile_keys p
+        WHERE m.as_of IS NOT NULL AND p.model = m.model AND p.speculative_method = m.method
+          AND (m.set_name IS NULL OR p.set_name = m.set_name) AND {current_missed}) AS x ON TRUE
+    GROUP BY m.model, m.method, m.set_name, m.as_of
+)
+SELECT d.run_index,
+    CASE WHEN d.reason IS NULL THEN 'resolved' ELSE 'refused' END,
+    d.reason,
+    CASE WHEN d.reason IS NULL OR d.reason = 'conflict' THEN
+        d.model || '/' || d.method || '/k' || CAST(d.k AS TEXT) || '/thinking-' || d.thinking
+        || '/' || d.used END,
+    o.acceptance_length,
+    (o.acceptance_length - 1) / d.k,
+    CAST(d.k AS INTEGER),
+    CASE WHEN o.stored_rates > 0 THEN '[' || o.rates || ']'
+    WHEN o.id IS NOT NULL THEN (
+        SELECT '[' || string_agg(CAST(CASE
+            WHEN i <= floor((o.acceptance_length - 1)) THEN 1.0
+            WHEN i = floor((o.acceptance_length - 1)) + 1
+                THEN (o.acceptance_length - 1) - floor((o.acceptance_length - 1))
+            ELSE 0.0 END AS TEXT), ', ' ORDER BY i) || ']'
+        FROM generate_series(1, GREATEST(d.k, 1)) AS i)
+    END,
+    CASE WHEN o.id IS NOT NULL THEN o.stored_rates = 0 END,
+    o.set_name,
+    o.revision,
+    CASE WHEN d.reason IS NULL OR d.reason = 'conflict' THEN d.used END,
+    o.method,
+    o.copied_from,
+    o.source,
+    CASE WHEN o.id IS NOT NULL AND (d.category IS NULL OR o.category <> d.category)
+        THEN d.category END,
+    CASE WHEN o.id IS NOT NULL AND (d.category IS NULL OR o.category <> d.category)
+        THEN o.category END,
+    o.hardware,
+    CASE WHEN o.id IS NOT NULL THEN (d.hardware IS NOT NULL AND o.hardware IS NOT NULL
+        AND lower(d.hardware) <> lower(o.hardware)) END,
+    CAST(d.set_count AS INTEGER),
+    CASE WHEN d.reason = 'conflict' THEN d.sets END,
+    o.drafts,
+    o.draft_tokens,
+    o.accepted_tokens,
+    o.accepted_per_position,
+    o.al_stderr,
+    CASE WHEN o.drafts IS NOT NULL THEN o.accepted_per_position IS NOT NULL OR d.k = 1 END,
+    CASE WHEN d.reason IN ('no_match', 'fallback_no_match') THEN t.stored END
+FROM decided d
+LEFT JOIN one o ON d.reason IS NULL AND o.run_index = d.run_index
+LEFT JOIN said t ON d.reason IN ('no_match', 'fallback_no_match')
+    AND t.model = d.model AND t.method = d.method
+    AND COALESCE(t.set_name, '') = COALESCE(d.set_name, '')
+    AND (t.set_name IS NULL) = (d.set_name IS NULL)
+    AND COALESCE(t.as_of, '-infinity') = COALESCE(d.as_of, '-infinity')
+    AND (t.as_of IS NULL) = (d.as_of IS NULL)
+ORDER BY d.run_index
+$registry_resolve_many$;
+COMMENT ON FUNCTION registry_resolve_many(jsonb) IS
+'registry_resolve for each run of a JSON array of objects keyed by its arguments'' '
+'names, numbered from 0, in one set-based statement.';"""
+
+
+def pg_many_function(schema: str) -> str:
+    """``registry_resolve_many`` as one set-based statement (:data:`_PG_MANY`), made in
+    ``schema`` (a quoted name): the text migration 0013 runs."""
+    return _PG_MANY.format(
+        columns=", ".join(f"{name} {kind}" for name, kind in ANSWER_COLUMNS), schema=schema,
+        from_json=", ".join(f"CAST(e.v ->> '{name}' AS {kind}) AS {name}"
+                            for name, kind, _ in PG_ARGUMENTS),
+        revision_then=revision_at("p.set_name", "w.as_of"),
+        current_then=_CURRENT_AT.format(at="w.as_of"),
+        version_then=_version_at("k.key_id", "k.revision"),
+        live=_live("v", "r.as_of"),
+        current_missed=_CURRENT_AT.format(at="m.as_of"),
+        ks=_held("num_spec_tokens", "x.num_spec_tokens"),
+        modes=_held("thinking", 'x.thinking COLLATE "C"'),
+        categories=_held("category", 'x.category COLLATE "C"'))
+
+
+def _held(column: str, order: str) -> str:
+    """The distinct values of what is stored, in order, as text; null when nothing is (the
+    left join's one row of nulls is filtered out, so the text is null, not "K ; ...")."""
+    return (f"array_to_string(array_agg(DISTINCT {order} ORDER BY {order})"
+            f" FILTER (WHERE x.{column} IS NOT NULL), ', ')")
 
 
 #: Where the statement ships for SQLite clients (inside the package: ``registry_db/resolve``).

@@ -25,13 +25,16 @@ from tests.helpers import ROOT, SEED, SINCE_0012, dump, reader_role, run_cli
 RUN = ("glm-5.3", "mtp", 3, "on", "coding")
 
 
-def _migration():
+def _migration(name: str = "0011_resolve_function"):
     spec = importlib.util.spec_from_file_location(
-        "m0011", ROOT / "migrations" / "versions" / "0011_resolve_function.py")
+        "m" + name[:4], ROOT / "migrations" / "versions" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+MANY = "0013_resolve_many_set_based"
 
 
 def _pg(url: str) -> psycopg.Connection:
@@ -42,12 +45,18 @@ def _pg(url: str) -> psycopg.Connection:
 def test_the_migration_carries_the_functions_the_statement_makes():
     """The frozen copy in 0011 is the generator's text: a changed statement fails here until a
     new migration replaces the functions."""
-    migration = _migration()
-    assert migration.FUNCTIONS == statements.pg_function("__SCHEMA__")
+    migration, many = _migration(), _migration(MANY)
+    # 0011 made both; registry_resolve is still its text, registry_resolve_many is 0013's, and
+    # 0013's downgrade puts 0011's back.
+    one = statements.pg_function("__SCHEMA__")
+    assert migration.FUNCTIONS.startswith(one)
+    assert migration.FUNCTIONS[len(one):].lstrip("\n") == many.PREVIOUS
+    assert many.FUNCTION == statements.pg_many_function("__SCHEMA__")
+    assert "registry_resolve(" not in many.FUNCTION.split("AS $registry_resolve_many$")[1]
     assert set(migration.SIGNATURES) == set(statements.PG_FUNCTIONS) \
         == set(roles.RESOLVE_FUNCTIONS)
-    assert "registry_db.store.schema" not in (
-        ROOT / "migrations" / "versions" / "0011_resolve_function.py").read_text()
+    for name in ("0011_resolve_function", MANY):
+        assert "registry_db." not in (ROOT / "migrations" / "versions" / f"{name}.py").read_text()
 
 
 def test_the_shipped_sql_file_is_the_statement():
@@ -149,8 +158,32 @@ def test_the_migration_goes_up_and_down_with_data_on_postgresql(empty_url, backe
         assert dump(engine, skip=SINCE_0012) == before  # the data stays
         store.upgrade(engine, "0011")
         assert _functions(empty_url) == 2 and _answer(empty_url) == answer
+        # 0013 down: 0011's registry_resolve_many (a call per run) again, same answers.
+        many = _many(empty_url)
+        assert "registry_resolve(" not in _many_source(empty_url)
+        store.downgrade(engine, "0011")
+        assert "CROSS JOIN LATERAL registry_resolve(" in _many_source(empty_url)
+        assert _many(empty_url) == many and dump(engine) == before
+        store.upgrade(engine)
+        assert "registry_resolve(" not in _many_source(empty_url) and _many(empty_url) == many
     finally:
         engine.dispose()
+
+
+def _many(url: str) -> list[tuple]:
+    runs = [dict(zip(("model", "method", "k", "thinking", "category"), RUN)),
+            {"model": RUN[0], "method": RUN[1], "k": RUN[2], "thinking": RUN[3],
+             "category": "poetry", "fallback_category": RUN[4], "hardware": "h100"},
+            {"model": RUN[0], "method": RUN[1], "k": 9, "thinking": RUN[3], "category": "x"}]
+    with _pg(url) as conn:
+        return conn.execute("SELECT * FROM registry_resolve_many(%s)",
+                            (json.dumps(runs),)).fetchall()
+
+
+def _many_source(url: str) -> str:
+    with _pg(url) as conn:
+        return conn.execute("SELECT prosrc FROM pg_proc "
+                            "WHERE proname = 'registry_resolve_many'").fetchone()[0]
 
 
 @pytest.mark.only_backend("sqlite")
