@@ -293,6 +293,8 @@ LAYERS: tuple[LayerRow, ...] = (
 
 #: The inputs that state a layer's acceptance, by layer, lowest first.
 STATED: dict[str, Input] = {row.layer: row for row in INPUTS if row.layer is not None}
+#: The same inputs by their batch key.
+STATED_BY_KEY: dict[str, Input] = {row.key: row for row in STATED.values()}
 #: A batch line's keys in the rows' order.
 KEYS: tuple[str, ...] = tuple(row.key for row in INPUTS)
 REQUIRED_KEYS: tuple[str, ...] = tuple(row.key for row in INPUTS if row.required)

@@ -20,7 +20,7 @@ from typing import Any
 
 from registry_db.inputs import layers
 from registry_db.inputs.deployment import Deployment, check_deployment
-from registry_db.inputs.run import Request, Run, check, read_stated
+from registry_db.inputs.run import Request, Run, check, check_object, read_stated
 from registry_db.inputs.schema import near_key, type_name
 from registry_db.model import Refusal
 from registry_db.model import RefusalReason as R
@@ -53,9 +53,11 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(object_pairs_hook=_refuse_duplicates)
 
 
-def parse_line(line: str, number: int) -> Run | DeploymentRun | Refusal:
+def parse_line(line: str, number: int, fast: bool = True) -> Run | DeploymentRun | Refusal:
     """One ``--batch`` line as a checked run (a :class:`DeploymentRun` when it carries a
-    ``"deployment"``), or the refusal that answers it (``invalid_request`` naming the line)."""
+    ``"deployment"``), or the refusal that answers it (``invalid_request`` naming the line).
+    ``fast``: a line of the common shape is read by :func:`~registry_db.inputs.run.check_object`
+    (the same run; a test compares both ways), anything else the plain way."""
     if not line.strip():
         return _invalid(number, "the line is empty; each line is one JSON request")
     try:
@@ -68,12 +70,15 @@ def parse_line(line: str, number: int) -> Run | DeploymentRun | Refusal:
     if "\\u" in line and not _plain_text(obj):
         return _invalid(number, "a string holds NUL or an unpaired surrogate escape "
                                 "(\\u0000, \\ud800-\\udfff); text must be Unicode without NUL")
-    found: Run | DeploymentRun | Refusal
+    found: Run | DeploymentRun | Refusal | None
     if type(obj) is dict and obj.get("deployment") is not None:
         found = deployment_run_from_json(obj)
     else:
         if type(obj) is dict:
             obj.pop("deployment", None)  # null is "not given", as for every key
+            found = check_object(obj) if fast else None
+            if found is not None:
+                return found
         request = _decoded(obj)
         found = request if isinstance(request, Refusal) else check(request)
     if type(found) is Refusal and found.reason == R.INVALID_REQUEST:

@@ -12,6 +12,7 @@ table, so a new layer is part of a run (and of its equality) by existing.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
@@ -22,7 +23,7 @@ from registry_db.inputs.schema import Checker, Map, Problem
 from registry_db.model import InlineValue, Pin, Refusal
 from registry_db.model import RefusalReason as R
 
-__all__ = ["Request", "Run", "check", "with_terms"]
+__all__ = ["Request", "Run", "check", "check_object", "with_terms"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,81 @@ def check(request: Request | Run) -> Run | Refusal:
             return found
         stated.append(found)
     return Run(**terms, stated=tuple(stated), id=request.id)
+
+
+#: Each term's row as :func:`check_object` reads it: (batch key, the run's field, the rule, the
+#: exact Python type its JSON value must have, whether it is required).
+_TYPES: dict[str, type] = {"string": str, "integer": int, "list of strings": list}
+_TERMS = tuple((row.key, _RUN_FIELD.get(row.name, row.name), row.read, _TYPES[row.json],
+                row.required) for row in layers.INPUTS if row.read is not None)
+_KNOWN = frozenset(layers.BATCH_KEYS)
+#: Each stated layer's input row, by batch key, in the layers' order (lowest first).
+_STATED_ROWS = tuple(layers.STATED[layer.layer] for layer in layers.LAYERS
+                     if layer.layer in layers.STATED)
+
+
+def check_object(obj: dict[str, Any]) -> Run | None:
+    """A decoded ``--batch`` object of the common shape as its :class:`Run`: every key known,
+    every term of its exact JSON type and within its rule, every stated value or pin valid;
+    the same run :func:`check` makes of it. None for anything else, which the caller reads the
+    plain way (:func:`registry_db.inputs.request.parse_line`), to say exactly what is wrong.
+    The checks are the rows' own rules; only the generic bookkeeping around them is skipped."""
+    if not obj.keys() <= _KNOWN:
+        return None
+    terms: dict[str, Any] = {}
+    for index, (key, name, read, kind, required) in enumerate(_TERMS):
+        value = obj.get(key)
+        try:
+            if value is None:
+                if required:
+                    return None
+                terms[name] = read(None)
+            elif type(value) is not kind:
+                return None
+            elif type(value) is list:
+                if not all(type(v) is str for v in value):
+                    return None
+                terms[name] = read(value)
+            else:  # a string or an int, of its exact type: the rule's answer is the value's
+                terms[name] = _read_term(index, value)
+        except Problem:
+            return None
+    stated: list[Any] = [None]  # the registry states nothing
+    for row in _STATED_ROWS:
+        value = obj.get(row.key)
+        if value is None:
+            stated.append(None)
+            continue
+        if type(value) is not dict:
+            return None
+        found = _stated_scalars(row.key, _scalar_items(value)) if _all_scalar(value) \
+            else read_stated(value, row)
+        if found is None or type(found) is Refusal:
+            return None
+        stated.append(found)
+    return Run(**terms, stated=tuple(stated), id=obj.get("id"))
+
+
+@functools.lru_cache(maxsize=4096)  # a batch names a few models, methods, categories, many times
+def _read_term(index: int, value: Any) -> Any:
+    """Term ``index`` of :data:`_TERMS` read by its rule (a value that breaks it raises
+    :class:`~registry_db.inputs.schema.Problem`, and is not kept)."""
+    return _TERMS[index][2](value)
+
+
+def _all_scalar(value: dict[str, Any]) -> bool:
+    return all(v is None or type(v) in (str, int, float, bool) for v in value.values())
+
+
+def _scalar_items(value: dict[str, Any]) -> tuple:
+    # Each value with its type: 1, 1.0 and true are equal in Python, and not the same value.
+    return tuple((k, type(v), v) for k, v in value.items())
+
+
+@functools.lru_cache(maxsize=1024)  # a batch states a few distinct pins and values, many times
+def _stated_scalars(key: str, items: tuple) -> Any:
+    """A stated layer's mapping of scalar values, read by its row (:func:`read_stated`)."""
+    return read_stated({k: v for k, _, v in items}, layers.STATED_BY_KEY[key])
 
 
 def with_terms(run: Run, **terms: Any) -> Run | Refusal:

@@ -11,6 +11,7 @@ scope and notes, which stay in Python.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from registry_db.model import Refusal, Uncertainty
@@ -27,7 +28,7 @@ from registry_db.resolve.statements import (
 )
 from registry_db.store.stored_counts import counts_from_row
 
-__all__ = ["AnswerRow", "answer_one", "finish_row", "parameters"]
+__all__ = ["AnswerRow", "answer_many", "answer_one", "finish_row", "parameters"]
 
 
 class AnswerRow(NamedTuple):
@@ -94,6 +95,34 @@ def answer_one(c: Cursor, plan: Plan) -> AnswerRow:
         c.cur.execute(answer_statement("sqlite", form), given)
     (row,) = c.cur.fetchall()
     return AnswerRow._make(row)
+
+
+#: ``registry_resolve_many``'s call: the runs as one JSON array (:func:`answer_many`).
+PG_MANY_CALL = "SELECT * FROM registry_resolve_many(CAST(%s AS jsonb))"
+#: Runs per call: bounds the parameter's and the answer's memory, not the round trips.
+PG_MANY_CHUNK = 50_000
+
+
+def answer_many(c: Cursor, plans: Sequence[Plan]) -> list[AnswerRow]:
+    """The registry layer's answer to each of ``plans`` (each in one set or every set), in
+    order, from PostgreSQL's set-based ``registry_resolve_many``: one statement per
+    :data:`PG_MANY_CHUNK` runs."""
+    out: list[AnswerRow] = []
+    for start in range(0, len(plans), PG_MANY_CHUNK):
+        runs = []
+        for plan in plans[start:start + PG_MANY_CHUNK]:
+            lk = plan.lookup
+            (name,) = lk.scope or (None,)
+            runs.append({"model": lk.model, "method": lk.method, "k": lk.k,
+                         "thinking": lk.thinking, "category": lk.category,
+                         "fallback_category": lk.fallback, "set_name": name,
+                         "hardware": plan.run.hardware,
+                         # ISO 8601, which timestamptz reads back exactly
+                         "as_of": None if lk.as_of is None else lk.as_of.isoformat()})
+        c.cur.execute(PG_MANY_CALL, (json.dumps(runs),))
+        make = AnswerRow._make
+        out.extend(make(row[1:]) for row in c.cur.fetchall())
+    return out
 
 
 def finish_row(plan: Plan, row: AnswerRow) -> Resolution | Refusal:

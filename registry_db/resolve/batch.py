@@ -50,15 +50,17 @@ class LineAnswer:
         return not (type(answer) is Refusal and answer.reason == R.INVALID_REQUEST)
 
 
-def answer_lines(bind: ReadBind, lines: Iterable[str | Refusal]) -> Iterator[LineAnswer]:
+def answer_lines(bind: ReadBind, lines: Iterable[str | Refusal], fast: bool = True
+                 ) -> Iterator[LineAnswer]:
     """The answer to each line of ``lines`` that is not blank, in order (:func:`answer_chunks`,
     :data:`~registry_db.inputs.batch_stream.CHUNK` lines at a time)."""
-    for answers in answer_chunks(bind, _batched(lines, CHUNK)):
+    for answers in answer_chunks(bind, _batched(lines, CHUNK), fast=fast):
         yield from answers
 
 
 def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
-                  seen: Seen | None = None) -> Generator[list[Any], None, None]:
+                  seen: Seen | None = None, fast: bool = True
+                  ) -> Generator[list[Any], None, None]:
     """The answers to each chunk of lines (consecutive, numbered from 1 across chunks), one
     list per chunk, each as soon as its chunk has come: every chunk is read in one snapshot
     (:func:`~registry_db.resolve.reading.snapshot`), so the answers are the ones the whole
@@ -66,7 +68,9 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
     answers it already (:func:`~registry_db.inputs.batch_stream.decode_line`).
 
     Each answer is a :class:`LineAnswer`, or what ``seen`` keeps of one (:class:`Seen`): a
-    line repeated later is answered from it, not read or resolved again."""
+    line repeated later is answered from it, not read or resolved again. ``fast``: lines of
+    the common shape are read the fast way (:func:`~registry_db.inputs.request.parse_line`);
+    the answers are the same either way."""
     from registry_db.resolve.reading import snapshot
 
     seen = Seen() if seen is None else seen
@@ -79,7 +83,7 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
             for chunk in chunks:
                 if len(stored) > SEEN:
                     stored.clear()
-                yield list(answer_chunk(held, chunk, start, seen, stored))
+                yield list(answer_chunk(held, chunk, start, seen, stored, fast))
                 start += len(chunk)
         finally:
             BATCH_LABELS.reset(token)
@@ -148,8 +152,8 @@ class Seen:
 
 
 def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
-                 seen: Seen | None = None, stored: dict[Any, Any] | None = None
-                 ) -> Iterator[Any]:
+                 seen: Seen | None = None, stored: dict[Any, Any] | None = None,
+                 fast: bool = True) -> Iterator[Any]:
     """The answer to each line of ``lines`` (the first is line ``start``) that is not blank,
     in order: a :class:`LineAnswer`, or what ``seen`` keeps of it. A line that is no request
     is answered ``invalid_request`` naming its line (and still echoes its id when it is a
@@ -173,7 +177,7 @@ def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
             continue
         if not line.strip():
             continue
-        parsed = read.get(line) or parse_line(line, number)
+        parsed = read.get(line) or parse_line(line, number, fast)
         if isinstance(parsed, Refusal):  # its line named already (invalid_request)
             slots.append(LineAnswer(parsed, line_id(line), number))
             continue

@@ -28,7 +28,7 @@ from registry_db.inputs.run import Request, Run, check
 from registry_db.model import InlineValue, Layer, Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
-from registry_db.resolve.answer_row import answer_one, finish_row
+from registry_db.resolve.answer_row import answer_many, answer_one, finish_row
 from registry_db.resolve.finish import Answers, Plan, say_what_exists, when_text
 from registry_db.resolve.lookup import (
     Lookup,
@@ -113,15 +113,26 @@ def resolve_many(bind: ReadBind, requests: Iterable[Request | Run],
     place: dict[Run, int] = {}  # each distinct run, by its place in ``runs``
     where = [place.setdefault(r, len(place)) if type(r) is Run else -1 for r in checked]
     runs = list(place)
+    by_row: dict[int, Any] = {}  # the plans PostgreSQL's registry_resolve_many answers
     with cursor(bind, snapshot=True) as c:  # which translates driver errors
         known = frozenset(set_names(c))
         at_known = KnownAt(c)
         plans = [plan(run, known if run.as_of is None
                       else at_known(run.as_of, bool(named_sets(run)))) for run in runs]
-        index = lookup_many(c, [p.lookup for p in plans if type(p) is Plan])
+        if c.dialect == "postgresql" and BY_FUNCTION:
+            # The registry layer as the function decides it (a run in several sets is the
+            # lookup's below: the function takes one set or every set).
+            mine = {i: p for i, p in enumerate(plans)
+                    if type(p) is Plan and len(p.lookup.scope or ()) <= 1}
+            rows = answer_many(c, list(mine.values()))
+            by_row = {i: finish_row(p, row) for (i, p), row in zip(mine.items(), rows)}
+        index = lookup_many(c, [p.lookup for i, p in enumerate(plans)
+                                if type(p) is Plan and i not in by_row])
     answers = Answers(index)
-    finished = say_what_exists(bind, plans, [answers.finish(p) if type(p) is Plan else p
-                                             for p in plans], stored)
+    # (what a refusal of the function's says is stored is in it already)
+    finished = say_what_exists(bind, [None if i in by_row else p for i, p in enumerate(plans)],
+                               [by_row[i] if i in by_row else answers.finish(p)
+                                if type(p) is Plan else p for i, p in enumerate(plans)], stored)
     return [finished[i] if i >= 0 else r for i, r in zip(where, checked)]  # type: ignore[misc]
 
 
@@ -130,6 +141,11 @@ def _stored_sets(c: Any, named: tuple[str, ...], as_of: Any) -> frozenset[str]:
     set's name, for the refusal's nearest names."""
     known = frozenset(stored_among(c, named, as_of))
     return known if len(known) == len(named) else frozenset(set_names(c, as_of))
+
+
+#: Whether a batch on PostgreSQL asks ``registry_resolve_many`` (migration 0013) for the
+#: registry layer; False: the lookup statement and the decision in Python, as on SQLite.
+BY_FUNCTION = True
 
 
 def named_sets(run: Run) -> tuple[str, ...]:
