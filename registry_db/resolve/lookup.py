@@ -380,6 +380,9 @@ def _lookup_rows(lookups: Sequence[Lookup], as_of: bool = False,
     lookup's time, bound for ``dialect``."""
     rows: list[tuple] = []
     for i, lk in enumerate(lookups):
+        if lk.fallback is None and lk.scope is None and lk.category is not None and not as_of:
+            rows.append((i, 0, lk.model, lk.method, lk.k, lk.thinking, lk.category, ""))
+            continue  # the common lookup: its category in every set
         more = (bound(lk.as_of, dialect),) if as_of and lk.as_of is not None else ()
         wanted = [(0, lk.category)] if lk.category is not None else []
         if lk.fallback is not None and lk.fallback != lk.category:

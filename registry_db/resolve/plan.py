@@ -163,6 +163,16 @@ def plan(run: Run, known: Collection[str]) -> Plan | Resolution | Refusal:
     """Everything that needs no profile: every stated value's K against the run's, the named
     sets against ``known``; then the answer of the highest layer that states a value, or what
     to look up for the layer that looks one up (the registry, or the set a layer names)."""
+    if run.stated.count(None) == len(run.stated):  # no layer states anything (most runs)
+        for name in run.scope or ():
+            if name not in known:
+                return _unknown_set("--set", name, known, when_text(run.as_of))
+        if run.thinking is None:
+            return _no_thinking(Layer.REGISTRY)
+        if run.category is None:
+            return _no_category(Layer.REGISTRY)
+        return Plan(run, Layer.REGISTRY, Lookup(run.model, run.method, run.k, run.thinking,
+                                                run.category, None, run.scope, run.as_of))
     stated = []  # (row, what it states) of each layer that states something, lowest first
     pin = None
     for row, found in zip(layers.LAYERS, run.stated):
