@@ -91,6 +91,7 @@ def _answers(engine, lines: list[str], fast: bool) -> list[tuple[int, str]]:
 def test_the_fast_path_answers_as_the_plain_one(db_url, engine, backend, tmp_path, monkeypatch):
     times = _history(db_url, engine, tmp_path)
     lines = _batch(times, 3000, seed=5 if backend == "sqlite" else 6)
+    monkeypatch.setattr(plan, "BY_FUNCTION", True)
     fast = _answers(engine, lines, fast=True)
     # The plain way: every line read by the generic checks, and on PostgreSQL the registry
     # layer decided by the lookup statement and Python instead of registry_resolve_many.

@@ -13,6 +13,7 @@ from registry_db.errors import ResolutionRefused
 from registry_db.gcpause import PAUSE_FROM as GC_PAUSE_FROM
 from registry_db.importing import write as importer
 from registry_db.model import InlineValue, Pin
+from registry_db.resolve import plan as plan_module
 from registry_db.resolve.lookup import (
     LOOKUP_ONE,
     PG_LOOKUP_MANY,
@@ -149,13 +150,15 @@ def _statements(engine, work) -> list[str]:
     return counting.sent
 
 
-def test_batch_makes_no_per_request_round_trips(big):
+@pytest.mark.parametrize("by_function", [False, True])
+def test_batch_makes_no_per_request_round_trips(big, by_function, monkeypatch):
+    monkeypatch.setattr(plan_module, "BY_FUNCTION", by_function)
     small = _statements(big, lambda conn: resolve_many(conn, generated_requests(10)))
     large = _statements(big, lambda conn: resolve_many(conn, generated_requests(3_000)))
     # <= 6, + at most 2: no_match refusals say what is stored, one query for the runs in every
     # set and one for the runs scoped to some (the sets told apart), however many lines.
     stored = "GROUP BY p.model, p.speculative_method"
-    if big.dialect.name == "postgresql":
+    if big.dialect.name == "postgresql" and by_function:
         # registry_resolve_many (0013) answers every run in one set or every set, saying
         # what is stored itself; only runs in several sets take the lookup statement.
         for sent in (small, large):
