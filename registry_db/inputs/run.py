@@ -179,14 +179,16 @@ def _all_scalar(value: dict[str, Any]) -> bool:
 
 
 def _scalar_items(value: dict[str, Any]) -> tuple:
-    # Each value with its type: 1, 1.0 and true are equal in Python, and not the same value.
-    return tuple((k, type(v), v) for k, v in value.items())
+    # Each value with its type, and a float with its bits: 1, 1.0 and true are equal in Python,
+    # and so are 0.0 and -0.0, and none is the same value as another.
+    return tuple((k, type(v), v.hex() if type(v) is float else None, v)
+                 for k, v in value.items())
 
 
 @functools.lru_cache(maxsize=1024)  # a batch states a few distinct pins and values, many times
 def _stated_scalars(key: str, items: tuple) -> Any:
     """A stated layer's mapping of scalar values, read by its row (:func:`read_stated`)."""
-    return read_stated({k: v for k, _, v in items}, layers.STATED_BY_KEY[key])
+    return read_stated({k: v for k, _, _, v in items}, layers.STATED_BY_KEY[key])
 
 
 def with_terms(run: Run, **terms: Any) -> Run | Refusal:

@@ -12,10 +12,9 @@ import json
 import random
 from typing import Any
 
-import pytest
-
 from registry_db.cli.batch_json import answer_line
 from registry_db.inputs.request import parse_line
+from registry_db.model import Refusal
 from registry_db.resolve import plan
 from registry_db.resolve.batch import answer_lines
 from tests.db.test_resolve_differential import _history, _runs
@@ -121,9 +120,17 @@ def test_fast_reading_gives_the_plain_run_or_leaves_the_line_to_it():
         assert getattr(fast, "id", None) == getattr(plain, "id", None), line
 
 
-@pytest.mark.parametrize("value", ["1", "1.0", "true"])
-def test_stated_values_of_equal_numbers_of_other_types_are_told_apart(value):
-    """1, 1.0 and true are equal in Python: a value read once is not another's answer."""
-    line = ('{"model": "m", "method": "mtp", "k": 1, "acceptance": {"num_spec_tokens": 1, '
-            f'"acceptance_length": {value}}}}}')
-    assert parse_line(line, 1) == parse_line(line, 1, fast=False)
+def test_stated_values_of_equal_numbers_of_other_types_are_told_apart():
+    """1, 1.0 and true are equal in Python, and so are 0.0 and -0.0: a value read once (the
+    reading keeps what it read of a mapping) is not another's answer."""
+    for key, values in (("acceptance_length", ("1", "1.0", "true", "2", "2.0")),
+                        ("acceptance_rate", ("0.0", "-0.0", "0", "false"))):
+        for value in values:
+            line = ('{"model": "m", "method": "mtp", "k": 1, "acceptance": '
+                    f'{{"num_spec_tokens": 1, "{key}": {value}}}}}')
+            fast, plain = parse_line(line, 1), parse_line(line, 1, fast=False)
+            assert fast == plain, line
+            if type(fast) is not Refusal:
+                got, want = fast.stated[1], plain.stated[1]
+                assert repr(getattr(got, key)) == repr(getattr(want, key)), line
+                assert type(getattr(got, key)) is type(getattr(want, key)), line
