@@ -1311,3 +1311,98 @@ def value_shape(value, seen=None):
             return ("map", [(k, value_shape(v, seen)) for k, v in value.items()])
         return ("seq", [value_shape(v, seen) for v in value])
     return (type(value).__name__, value if value == value else "nan")
+
+
+# --- a random grid of runs over a history (the differential and batch tests) -------------------
+
+DIFF_MODELS = ("model-a", "model-b")
+DIFF_METHODS = ("mtp", "eagle")
+DIFF_KS = (1, 2, 3)
+DIFF_THINKING = ("on", "off")
+DIFF_CATEGORIES = ("coding", "chat", "math")
+
+
+def differential_profile(rng: random.Random, model: str, method: str, k: int, thinking: str,
+                         category: str) -> list[str]:
+    how = rng.choice(("measured", "measured", "copied", "literature", "assumed"))
+    lines = [f"  - model: {model}", f"    speculative_method: {method}",
+             f"    num_spec_tokens: {k}", f'    thinking: "{thinking}"',
+             f"    category: {category}", f"    method: {how}"]
+    roll = rng.random()
+    if roll < 0.3:  # stored rates, AL their sum
+        rates = sorted((round(rng.random(), 3) for _ in range(k)), reverse=True)
+        lines += [f"    acceptance_length: {1 + sum(rates)!r}",
+                  f"    per_position_rates: [{', '.join(map(repr, rates))}]"]
+    else:
+        al = round(rng.uniform(1, k + 1), 3)
+        lines.append(f"    acceptance_length: {al}")
+        if how == "measured" and roll < 0.8:  # counts that give this AL, some per position
+            drafts = 1000
+            accepted = round((al - 1) * drafts)
+            counts = (f"drafts: {drafts}, draft_tokens: {k * drafts}, "
+                      f"accepted_tokens: {accepted}")
+            if rng.random() < 0.5:
+                full = min(accepted // drafts, k)
+                per = [drafts] * full + [accepted - drafts * full] + [0] * k
+                counts += f", accepted_per_position: {per[:k]}"
+            lines.append(f"    counts: {{{counts}}}")
+    if how != "measured":
+        lines.append("    rationale: generated for the differential test")
+    if how == "copied":
+        lines.append(f"    copied_from: {model}-base/{method}/k{k}/thinking-{thinking}/{category}")
+    if how != "assumed":
+        lines += ["    provenance:", f"      source: https://example.org/{model}/{method}.yaml"]
+        if how == "measured":
+            lines += [f"      hardware: {rng.choice(('b300', 'h200'))}",
+                      "      engine_image: vllm/vllm-openai:v0.31.0",
+                      "      sampling: {temperature: 1.0}"]
+    return lines
+
+
+def write_differential_sets(folder: Path, rng: random.Random, names: tuple[str, ...]) -> Path:
+    """Each set holds a random third of the keys: some keys in several sets (conflicts), some
+    categories in none (fallbacks and misses)."""
+    folder.mkdir(parents=True)
+    for name in names:
+        lines = ["kind: AcceptanceProfileSet", f"name: {name}", "profiles:"]
+        for model in DIFF_MODELS:
+            for method in DIFF_METHODS:
+                for k in DIFF_KS:
+                    for thinking in DIFF_THINKING:
+                        for category in DIFF_CATEGORIES:
+                            if rng.random() < 0.3:
+                                lines += differential_profile(rng, model, method, k,
+                                                              thinking, category)
+        (folder / f"{name}.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def differential_history(db_url: str, engine, tmp_path: Path) -> list[datetime]:
+    """Import three sets, change two, delete one, add one: the time before each step."""
+    from registry_db.importing import write as importer
+
+    rng = random.Random(43)
+    times = [datetime.now(UTC)]
+    importer.import_paths(engine, [write_differential_sets(tmp_path / "one", rng,
+                                                           ("alpha", "beta", "gamma"))])
+    times.append(datetime.now(UTC))
+    importer.import_paths(engine, [write_differential_sets(tmp_path / "two", rng,
+                                                           ("alpha", "beta"))])
+    times.append(datetime.now(UTC))
+    deleted = run_cli("-d", db_url, "delete", "gamma", "-m", "retracted")
+    assert deleted.exit_code == 0, deleted.stderr
+    times.append(datetime.now(UTC))
+    importer.import_paths(engine, [write_differential_sets(tmp_path / "three", rng, ("delta",))])
+    return times
+
+
+def differential_runs(times: list[datetime], n: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    return [{"model": rng.choice((*DIFF_MODELS, "model-z")),
+             "method": rng.choice(DIFF_METHODS), "k": rng.choice((*DIFF_KS, 4)),
+             "thinking": rng.choice((*DIFF_THINKING, None)),
+             "category": rng.choice((*DIFF_CATEGORIES, "poetry", None)),
+             "fallback": rng.choice((None, None, *DIFF_CATEGORIES)),
+             "set": rng.choice((None, None, "alpha", "beta", "gamma", "delta", "nope")),
+             "hardware": rng.choice((None, "b300", "B300", "h100")),
+             "as_of": rng.choice((None, None, *times))} for _ in range(n)]

@@ -17,7 +17,7 @@ from registry_db.inputs.request import parse_line
 from registry_db.model import Refusal
 from registry_db.resolve import plan
 from registry_db.resolve.batch import answer_lines
-from tests.db.test_resolve_differential import _history, _runs
+from tests.helpers import differential_history, differential_runs
 
 #: Lines that are no request, or break a rule of a term or a stated value (each read both ways).
 ODD = ['{bad', '[]', '{}', '""', '{"model": "model-a"}',
@@ -76,7 +76,7 @@ def _line(run: dict[str, Any], i: int, rng: random.Random) -> str:
 
 def _batch(times, n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    lines = [_line(run, i, rng) for i, run in enumerate(_runs(times, n, seed))]
+    lines = [_line(run, i, rng) for i, run in enumerate(differential_runs(times, n, seed))]
     lines += ODD
     lines += rng.sample(lines, 200)  # repeated lines, answered from what the batch keeps
     rng.shuffle(lines)
@@ -88,7 +88,7 @@ def _answers(engine, lines: list[str], fast: bool) -> list[tuple[int, str]]:
 
 
 def test_the_fast_path_answers_as_the_plain_one(db_url, engine, backend, tmp_path, monkeypatch):
-    times = _history(db_url, engine, tmp_path)
+    times = differential_history(db_url, engine, tmp_path)
     lines = _batch(times, 3000, seed=5 if backend == "sqlite" else 6)
     monkeypatch.setattr(plan, "BY_FUNCTION", True)
     fast = _answers(engine, lines, fast=True)
@@ -110,7 +110,7 @@ def test_the_fast_path_answers_as_the_plain_one(db_url, engine, backend, tmp_pat
 def test_fast_reading_gives_the_plain_run_or_leaves_the_line_to_it():
     """Each line reads to the same run (ids included) or the same refusal both ways."""
     rng = random.Random(3)
-    runs = _runs([], 2000, seed=3)
+    runs = differential_runs([], 2000, seed=3)
     lines = [_line(dict(run, as_of=None), i, rng) for i, run in enumerate(runs)] + ODD
     for number, line in enumerate(lines, 1):
         if not line.strip():

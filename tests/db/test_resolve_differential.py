@@ -8,113 +8,23 @@ as of four times of a history that imports, changes, deletes and adds sets."""
 from __future__ import annotations
 
 import json
-import random
 import re
 import sqlite3
-from datetime import UTC, datetime
-from pathlib import Path
 
 import psycopg
 
 from registry_db.analyze import web
 from registry_db.errors import ResolutionRefused
-from registry_db.importing import write as importer
 from registry_db.model import Pin, Refusal
 from registry_db.resolve.answer import Resolution
 from registry_db.resolve.lookup import bound
 from registry_db.resolve.plan import Request, resolve, resolve_many
 from registry_db.resolve.statements import ANSWER_COLUMNS, sqlite_file
-from tests.helpers import run_cli
+from tests.helpers import differential_history, differential_runs
 
-MODELS = ("model-a", "model-b")
-METHODS = ("mtp", "eagle")
-KS = (1, 2, 3)
-THINKING = ("on", "off")
-CATEGORIES = ("coding", "chat", "math")
 #: Runs per backend.
 RUNS = 10_000
 COLUMNS = [name for name, _ in ANSWER_COLUMNS]
-
-
-def _profile(rng: random.Random, model: str, method: str, k: int, thinking: str,
-             category: str) -> list[str]:
-    how = rng.choice(("measured", "measured", "copied", "literature", "assumed"))
-    lines = [f"  - model: {model}", f"    speculative_method: {method}",
-             f"    num_spec_tokens: {k}", f'    thinking: "{thinking}"',
-             f"    category: {category}", f"    method: {how}"]
-    roll = rng.random()
-    if roll < 0.3:  # stored rates, AL their sum
-        rates = sorted((round(rng.random(), 3) for _ in range(k)), reverse=True)
-        lines += [f"    acceptance_length: {1 + sum(rates)!r}",
-                  f"    per_position_rates: [{', '.join(map(repr, rates))}]"]
-    else:
-        al = round(rng.uniform(1, k + 1), 3)
-        lines.append(f"    acceptance_length: {al}")
-        if how == "measured" and roll < 0.8:  # counts that give this AL, some per position
-            drafts = 1000
-            accepted = round((al - 1) * drafts)
-            counts = (f"drafts: {drafts}, draft_tokens: {k * drafts}, "
-                      f"accepted_tokens: {accepted}")
-            if rng.random() < 0.5:
-                full = min(accepted // drafts, k)
-                per = [drafts] * full + [accepted - drafts * full] + [0] * k
-                counts += f", accepted_per_position: {per[:k]}"
-            lines.append(f"    counts: {{{counts}}}")
-    if how != "measured":
-        lines.append("    rationale: generated for the differential test")
-    if how == "copied":
-        lines.append(f"    copied_from: {model}-base/{method}/k{k}/thinking-{thinking}/{category}")
-    if how != "assumed":
-        lines += ["    provenance:", f"      source: https://example.org/{model}/{method}.yaml"]
-        if how == "measured":
-            lines += [f"      hardware: {rng.choice(('b300', 'h200'))}",
-                      "      engine_image: vllm/vllm-openai:v0.31.0",
-                      "      sampling: {temperature: 1.0}"]
-    return lines
-
-
-def _write_sets(folder: Path, rng: random.Random, names: tuple[str, ...]) -> Path:
-    """Each set holds a random third of the keys: some keys in several sets (conflicts), some
-    categories in none (fallbacks and misses)."""
-    folder.mkdir(parents=True)
-    for name in names:
-        lines = ["kind: AcceptanceProfileSet", f"name: {name}", "profiles:"]
-        for model in MODELS:
-            for method in METHODS:
-                for k in KS:
-                    for thinking in THINKING:
-                        for category in CATEGORIES:
-                            if rng.random() < 0.3:
-                                lines += _profile(rng, model, method, k, thinking, category)
-        (folder / f"{name}.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return folder
-
-
-def _history(db_url: str, engine, tmp_path: Path) -> list[datetime]:
-    """Import three sets, change two, delete one, add one: the time before each step."""
-    rng = random.Random(43)
-    times = [datetime.now(UTC)]
-    importer.import_paths(engine, [_write_sets(tmp_path / "one", rng, ("alpha", "beta",
-                                                                      "gamma"))])
-    times.append(datetime.now(UTC))
-    importer.import_paths(engine, [_write_sets(tmp_path / "two", rng, ("alpha", "beta"))])
-    times.append(datetime.now(UTC))
-    deleted = run_cli("-d", db_url, "delete", "gamma", "-m", "retracted")
-    assert deleted.exit_code == 0, deleted.stderr
-    times.append(datetime.now(UTC))
-    importer.import_paths(engine, [_write_sets(tmp_path / "three", rng, ("delta",))])
-    return times
-
-
-def _runs(times: list[datetime], n: int, seed: int) -> list[dict]:
-    rng = random.Random(seed)
-    return [{"model": rng.choice((*MODELS, "model-z")), "method": rng.choice(METHODS),
-             "k": rng.choice((*KS, 4)), "thinking": rng.choice((*THINKING, None)),
-             "category": rng.choice((*CATEGORIES, "poetry", None)),
-             "fallback": rng.choice((None, None, *CATEGORIES)),
-             "set": rng.choice((None, None, "alpha", "beta", "gamma", "delta", "nope")),
-             "hardware": rng.choice((None, "b300", "B300", "h100")),
-             "as_of": rng.choice((None, None, *times))} for _ in range(n)]
 
 
 def _request(run: dict) -> Request:
@@ -245,8 +155,8 @@ def _canned_terms(row: dict) -> tuple:
 
 
 def test_every_way_of_asking_gives_one_answer(db_url, engine, backend, tmp_path):
-    times = _history(db_url, engine, tmp_path)
-    runs = _runs(times, RUNS, seed=7 if backend == "sqlite" else 11)
+    times = differential_history(db_url, engine, tmp_path)
+    runs = differential_runs(times, RUNS, seed=7 if backend == "sqlite" else 11)
     library = [_from_library(a) for a in resolve_many(engine, [_request(r) for r in runs])]
     if backend == "sqlite":
         path = db_url.removeprefix("sqlite:///")
