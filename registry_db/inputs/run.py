@@ -147,6 +147,8 @@ def check_object(obj: dict[str, Any]) -> Run | None:
                 if not all(type(v) is str for v in value):
                     return None
                 terms[name] = read(value)
+            elif key in _CONTEXTUAL:
+                terms[name] = read(value)
             else:  # a string or an int, of its exact type: the rule's answer is the value's
                 terms[name] = _read_term(index, value)
         except Problem:
@@ -165,6 +167,11 @@ def check_object(obj: dict[str, Any]) -> Run | None:
             return None
         stated.append(found)
     return Run(**terms, stated=tuple(stated), id=obj.get("id"))
+
+
+#: Terms whose reading depends on more than the value (a label's name in ``as_of`` is read
+#: against the batch's own labels): never kept by :func:`_read_term`.
+_CONTEXTUAL = frozenset({"as_of"})
 
 
 @functools.lru_cache(maxsize=4096)  # a batch names a few models, methods, categories, many times

@@ -221,3 +221,16 @@ def test_a_batch_line_may_name_a_label(edited):
     with Registry(edited) as reg:
         [a] = list(reg.batch([json.dumps({**run, "as_of": "golden"})]))
         assert a.answer.acceptance_length == 2.5
+
+
+def test_a_moved_label_moves_the_next_batch_too(edited):
+    # A label's name in a batch line is read against that batch's labels, never a kept reading
+    # (the common lines' reader keeps others, per distinct value, for the process's life).
+    line = json.dumps({"model": "model-a", "method": "mtp", "k": 3, "thinking": "on",
+                       "category": "cat0", "as_of": "golden"}) + "\n"
+    got = []
+    for position in ("alpha@1", "alpha@2"):
+        assert label(edited, "golden", position, "--force").exit_code == 0
+        result = run_cli("-d", edited, "resolve", "--batch", "-", input=line)
+        got.append(json.loads(result.stdout)["acceptance_length"])
+    assert got == [2.5, 2.75]

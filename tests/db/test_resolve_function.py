@@ -158,12 +158,13 @@ def test_the_migration_goes_up_and_down_with_data_on_postgresql(empty_url, backe
         assert dump(engine, skip=SINCE_0012) == before  # the data stays
         store.upgrade(engine, "0011")
         assert _functions(empty_url) == 2 and _answer(empty_url) == answer
+        store.upgrade(engine)
         # 0013 down: 0011's registry_resolve_many (a call per run) again, same answers.
         many = _many(empty_url)
         assert "registry_resolve(" not in _many_source(empty_url)
-        store.downgrade(engine, "0011")
+        store.downgrade(engine, "0012")
         assert "CROSS JOIN LATERAL registry_resolve(" in _many_source(empty_url)
-        assert _many(empty_url) == many and dump(engine) == before
+        assert _many(empty_url) == many and dump(engine, skip=SINCE_0012) == before
         store.upgrade(engine)
         assert "registry_resolve(" not in _many_source(empty_url) and _many(empty_url) == many
     finally:
