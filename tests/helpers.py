@@ -1406,3 +1406,13 @@ def differential_runs(times: list[datetime], n: int, seed: int) -> list[dict]:
              "set": rng.choice((None, None, "alpha", "beta", "gamma", "delta", "nope")),
              "hardware": rng.choice((None, "b300", "B300", "h100")),
              "as_of": rng.choice((None, None, *times))} for _ in range(n)]
+
+
+def typed_value(value):
+    """``value`` with each scalar's type and each float's repr (``-0.0``, ``nan``): equal
+    when the values are equal as a content hash sees them, shared containers or copies alike."""
+    if isinstance(value, dict):
+        return ("map", [(typed_value(k), typed_value(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("seq", [typed_value(v) for v in value])
+    return (type(value).__name__, repr(value) if isinstance(value, float) else value)

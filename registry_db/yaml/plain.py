@@ -32,6 +32,7 @@ from yaml.events import (
 )
 
 from registry_db.yaml import load as _loader
+from registry_db.yaml.fast import load_rapid
 from registry_db.yaml.load import _NON_STR_START, plain_value
 
 #: libyaml's event parser; None when PyYAML was built without it (then always the long way).
@@ -69,7 +70,12 @@ def load_plain_file(path: str | os.PathLike) -> Any:
 
 
 def load_plain_bytes(data: bytes) -> Any:
-    """:func:`load_plain_file` of a file's bytes already read."""
+    """:func:`load_plain_file` of a file's bytes already read: by ``ryaml`` where its byte
+    guard proves it reads them our way (:mod:`registry_db.yaml.fast`), else from libyaml's
+    events."""
+    rapid = load_rapid(data)
+    if rapid is not None:
+        return rapid
     if _CParser is None or len(data) > _loader.MAX_FILE_BYTES:
         return None
     try:

@@ -1,24 +1,30 @@
 """The import's fast first pass (plain values, no positions) against the positional loader.
 
-Every YAML file of the test corpus and the seed goes both ways: where the fast pass answers, its
-value equals the positional loader's (aliases shared the same way); where it declines, the long
-way is taken. Whole-corpus checks prove the findings, the sets and the rows do not depend on it.
+Every YAML file of the test corpus and the seed goes each way: ``ryaml`` behind its byte guard
+(:mod:`registry_db.yaml.fast`), libyaml's events (:mod:`registry_db.yaml.plain`, ``ryaml``
+switched off) and the positional loader. Where a fast pass answers, its value equals the
+loader's (the libyaml pass shares aliases the same way; ``ryaml`` copies them); where it
+declines, the long way is taken. Whole-corpus checks prove the findings, the sets and the rows
+do not depend on it.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from registry_db import store
 from registry_db.errors import InvalidInput
 from registry_db.importing.write import import_paths
 from registry_db.sources import profile_set as source
 from registry_db.sources.profile_set import check_paths
+from registry_db.yaml import fast as fast_yaml
 from registry_db.yaml.load import load_file
 from registry_db.yaml.plain import load_plain, load_plain_file
-from tests.helpers import dump, value_shape
+from tests.helpers import dump, typed_value, value_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -35,8 +41,10 @@ def _positional(path: Path):
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_fast_pass_equals_the_positional_loader_or_declines(path):
-    """Where the fast pass gives a value, the positional loader gives the same, no finding."""
+def test_fast_pass_equals_the_positional_loader_or_declines(path, monkeypatch):
+    """Where the libyaml pass gives a value, the positional loader gives the same (aliases
+    shared alike), no finding."""
+    monkeypatch.setattr(fast_yaml, "RAPID", False)
     plain = load_plain_file(path)
     if plain is None:
         return  # declined: the caller takes the long way (compared below, by findings)
@@ -45,10 +53,29 @@ def test_fast_pass_equals_the_positional_loader_or_declines(path):
     assert value_shape(plain) == value_shape(located)
 
 
-def test_fast_pass_answers_every_valid_file_and_the_seed():
-    """The comparison above is not vacuous: every valid file and seed set takes the fast pass."""
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_rapid_pass_equals_the_positional_loader_or_declines(path):
+    """Where ``ryaml`` gives a value, the positional loader gives the same value, no finding."""
+    rapid = fast_yaml.load_rapid(path.read_bytes())
+    if rapid is None:
+        return
+    located = _positional(path)
+    assert located is not None, "the rapid pass read a file the loader refuses"
+    assert typed_value(rapid) == typed_value(located)
+
+
+def test_fast_passes_answer_the_valid_files_and_the_seed(monkeypatch):
+    """The comparisons above are not vacuous: every valid file and seed set takes the libyaml
+    pass, and ``ryaml`` takes each one its byte guard passes: the whole seed and most files."""
     files = sorted((DATA / "valid").iterdir()) + sorted((ROOT / "seed").rglob("*.yaml"))
-    assert files and [f.name for f in files if load_plain_file(f) is None] == []
+    guarded = [f.name for f in files if fast_yaml.risk(f.read_bytes()) is not None]
+    assert [f.name for f in files if load_plain_file(f) is None] == []
+    assert [f.name for f in files if fast_yaml.load_rapid(f.read_bytes()) is None] == guarded
+    assert not any(fast_yaml.risk(f.read_bytes()) for f in (ROOT / "seed").rglob("*.yaml"))
+    assert len(guarded) * 4 < len(files)
+    monkeypatch.setattr(fast_yaml, "RAPID", False)
+    assert [f.name for f in files if load_plain_file(f) is None] == []
+    assert all(fast_yaml.load_rapid(f.read_bytes()) is None for f in files)
 
 
 @pytest.mark.parametrize("text", [
@@ -76,28 +103,40 @@ def test_fast_pass_declines_an_alias_bomb():
     assert load_plain("\n".join(lines) + "\n") is None
 
 
-def _both_ways(monkeypatch, paths):
-    results = []
-    for fast in (True, False):
-        monkeypatch.setattr(source, "FAST_PATH", fast)
-        results.append(check_paths(paths))
+#: The three ways of reading a file: (ryaml first, libyaml's events first, positions only).
+WAYS = {"ryaml": (True, True), "libyaml": (True, False), "positional": (False, False)}
+
+
+def _set_way(monkeypatch, way):
+    fast_path, rapid = WAYS[way]
+    monkeypatch.setattr(source, "FAST_PATH", fast_path)
+    monkeypatch.setattr(fast_yaml, "RAPID", rapid)
+
+
+def _each_way(monkeypatch, paths):
+    """``check_paths`` each way: the sets and rendered findings, by way."""
+    results = {}
+    for way in WAYS:
+        _set_way(monkeypatch, way)
+        sets, findings = check_paths(paths)
+        results[way] = (sets, [f.render() for f in findings])
     return results
 
 
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.name)
-def test_findings_are_the_same_both_ways_on_every_invalid_file(monkeypatch, path):
-    """Byte-identical findings on each invalid file of the corpus, fast path on or off."""
-    (fast_sets, fast), (slow_sets, slow) = _both_ways(monkeypatch, [path])
-    assert [f.render() for f in fast] == [f.render() for f in slow]
-    assert slow and fast_sets == slow_sets
+def test_findings_are_the_same_each_way_on_every_invalid_file(monkeypatch, path):
+    """Byte-identical findings on each invalid file of the corpus, whichever pass reads it."""
+    results = _each_way(monkeypatch, [path])
+    assert results["positional"][1]
+    assert results["ryaml"] == results["libyaml"] == results["positional"]
 
 
-def test_sets_and_findings_are_the_same_both_ways_on_whole_folders(monkeypatch):
+def test_sets_and_findings_are_the_same_each_way_on_whole_folders(monkeypatch):
     """Whole folders at once (set names across files included): same sets, same findings."""
     folders = [DATA / "valid", DATA / "invalid", ROOT / "seed" / "acceptance"]
-    (fast_sets, fast), (slow_sets, slow) = _both_ways(monkeypatch, folders)
-    assert [f.render() for f in fast] == [f.render() for f in slow]
-    assert fast_sets == slow_sets and len(fast_sets) > 10
+    results = _each_way(monkeypatch, folders)
+    assert results["ryaml"] == results["libyaml"] == results["positional"]
+    assert len(results["ryaml"][0]) > 10
 
 
 def test_duplicate_set_name_finding_keeps_both_lines(monkeypatch, tmp_path):
@@ -105,26 +144,46 @@ def test_duplicate_set_name_finding_keeps_both_lines(monkeypatch, tmp_path):
     body = "kind: AcceptanceProfileSet\n\n\nname: twice\nprofiles: []\n"
     (tmp_path / "a.yaml").write_text(body)
     (tmp_path / "b.yaml").write_text("# another\n" + body)
-    (_, fast), (_, slow) = _both_ways(monkeypatch, [tmp_path])
-    rendered = [f.render() for f in fast]
-    assert rendered == [f.render() for f in slow]
+    results = _each_way(monkeypatch, [tmp_path])
+    rendered = results["ryaml"][1]
+    assert rendered == results["libyaml"][1] == results["positional"][1]
     assert any("(line 4)" in r and "b.yaml:5:" in r for r in rendered)
 
 
-def test_rows_are_the_same_both_ways(monkeypatch, tmp_path):
-    """The valid corpus and the seed, imported each way into its own SQLite file: same rows."""
+def _generated(folder):
+    """A generated registry (benchmarks/generate.py): every other file shares provenances by
+    anchors and aliases, which ``ryaml`` copies where the loader shares."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import generate
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    paths = generate.write_registry(generate.default_layout(2_000, 4, seed=5), folder)
+    assert any(b"*" in p.read_bytes() for p in paths)
+    return folder
+
+
+def test_values_and_content_hashes_are_the_same_each_way(monkeypatch, tmp_path):
+    """The valid corpus, the seed and a generated registry with aliases, imported each way into
+    its own SQLite file: the same rows, so the same values and content hashes of every set."""
     # The seed's golden set is also a valid test file under the same name: the seed once.
     paths = [DATA / "valid", *(p for p in sorted((ROOT / "seed" / "acceptance").iterdir())
-                               if not (DATA / "valid" / p.name).exists())]
-    dumps = []
-    for fast in (True, False):
-        monkeypatch.setattr(source, "FAST_PATH", fast)
-        engine = store.open_registry(f"sqlite:///{tmp_path / f'{fast}.db'}")
+                               if not (DATA / "valid" / p.name).exists()),
+             _generated(tmp_path / "generated")]
+    dumps, hashes = {}, {}
+    for way in WAYS:
+        _set_way(monkeypatch, way)
+        engine = store.open_registry(f"sqlite:///{tmp_path / f'{way}.db'}")
         try:
             import_paths(engine, paths)
-            dumps.append(dump(engine, skip=("profile_sets.imported_at", "revisions.imported_at",
+            dumps[way] = dump(engine, skip=("profile_sets.imported_at", "revisions.imported_at",
                                             "profile_versions.valid_from",
-                                            "profile_keys.valid_from")))
+                                            "profile_keys.valid_from"))
+            with engine.connect() as conn:
+                hashes[way] = sorted(conn.execute(text(
+                    "SELECT name, content_hash FROM profile_sets")).all())
         finally:
             engine.dispose()
-    assert dumps[0] == dumps[1] and dumps[0]["profiles"]
+    assert dumps["ryaml"] == dumps["libyaml"] == dumps["positional"]
+    assert hashes["ryaml"] == hashes["libyaml"] == hashes["positional"]
+    assert len(hashes["ryaml"]) > 10 and dumps["ryaml"]["profiles"]
