@@ -66,13 +66,12 @@ def test_rapid_pass_equals_the_positional_loader_or_declines(path):
 
 def test_fast_passes_answer_the_valid_files_and_the_seed(monkeypatch):
     """The comparisons above are not vacuous: every valid file and seed set takes the libyaml
-    pass, and ``ryaml`` takes each one its byte guard passes: the whole seed and most files."""
+    pass, and ``ryaml`` takes each one its byte guard passes: most of them."""
     files = sorted((DATA / "valid").iterdir()) + sorted((ROOT / "seed").rglob("*.yaml"))
     guarded = [f.name for f in files if fast_yaml.risk(f.read_bytes()) is not None]
     assert [f.name for f in files if load_plain_file(f) is None] == []
     assert [f.name for f in files if fast_yaml.load_rapid(f.read_bytes()) is None] == guarded
-    assert not any(fast_yaml.risk(f.read_bytes()) for f in (ROOT / "seed").rglob("*.yaml"))
-    assert len(guarded) * 4 < len(files)
+    assert len(guarded) * 2 < len(files)
     monkeypatch.setattr(fast_yaml, "RAPID", False)
     assert [f.name for f in files if load_plain_file(f) is None] == []
     assert all(fast_yaml.load_rapid(f.read_bytes()) is None for f in files)
