@@ -330,8 +330,8 @@ def canned_queries() -> tuple[Canned, ...]:
         queries.append(Canned(
             "uncertainty", "Values with their uncertainty",
             "Profiles with raw counts: AL with its standard error (exact with per-position "
-            "counts, else an upper bound) and a 95% interval, AL ± 1.96 stderr. model is "
-            "optional.", _UNCERTAINTY, ("model",)))
+            "counts or at K = 1, else an upper bound) and a 95% interval, AL ± 1.96 stderr. "
+            "model is optional.", _UNCERTAINTY, ("model",)))
     return tuple(queries)
 
 

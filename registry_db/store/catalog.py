@@ -85,8 +85,8 @@ _STDERR = (
       "Var X = Σ (2i − 1) a_i / D − μ² with per-position counts, else the bound μ (K − μ), "
       "μ = A / D. Steps of one request are correlated, so the true spread is larger. NULL "
       "without counts.", "tokens per step"),
-    C("al_stderr_exact", "1 when `al_stderr` is exact (per-position counts stored), 0 when it "
-      "is the bound; NULL without counts."),
+    C("al_stderr_exact", "1 when `al_stderr` is exact (per-position counts stored, or K = 1), 0 "
+      "when it is the bound; NULL without counts."),
 )
 
 #: Where a revision's file came from, when it was read from a git work tree (0012).

@@ -91,6 +91,22 @@ def test_the_view_gives_the_librarys_stderr_computed_by_hand(engine, tmp_path):
     assert abs(exact.al_stderr - library) < 1e-12
 
 
+def test_every_view_says_exact_at_k1_without_per_position_counts(engine, tmp_path):
+    # At K = 1 a step accepts 0 or 1: mu (K - mu) is the variance, as resolve says (0014).
+    one = SET.replace("num_spec_tokens: 3", "num_spec_tokens: 1").format(
+        name="k1", al=1.5, d=4, dt=4, a=2, per="2").replace("length: 2.25", "length: 1.25")
+    (tmp_path / "k1.yaml").write_text(one, encoding="utf-8")
+    importer.import_paths(engine, [tmp_path / "k1.yaml", write(tmp_path / "k3")])
+    with engine.connect() as conn:
+        for view in ("acceptance_profiles", "profile_history", "profile_coverage"):
+            got = {(r.k, r.thinking, r.category): r.exact for r in conn.execute(text(
+                f"SELECT num_spec_tokens AS k, thinking, category, al_stderr_exact AS exact "
+                f"FROM {view} WHERE drafts IS NOT NULL"))}
+            assert got[(1, "off", "coding")] == 1, view  # no per-position counts, K = 1
+            assert got[(3, "off", "coding")] == 0, view  # the bound
+            assert got[(1, "on", "coding")] == got[(3, "on", "coding")] == 1, view
+
+
 def test_the_stored_stderr_is_what_the_formula_gives_in_sql(engine, tmp_path):
     """``al_stderr`` is written by the library; SQL computes the same variance (without a
     square root, which SQLite lacks) from the stored counts: μ (K − μ) for the bound, and

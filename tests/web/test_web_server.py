@@ -170,7 +170,10 @@ def test_the_other_canned_queries_with_their_parameters(server, db):
         counted = _sql(server, "SELECT profile_id, acceptance_length, al_stderr FROM "
                                "acceptance_profiles WHERE model = 'model-a' AND drafts IS NOT NULL")
         assert len(rows) == len(counted) > 0
-        assert all(r["al_stderr"] > 0 and r["al_stderr_exact"] == 0 for r in rows)
+        # no per-position counts here: the bound, but exact at K = 1 (0014)
+        assert all(r["al_stderr"] > 0 and r["al_stderr_exact"] == (r["num_spec_tokens"] == 1)
+                   for r in rows)
+        assert {r["al_stderr_exact"] for r in rows} == {0, 1}
         assert all(r["al_low_95"] == pytest.approx(r["acceptance_length"] - 1.96 * r["al_stderr"])
                    for r in rows)
 
