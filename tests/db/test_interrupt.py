@@ -155,8 +155,10 @@ def _waiting(url: str, pid: int):  # noqa: ANN202
             except OSError:
                 return False
         return opened
+    # This test's database only: another worker's test may be waiting on its own lock.
     return lambda: _count(url, "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' "
-                               "AND NOT granted") > 0
+                               "AND NOT granted AND database = (SELECT oid FROM pg_database "
+                               "WHERE datname = current_database())") > 0
 
 
 @pytest.mark.parametrize("command", ["import", "delete"])
