@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -26,10 +28,12 @@ ARGS = ["--model", "model-a", "--method", "mtp", "--k", "3", "--thinking", "on",
 US = timedelta(microseconds=1)
 
 
-def _latest_time(url: str, name: str) -> datetime:
+def _times(url: str, name: str) -> list[datetime]:
+    """When each revision of ``name`` was recorded, oldest first."""
     shown = run_cli("-d", url, "history", name, "--json")
     assert shown.exit_code == 0, shown.output
-    return datetime.fromisoformat(json.loads(shown.stdout)["revisions"][0]["imported_at"])
+    revisions = json.loads(shown.stdout)["revisions"]
+    return [datetime.fromisoformat(r["imported_at"]) for r in reversed(revisions)]
 
 
 def _cli(url: str, *args: str, env: dict | None = None):
@@ -38,20 +42,76 @@ def _cli(url: str, *args: str, env: dict | None = None):
     return result
 
 
+def _url(engine) -> str:
+    return engine.url.render_as_string(hide_password=False)
+
+
+def _build_steps(engine) -> None:
+    """Import (AL 2.5), edit and import (3.0), delete, import again (3.5), on the command line."""
+    url = _url(engine)
+    with tempfile.TemporaryDirectory() as folder:
+        for al in (2.5, 3.0, None, 3.5):
+            if al is None:
+                _cli(url, "delete", "golden", "-m", "retracted")
+            else:
+                write_set(Path(folder), "golden", al=al)
+                _cli(url, "import", folder)
+
+
+def _build_two_sets(engine) -> None:
+    """first (t1), then second holding the same keys (t2: a conflict), then first deleted (t3)."""
+    url = _url(engine)
+    with tempfile.TemporaryDirectory() as folder:
+        write_set(Path(folder) / "a", "first", al=2.5)
+        write_set(Path(folder) / "b", "second", al=3.0, first_category=1)
+        _cli(url, "import", str(Path(folder) / "a"))
+        _cli(url, "import", str(Path(folder) / "b"))
+        _cli(url, "delete", "first")
+
+
+def _build_long_history(engine) -> None:
+    """The generated registry imported twice (two revisions of each of its five sets) beside
+    a long history of other sets (4,000 revisions), so that the planners see tables of
+    thousands and choose as they would on a registry that has been in use for a while."""
+    import dataclasses
+
+    from registry_db.importing import write as importer
+    from tests.helpers import generated_sets
+
+    sets = generated_sets()
+    importer.import_sets(engine, sets)
+    importer.import_sets(engine, [dataclasses.replace(s, caveats=("second",)) for s in sets])
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO revisions (set_name, revision, action, imported_at, content_hash, "
+            "profile_count) VALUES (:n, :r, :a, :t, :h, 0)"),
+            [{"n": f"archive-{i}", "r": j, "a": "added" if j == 1 else "updated",
+              "t": datetime(2020, 1 + j % 12, 1 + i % 28, tzinfo=UTC), "h": "h" * 64}
+             for i in range(40) for j in range(1, 101)])
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("ANALYZE"))
+
+
+#: The histories the tests read, in the order a test asking for several builds them.
+HISTORIES = {"two_sets": _build_two_sets, "steps": _build_steps,
+             "long_history": _build_long_history}
+
+
 @pytest.fixture
-def steps(db_url, tmp_path):
-    """Import (AL 2.5), edit and import (3.0), delete, import again (3.5): the URL and, per
-    step, its time and what the run resolves to then ((AL, revision), or None: nothing)."""
-    folder = tmp_path / "sets"
-    out = []
-    for al, expected in ((2.5, (2.5, 1)), (3.0, (3.0, 2)), (None, None), (3.5, (3.5, 4))):
-        if al is None:
-            _cli(db_url, "delete", "golden", "-m", "retracted")
-        else:
-            write_set(folder, "golden", al=al)
-            _cli(db_url, "import", str(folder))
-        out.append((_latest_time(db_url, "golden"), expected))
-    return db_url, out
+def db_url(request, shared_url) -> str:
+    """Here: the registry holding the histories the test asks for (``steps``, ``two_sets``,
+    ``long_history``), built once a session and only read (``shared_url`` checks)."""
+    names = [n for n in HISTORIES if n in request.fixturenames]
+    return shared_url("history-" + "+".join(names),
+                      lambda engine: [HISTORIES[n](engine) for n in names])
+
+
+@pytest.fixture
+def steps(db_url):
+    """The URL and, per step of :func:`_build_steps`, its time and what the run resolves to
+    then ((AL, revision), or None: nothing)."""
+    answers = ((2.5, 1), (3.0, 2), None, (3.5, 4))
+    return db_url, list(zip(_times(db_url, "golden"), answers, strict=True))
 
 
 def _answer(bind, at, **kw):
@@ -206,16 +266,9 @@ def test_batch_lines_take_as_of(steps):
 # --- conflicts, scope, pins, fallback and --emit as of a time -----------------------------------
 
 @pytest.fixture
-def two_sets(db_url, tmp_path):
-    """first (t1), then second holding the same keys (t2: a conflict), then first deleted (t3)."""
-    write_set(tmp_path / "a", "first", al=2.5)
-    write_set(tmp_path / "b", "second", al=3.0, first_category=1)
-    _cli(db_url, "import", str(tmp_path / "a"))
-    t1 = _latest_time(db_url, "first")
-    _cli(db_url, "import", str(tmp_path / "b"))
-    t2 = _latest_time(db_url, "second")
-    _cli(db_url, "delete", "first")
-    t3 = _latest_time(db_url, "first")
+def two_sets(db_url):
+    """The URL and the times of :func:`_build_two_sets`'s steps (t1, t2, t3)."""
+    (t1, t3), (t2,) = _times(db_url, "first"), _times(db_url, "second")
     return db_url, (t1, t2, t3)
 
 
@@ -363,26 +416,7 @@ def test_a_hostile_as_of_refuses_the_run_and_the_batch_line(steps, engine, value
 
 @pytest.fixture
 def long_history(engine):
-    """The generated registry imported twice (two revisions of each of its five sets) beside
-    a long history of other sets (4,000 revisions), so that the planners see tables of
-    thousands and choose as they would on a registry that has been in use for a while."""
-    import dataclasses
-
-    from registry_db.importing import write as importer
-    from tests.helpers import generated_sets
-
-    sets = generated_sets()
-    importer.import_sets(engine, sets)
-    importer.import_sets(engine, [dataclasses.replace(s, caveats=("second",)) for s in sets])
-    with engine.begin() as conn:
-        conn.execute(text(
-            "INSERT INTO revisions (set_name, revision, action, imported_at, content_hash, "
-            "profile_count) VALUES (:n, :r, :a, :t, :h, 0)"),
-            [{"n": f"archive-{i}", "r": j, "a": "added" if j == 1 else "updated",
-              "t": datetime(2020, 1 + j % 12, 1 + i % 28, tzinfo=UTC), "h": "h" * 64}
-             for i in range(40) for j in range(1, 101)])
-        if engine.dialect.name == "postgresql":
-            conn.execute(text("ANALYZE"))
+    """The engine on :func:`_build_long_history`'s registry."""
     return engine
 
 
