@@ -985,6 +985,17 @@ def build_seed(engine: Engine) -> None:
     import_paths(engine, [SEED])
 
 
+def build_generated(engine: Engine) -> None:
+    """Fill a shared registry with :func:`generated_sets`; on PostgreSQL its statistics too, so
+    that the planner sees tables of thousands."""
+    from registry_db.importing.write import import_sets
+
+    import_sets(engine, generated_sets())
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as conn:
+            conn.execute(text("ANALYZE"))
+
+
 def seed_with_overlap(url: str, tmp_path: Path) -> str:
     """``url``'s registry holding the seed and two small sets that share a key (a conflict)."""
     from registry_db import store

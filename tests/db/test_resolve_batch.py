@@ -11,7 +11,6 @@ from sqlalchemy import text
 
 from registry_db.errors import ResolutionRefused
 from registry_db.gcpause import PAUSE_FROM as GC_PAUSE_FROM
-from registry_db.importing import write as importer
 from registry_db.model import InlineValue, Pin
 from registry_db.resolve import plan as plan_module
 from registry_db.resolve.lookup import (
@@ -26,7 +25,7 @@ from registry_db.resolve.lookup import (
     pg_parameters,
 )
 from registry_db.resolve.plan import Request, resolve, resolve_many
-from tests.helpers import CATEGORIES, CHIPS, SET_NAMES, generated_sets, random_key
+from tests.helpers import CATEGORIES, CHIPS, SET_NAMES, build_generated, random_key
 
 
 def generated_requests(n: int, seed: int = 11) -> list[Request]:
@@ -79,12 +78,8 @@ def _many(engine, requests):
 
 
 @pytest.fixture
-def big(engine):
-    importer.import_sets(engine, generated_sets())
-    if engine.dialect.name == "postgresql":
-        with engine.begin() as conn:  # statistics, so the planner sees a table of thousands
-            conn.execute(text("ANALYZE"))
-    return engine
+def big(shared_registry):
+    return shared_registry("generated", build_generated)
 
 
 def test_batch_equals_one_by_one(big):
