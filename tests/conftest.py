@@ -20,10 +20,11 @@ the reason, unless ``REGISTRY_TEST_REQUIRE_POSTGRES=1`` (CI sets it), which make
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -221,22 +222,30 @@ def _shared_registries(request, tmp_path_factory) -> Iterator[SharedRegistries]:
         server.drop(url)
 
 
+@contextlib.contextmanager
+def _checked(request, shared: SharedRegistries, backend: str) -> Iterator[Callable]:
+    """A getter of ``shared``'s registries of ``backend``; on leaving, the test fails if it wrote
+    to one of those it got."""
+    used = []
+
+    def get(name: str, build) -> object:
+        used.append(shared.get(backend, name, build))
+        return used[-1]
+
+    yield get
+    for engine in used:
+        assert shared.unchanged(engine), (
+            f"{request.node.nodeid} wrote to a shared read-only registry; give it its own "
+            "(the db_url or engine fixture)")
+
+
 @pytest.fixture
 def shared_registry(request, backend, _shared_registries):
     """``shared_registry(name, build)``: the engine on a registry of the backend under test that
     ``build(engine)`` filled once this session, for tests that only read it. The test fails if it
     wrote to it."""
-    used = []
-
-    def get(name: str, build) -> object:
-        used.append(_shared_registries.get(backend, name, build))
-        return used[-1]
-
-    yield get
-    for engine in used:
-        assert _shared_registries.unchanged(engine), (
-            f"{request.node.nodeid} wrote to a shared read-only registry; give it its own "
-            "(the db_url or engine fixture)")
+    with _checked(request, _shared_registries, backend) as get:
+        yield get
 
 
 @pytest.fixture
@@ -248,6 +257,18 @@ def shared_url(shared_registry, backend, _shared_registries):
         return _shared_registries.url(backend, name, build)
 
     return get
+
+
+@pytest.fixture
+def shared_sqlite_url(request, _shared_registries):
+    """``shared_sqlite_url(name, build)``: :func:`shared_url` for a test of SQLite alone (one
+    with no ``backend``), held to the same rule."""
+    with _checked(request, _shared_registries, "sqlite") as get:
+        def url(name: str, build) -> str:
+            get(name, build)
+            return _shared_registries.url("sqlite", name, build)
+
+        yield url
 
 
 @pytest.fixture

@@ -61,9 +61,11 @@ CORPUS = [
 
 
 @pytest.fixture
-def sqlite_url(tmp_path):
-    """A SQLite registry holding the seed and two small sets that share a key."""
-    return seed_with_overlap(f"sqlite:///{tmp_path / 'registry.db'}", tmp_path)
+def sqlite_url(shared_sqlite_url, tmp_path_factory):
+    """A SQLite registry holding the seed and two small sets that share a key, built once a
+    session: the tests only read it."""
+    return shared_sqlite_url("seed-overlap", lambda engine: seed_with_overlap(
+        engine.url.render_as_string(hide_password=False), tmp_path_factory.mktemp("overlap")))
 
 
 @pytest.fixture
