@@ -21,10 +21,13 @@ MIXED = Deployment((Pool("prefill"), Pool("decode", "eagle", 3), Pool("draft2", 
 QUIET = Deployment((Pool("prefill"), Pool("decode")))
 
 
-@pytest.fixture
-def reg(engine):
+def _build(engine) -> None:
     importer.import_sets(engine, [*SETS, make_set("delta", prof("solo", "coding", 1.9, k=2))])
-    return engine
+
+
+@pytest.fixture
+def reg(shared_registry):
+    return shared_registry("sets-and-delta", _build)
 
 
 def request(**kw) -> Request:
@@ -95,8 +98,8 @@ def test_a_pools_refusal_names_the_pool(reg):
 # --- the command line ---------------------------------------------------------------------------
 
 @pytest.fixture
-def url(reg, db_url):
-    return db_url
+def url(shared_url):
+    return shared_url("sets-and-delta", _build)
 
 
 SOLO = ["--model", "solo", "--thinking", "off", "--category", "coding", "--set", "alpha",
