@@ -34,11 +34,16 @@ def acceptance(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def registry(db_url, acceptance) -> str:
-    result = run_on(db_url, "import", "-q", str(acceptance), str(SEED))
-    assert result.exit_code == 0, result.stderr
-    assert len(json.loads(run_on(db_url, "profiles", "--json").stdout)) == 121
-    return db_url
+def registry(shared_url, acceptance) -> str:
+    """The real curves and the seed, imported once a session: the tests only read them."""
+    def build(engine) -> None:
+        url = engine.url.render_as_string(hide_password=False)
+        result = run_on(url, "import", "-q", str(acceptance), str(SEED))
+        assert result.exit_code == 0, result.stderr
+
+    url = shared_url("table-width", build)
+    assert len(json.loads(run_on(url, "profiles", "--json").stdout)) == 121
+    return url
 
 
 @pytest.mark.slow
