@@ -5,6 +5,7 @@ deleted set that says when it went and which revision holds it."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -18,8 +19,7 @@ def run(url: str, *args: str):
     return run_cli("-d", url, *args)
 
 
-@pytest.fixture
-def timeline(db_url, tmp_path):
+def _build(db_url: str, tmp_path: Path) -> tuple[str, dict]:
     """``curves`` added (AL 2.5, three profiles), updated (AL 2.6, two), then deleted; and
     ``other`` added after all that. Returns the URL and revision -> its time."""
     first = write_set(tmp_path / "v1", NAME, 3, al=2.5)
@@ -29,8 +29,25 @@ def timeline(db_url, tmp_path):
     assert run(db_url, "delete", NAME, "-m", "gone").exit_code == 0
     write_set(tmp_path / "v3", "other", 1, model="o")
     assert run(db_url, "import", str(tmp_path / "v3")).exit_code == 0
+    return _timed(db_url)
+
+
+def _timed(db_url: str) -> tuple[str, dict]:
     revs = json.loads(run(db_url, "history", NAME, "--json").stdout)["revisions"]
     return db_url, {r["revision"]: r["imported_at"] for r in revs}
+
+
+@pytest.fixture
+def timeline(shared_url, tmp_path_factory):
+    """:func:`_build`'s history, built once a session for the tests that only read it."""
+    return _timed(shared_url("as-of-timeline", lambda engine: _build(
+        engine.url.render_as_string(hide_password=False), tmp_path_factory.mktemp("timeline"))))
+
+
+@pytest.fixture
+def own_timeline(db_url, tmp_path):
+    """:func:`_build`'s history in the test's own registry, for a test that writes."""
+    return _build(db_url, tmp_path)
 
 
 def _als(doc_profiles: list[dict]) -> list[float]:
@@ -142,8 +159,8 @@ def test_export_of_a_deleted_set_says_when_and_which_revision_holds_it(timeline,
 
 # --- restore -------------------------------------------------------------------------------------
 
-def test_restore_brings_a_deleted_set_back_as_a_new_revision(timeline):
-    url, _ = timeline
+def test_restore_brings_a_deleted_set_back_as_a_new_revision(own_timeline):
+    url, _ = own_timeline
     result = run(url, "restore", NAME, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["sets"] == [{

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -15,14 +16,26 @@ from tests.helpers import SEED, SEED_FILE, write_set
 from tests.helpers import run_on as run
 
 
-@pytest.fixture
-def loaded(db_url, tmp_path):
+def _load(db_url: str, tmp_path: Path) -> str:
     """The seed plus two sets that share one key (imported z first, to prove the ordering)."""
     write_set(tmp_path / "z", "zeta", 2, model="m")
     write_set(tmp_path / "a", "alpha", 3, model="m", first_category=1, caveats=())
     for folder in (tmp_path / "z", tmp_path / "a", SEED):
         assert run(db_url, "import", str(folder)).exit_code == 0
     return db_url
+
+
+@pytest.fixture
+def loaded(shared_url, tmp_path_factory):
+    """:func:`_load`'s registry, built once a session for the tests that only read it."""
+    return shared_url("read-cli", lambda engine: _load(
+        engine.url.render_as_string(hide_password=False), tmp_path_factory.mktemp("loaded")))
+
+
+@pytest.fixture
+def own_loaded(db_url, tmp_path):
+    """:func:`_load`'s registry of the test's own, for a test that imports into it."""
+    return _load(db_url, tmp_path)
 
 
 def test_list_table_json_csv(loaded):
@@ -119,13 +132,13 @@ def test_no_conflicts(db_url):
     assert json.loads(run(db_url, "conflicts", "--json").stdout) == []
 
 
-def test_export_to_a_folder_and_back(loaded, tmp_path):
+def test_export_to_a_folder_and_back(own_loaded, tmp_path):
     out = tmp_path / "exported"
-    result = run(loaded, "export", "-o", str(out))
+    result = run(own_loaded, "export", "-o", str(out))
     assert result.exit_code == 0
     assert result.stdout.splitlines() == [str(out / f"{n}.yaml")
                                           for n in ("alpha", "inferencex-golden-al", "zeta")]
-    again = run(loaded, "import", "--json", str(out))
+    again = run(own_loaded, "import", "--json", str(out))
     assert {s["status"] for s in json.loads(again.stdout)["sets"]} == {"unchanged"}
 
 
