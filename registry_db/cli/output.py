@@ -346,16 +346,31 @@ def render_text_table(header: Sequence[str], body: Sequence[Sequence[str]],
         label = max(map(len, header), default=0) + 3
         cells = [[shorten(v, max(width - label, NARROWEST)) for v in row] for row in body]
         cut = sum(a != b for row, short in zip(body, cells) for a, b in zip(row, short))
-        click.echo(f"note: the table is wider than {width} columns, so each row is a record"
-                   + (f" ({cut} cell(s) shortened with …)" if cut else "")
-                   + "; --columns A,B picks columns, --json shows every cell whole", err=True)
+        _note(f"note: the table is wider than {width} columns, so each row is a record"
+              + (f" ({cut} cell(s) shortened with …)" if cut else "")
+              + "; --columns A,B picks columns, --json shows every cell whole", width)
         return records(header, cells)
     cut = _cut_cells(header, body, lines[1])
     if cut:
-        click.echo(f"note: {cut} cell(s) shortened with … to fit {width} columns; "
-                   "--vertical or --json shows every cell whole, --columns A,B picks "
-                   "columns", err=True)
+        _note(f"note: {cut} cell(s) shortened with … to fit {width} columns; --vertical or "
+              "--json shows every cell whole, --columns A,B picks columns", width)
     return lines
+
+
+def _note(text: str, width: int) -> None:
+    """A note on stderr, wrapped to the terminal's ``width`` as the table it explains."""
+    click.echo("\n".join(wrapped(text, width, "      ")), err=True)
+
+
+def wrapped(text: str, width: int | None, indent: str = "") -> list[str]:
+    """``text`` as lines of at most ``width`` (whole when None: a pipe keeps every line as
+    written), later lines after ``indent``; a word longer than a line is not broken."""
+    if width is None:
+        return [text]
+    import textwrap
+
+    return textwrap.wrap(text, max(width, 20), subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [""]
 
 
 def _cut_cells(header: Sequence[str], body: Sequence[Sequence[str]], rule: str) -> int:

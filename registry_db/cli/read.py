@@ -29,6 +29,7 @@ from registry_db.cli.output import (
     terminal_width,
     uncertainty_json,
     with_stderr,
+    wrapped,
 )
 from registry_db.model import INT_LIMIT, visible
 
@@ -131,7 +132,7 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
     if ps.caveats:
         click.echo("caveats:")
         for c in ps.caveats:
-            click.echo(f"  - {_lines(c)}")
+            click.echo(_prose("  - ", c, width))
     click.echo("")
     emit_rows(["profile", "acceptance_length", "per_position_rates", "method", "hardware",
                "source"],
@@ -148,7 +149,7 @@ def show(settings: Any, set_name: str, as_of: Any, as_json: bool) -> None:
             if p.copied_from:
                 click.echo(f"  copied_from: {visible(p.copied_from)}")
             if p.rationale:
-                click.echo(f"  rationale:   {_lines(p.rationale)}")
+                click.echo(_prose("  rationale:   ", p.rationale, width))
 
 
 def _store() -> Any:
@@ -156,6 +157,18 @@ def _store() -> Any:
     from registry_db.store import read
 
     return read
+
+
+def _prose(lead: str, text: str, width: int | None) -> str:
+    """A caveat or rationale after ``lead``, each of its lines wrapped to the terminal's width
+    (control characters escaped); whole in a pipe."""
+    if width is None:
+        return lead + _lines(text)
+    pad = " " * len(lead)
+    out = []
+    for n, line in enumerate(visible(line) for line in text.split("\n")):
+        out += wrapped((lead if n == 0 else pad) + line, width, pad)
+    return "\n".join(out)
 
 
 def _lines(text: str) -> str:

@@ -42,3 +42,16 @@ def test_a_table_fits_the_width_and_numbers_stay_whole():
     assert "…" in lines[2] and lines[2].endswith("dspark.yaml")
     # No width (a pipe): nothing is cut.
     assert URL in format_table(["set", "acceptance_length", "source"], rows)
+
+
+def test_prose_and_notes_wrap_to_the_terminal_and_stay_whole_in_a_pipe():
+    from registry_db.cli.output import wrapped
+    from registry_db.cli.read import _prose
+
+    text = "Coding only. Every curve is SPEED-Bench Qualitative coding; other categories have none."
+    lines = _prose("  - ", text, 80).split("\n")
+    assert [len(line) <= 80 for line in lines] == [True, True]
+    assert lines[1].startswith("    ") and " ".join(" ".join(lines).split()) == "- " + text
+    assert _prose("  - ", text + "\nsecond", None) == "  - " + text + "\nsecond"  # a pipe
+    assert wrapped("a " * 50, None) == ["a " * 50]
+    assert all(len(line) <= 30 for line in wrapped("word " * 40, 30, "   "))
