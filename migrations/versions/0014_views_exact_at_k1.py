@@ -24,10 +24,10 @@ down_revision = "0013"
 branch_labels = None
 depends_on = None
 
-#: name -> (the SQL before this revision, the SQL after it).
-VIEWS = {
-    "acceptance_profiles": (
-        """
+#: The views as 0005 (acceptance_profiles, profile_coverage) and 0007 (profile_history) left
+#: them.
+BEFORE = {
+    "acceptance_profiles": """
 SELECT
     p.id AS profile_id,
     s.name AS profile_set,
@@ -71,53 +71,7 @@ JOIN profile_sets s ON s.id = p.set_id
 LEFT JOIN provenances pr ON pr.id = p.provenance_id
 LEFT JOIN profile_counts c ON c.profile_id = p.id
 """,
-        """
-SELECT
-    p.id AS profile_id,
-    s.name AS profile_set,
-    p.model,
-    p.speculative_method,
-    p.num_spec_tokens,
-    p.thinking,
-    p.category,
-    p.acceptance_length,
-    (p.acceptance_length - 1.0) / p.num_spec_tokens AS acceptance_rate,
-    p.method,
-    p.model || '/' || p.speculative_method || '/k' || CAST(p.num_spec_tokens AS TEXT)
-        || '/thinking-' || p.thinking || '/' || p.category AS profile,
-    p.provenance_id,
-    pr.source,
-    pr.run,
-    pr.benchmark,
-    pr.prompts,
-    pr.hardware,
-    pr.engine_image,
-    pr.tp,
-    pr.temperature,
-    pr.top_p,
-    pr.top_k,
-    pr.max_tokens,
-    p.rationale,
-    p.copied_from,
-    CASE WHEN EXISTS (SELECT 1 FROM profile_rates r WHERE r.profile_id = p.id)
-         THEN 1 ELSE 0 END AS has_rates,
-    p.position,
-    s.source_file,
-    s.imported_at,
-    c.drafts,
-    c.draft_tokens,
-    c.accepted_tokens,
-    c.al_stderr,
-    CASE WHEN c.profile_id IS NULL THEN NULL
-         WHEN c.accepted_per_position IS NULL AND p.num_spec_tokens <> 1 THEN 0 ELSE 1 END
-        AS al_stderr_exact
-FROM profiles p
-JOIN profile_sets s ON s.id = p.set_id
-LEFT JOIN provenances pr ON pr.id = p.provenance_id
-LEFT JOIN profile_counts c ON c.profile_id = p.id
-"""),
-    "profile_coverage": (
-        """
+    "profile_coverage": """
 WITH RECURSIVE ks (k) AS (
     SELECT 1
     UNION ALL
@@ -156,48 +110,7 @@ LEFT JOIN profiles p
 LEFT JOIN profile_sets s ON s.id = p.set_id
 LEFT JOIN profile_counts pc ON pc.profile_id = p.id
 """,
-        """
-WITH RECURSIVE ks (k) AS (
-    SELECT 1
-    UNION ALL
-    SELECT k + 1 FROM ks WHERE k < (SELECT MAX(num_spec_tokens) FROM profiles)
-),
-pairs AS (SELECT DISTINCT model, speculative_method FROM profiles),
-modes (thinking) AS (SELECT 'off' UNION ALL SELECT 'on'),
-categories AS (SELECT DISTINCT category FROM profiles)
-SELECT
-    pa.model,
-    pa.speculative_method,
-    m.thinking,
-    c.category,
-    ks.k AS num_spec_tokens,
-    s.name AS profile_set,
-    p.id AS profile_id,
-    p.acceptance_length,
-    p.method,
-    COUNT(p.id) OVER (
-        PARTITION BY pa.model, pa.speculative_method, m.thinking, c.category, ks.k
-    ) AS set_count,
-    pc.drafts,
-    pc.al_stderr,
-    CASE WHEN pc.profile_id IS NULL THEN NULL
-         WHEN pc.accepted_per_position IS NULL AND p.num_spec_tokens <> 1 THEN 0 ELSE 1 END
-        AS al_stderr_exact
-FROM pairs pa
-CROSS JOIN modes m
-CROSS JOIN categories c
-CROSS JOIN ks
-LEFT JOIN profiles p
-    ON p.model = pa.model
-    AND p.speculative_method = pa.speculative_method
-    AND p.thinking = m.thinking
-    AND p.category = c.category
-    AND p.num_spec_tokens = ks.k
-LEFT JOIN profile_sets s ON s.id = p.set_id
-LEFT JOIN profile_counts pc ON pc.profile_id = p.id
-"""),
-    "profile_history": (
-        """
+    "profile_history": """
 SELECT
     v.set_name AS profile_set,
     v.revision,
@@ -235,46 +148,22 @@ LEFT JOIN revisions n ON n.set_name = v.set_name AND n.revision = v.revision + 1
 LEFT JOIN provenances pr ON pr.id = p.provenance_id
 LEFT JOIN version_counts c ON c.profile_id = p.id
 """,
-        """
-SELECT
-    v.set_name AS profile_set,
-    v.revision,
-    v.action,
-    p.model,
-    p.speculative_method,
-    p.num_spec_tokens,
-    p.thinking,
-    p.category,
-    p.model || '/' || p.speculative_method || '/k' || CAST(p.num_spec_tokens AS TEXT)
-        || '/thinking-' || p.thinking || '/' || p.category AS profile,
-    p.acceptance_length,
-    (p.acceptance_length - 1.0) / p.num_spec_tokens AS acceptance_rate,
-    p.method,
-    p.provenance_id,
-    pr.source,
-    pr.hardware,
-    pr.engine_image,
-    p.rationale,
-    p.copied_from,
-    v.imported_at AS valid_from,
-    n.imported_at AS valid_until,
-    n.revision AS superseded_by,
-    CASE WHEN n.id IS NULL THEN 1 ELSE 0 END AS is_current,
-    c.drafts,
-    c.draft_tokens,
-    c.accepted_tokens,
-    c.al_stderr,
-    CASE WHEN c.profile_id IS NULL THEN NULL
-         WHEN c.accepted_per_position IS NULL AND p.num_spec_tokens <> 1 THEN 0 ELSE 1 END
-        AS al_stderr_exact
-FROM profile_versions p
-JOIN revisions v ON v.set_name = p.set_name AND v.revision >= p.first_revision
-    AND (p.last_revision IS NULL OR v.revision <= p.last_revision) AND v.action <> 'deleted'
-LEFT JOIN revisions n ON n.set_name = v.set_name AND n.revision = v.revision + 1
-LEFT JOIN provenances pr ON pr.id = p.provenance_id
-LEFT JOIN version_counts c ON c.profile_id = p.id
-"""),
 }
+
+#: The one column that changes: its counts row is ``c``, or ``pc`` in the coverage view.
+_EXACT = ("WHEN {c}.accepted_per_position IS NULL THEN 0 ELSE 1 END AS al_stderr_exact",
+          "WHEN {c}.accepted_per_position IS NULL AND p.num_spec_tokens <> 1 THEN 0 ELSE 1 END\n"
+          "        AS al_stderr_exact")
+
+
+def _after(sql: str) -> str:
+    for c in ("c", "pc"):
+        sql = sql.replace(_EXACT[0].format(c=c), _EXACT[1].format(c=c))
+    return sql
+
+
+#: name -> (the SQL before this revision, the SQL after it).
+VIEWS = {name: (sql, _after(sql)) for name, sql in BEFORE.items()}
 
 #: The views' column comment (PostgreSQL), before and after.
 COMMENT_BEFORE = ("1 when al_stderr is exact (per-position counts stored), 0 when it is the "

@@ -32,16 +32,9 @@ from registry_db.store.schema import (
     version_counts,
     version_rates,
 )
-from registry_db.store.summaries import Revision
+from registry_db.store.summaries import Revision, git_origin
 
 ACTIONS: tuple[str, ...] = ("added", "updated", "deleted")
-
-
-def git_origin(commit: str | None, dirty: Any, path: str | None) -> GitOrigin | None:
-    """A revision's stored ``git_*`` columns as a :class:`GitOrigin` (None when empty)."""
-    if commit is None or path is None:
-        return None
-    return GitOrigin(commit, bool(dirty), path)
 
 
 def origin_of(bind: Bind, name: str, number: int) -> GitOrigin | None:

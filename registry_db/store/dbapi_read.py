@@ -19,7 +19,6 @@ from typing import Any
 from registry_db.errors import NotFound
 from registry_db.model import (
     PROFILE_KEY_FIELDS,
-    GitOrigin,
     Profile,
     ProfileSet,
     Provenance,
@@ -29,7 +28,14 @@ from registry_db.model import (
 from registry_db.store.messages import unknown_set_message
 from registry_db.store.sqlite_read import OUT_OF_ORDER
 from registry_db.store.stored_counts import counts_from_row
-from registry_db.store.summaries import Conflict, ProfileSummary, Revision, SetSummary, utc
+from registry_db.store.summaries import (
+    Conflict,
+    ProfileSummary,
+    Revision,
+    SetSummary,
+    git_origin,
+    utc,
+)
 
 __all__ = ["conflicts", "current_revision", "history", "list_profiles", "list_sets",
            "load_set", "set_names", "set_summary", "times_out_of_order"]
@@ -148,13 +154,9 @@ def history(cur: Any, dialect: str, name: str | None = None) -> list[Revision]:
         "revisions.message, revisions.git_commit, revisions.git_dirty, revisions.git_path "
         f"FROM revisions{where} ORDER BY revisions.imported_at DESC, "
         "revisions.set_name, revisions.revision DESC", dialect), () if name is None else (name,))
-    return [Revision(s, r, a, _time(t), f, n, h, m, _git(*git))
+    return [Revision(s, r, a, _time(t), f, n, h, m, git_origin(*git))
             for s, r, a, t, f, n, h, m, *git in cur.fetchall()]
 
-
-def _git(commit: str | None, dirty: Any, path: str | None) -> GitOrigin | None:
-    """A revision's ``git_*`` columns (:func:`registry_db.history.read.git_origin`)."""
-    return None if commit is None or path is None else GitOrigin(commit, bool(dirty), path)
 
 
 def load_set(cur: Any, dialect: str, name: str) -> ProfileSet | None:

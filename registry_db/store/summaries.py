@@ -99,3 +99,10 @@ class Revision:
                 "profiles": self.profiles, "content_hash": self.content_hash,
                 "message": self.message,
                 **(NO_GIT_ORIGIN if self.git is None else self.git.to_json())}
+
+
+def git_origin(commit: str | None, dirty: Any, path: str | None) -> GitOrigin | None:
+    """A revision's stored ``git_*`` columns as a :class:`GitOrigin` (None when empty)."""
+    if commit is None or path is None:
+        return None
+    return GitOrigin(commit, bool(dirty), path)
