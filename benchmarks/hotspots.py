@@ -37,11 +37,11 @@ def _profile(fn: Callable[[], object], out: Path, top: int, use_pyinstrument: bo
     if use_pyinstrument:
         from pyinstrument import Profiler
 
-        prof = Profiler(interval=0.001)
-        prof.start()
+        sampler = Profiler(interval=0.001)
+        sampler.start()
         fn()
-        prof.stop()
-        print(prof.output_text(unicode=True, color=False, show_all=False))
+        sampler.stop()
+        print(sampler.output_text(unicode=True, color=False, show_all=False))
         return
     prof = cProfile.Profile()
     prof.enable()

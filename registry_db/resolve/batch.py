@@ -16,7 +16,7 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from registry_db.inputs.as_of import BATCH_LABELS
@@ -92,13 +92,11 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
 def _labels(bind: ReadBind) -> dict[str, datetime]:
     """Every label's name and moment (UTC), in ``bind``'s transaction: one small read."""
     from registry_db.resolve.lookup import cursor
+    from registry_db.store.dbapi_read import read_time
 
     with cursor(bind) as c:
         c.cur.execute("SELECT name, as_of FROM labels")
-        rows = c.cur.fetchall()
-    # SQLite hands back its stored text (UTC), PostgreSQL an aware time.
-    return {name: (datetime.fromisoformat(at).replace(tzinfo=UTC) if isinstance(at, str)
-                   else at.astimezone(UTC)) for name, at in rows}
+        return {name: read_time(at) for name, at in c.cur.fetchall()}
 
 
 #: Lines whose answers a batch keeps for the lines that repeat them (the least recently

@@ -73,7 +73,7 @@ def _sql(statement: str, dialect: str) -> str:
     return statement if dialect == "sqlite" else statement.replace("?", "%s")
 
 
-def _time(value: Any) -> datetime:
+def read_time(value: Any) -> datetime:
     """A stored time as SQLAlchemy's ``DateTime`` reads it: SQLite's text by ``fromisoformat``
     (SQLAlchemy 2's own reading), PostgreSQL's ``timestamptz`` as it comes; then UTC."""
     return utc(datetime.fromisoformat(value) if isinstance(value, str) else value)
@@ -88,7 +88,7 @@ def set_names(cur: Any, dialect: str) -> list[str]:
 def list_sets(cur: Any, dialect: str) -> list[SetSummary]:
     """Every stored set by name (:func:`.read.list_sets`)."""
     cur.execute(_LIST_SETS)
-    return [SetSummary(n, f, int(np), int(nc), _time(t), h)
+    return [SetSummary(n, f, int(np), int(nc), read_time(t), h)
             for n, f, np, nc, t, h in cur.fetchall()]
 
 
@@ -140,7 +140,7 @@ def set_summary(cur: Any, dialect: str, name: str) -> SetSummary | None:
     no such set (the engine path words the error)."""
     cur.execute(_sql(_LIST_SETS.replace(" ORDER BY", " WHERE profile_sets.name = ? ORDER BY"),
                      dialect), (name,))
-    return next((SetSummary(n, f, int(np), int(nc), _time(t), h)
+    return next((SetSummary(n, f, int(np), int(nc), read_time(t), h)
                  for n, f, np, nc, t, h in cur.fetchall()), None)
 
 
@@ -154,7 +154,7 @@ def history(cur: Any, dialect: str, name: str | None = None) -> list[Revision]:
         "revisions.message, revisions.git_commit, revisions.git_dirty, revisions.git_path "
         f"FROM revisions{where} ORDER BY revisions.imported_at DESC, "
         "revisions.set_name, revisions.revision DESC", dialect), () if name is None else (name,))
-    return [Revision(s, r, a, _time(t), f, n, h, m, git_origin(*git))
+    return [Revision(s, r, a, read_time(t), f, n, h, m, git_origin(*git))
             for s, r, a, t, f, n, h, m, *git in cur.fetchall()]
 
 
