@@ -1,7 +1,7 @@
 """One answer whichever way a run is asked: the Python resolver's set-based batch
 (``resolve_many``), the registry layer's statement as SQLite's ``registry_resolve.sql`` runs
 it, PostgreSQL's ``registry_resolve_many`` and ``registry_resolve``, and the canned query
-"Resolve a run", over a random grid of 10,000 runs a backend: hits, fallbacks, conflicts,
+"Resolve a run", over a random grid of 20,000 runs a backend: hits, fallbacks, conflicts,
 misses, every refusal the registry layer makes, a chip on another profile's, and the registry
 as of four times of a history that imports, changes, deletes and adds sets."""
 
@@ -23,7 +23,7 @@ from registry_db.resolve.statements import ANSWER_COLUMNS, sqlite_file
 from tests.helpers import differential_history, differential_runs
 
 #: Runs per backend.
-RUNS = 10_000
+RUNS = 20_000
 COLUMNS = [name for name, _ in ANSWER_COLUMNS]
 
 
