@@ -78,6 +78,21 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_finite(value: int | float) -> bool:
+    """A number a float holds: not NaN, not infinite, not an integer beyond a double's range
+    (``math.isfinite`` raises on one, and the registry stores numbers as floats)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def short_repr(value: Any) -> str:
+    """``value``'s repr, shortened for a message (an integer may have hundreds of digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 _IS = {"string": lambda v: isinstance(v, str), "integer": is_int, "number": is_number,
        "list": lambda v: isinstance(v, list), "mapping": lambda v: isinstance(v, dict)}
 _EXACT: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
@@ -410,17 +425,18 @@ class Checker:
                        f"{WANTS[want]}, got {type_name(value)}{shown}{_hint(value, want)}")
             return None
         if want == "integer" and not -f.bound <= value <= f.bound:
-            self.error(pos(m, key), join(path, key), "int_out_of_range", f"{key} is {value}, "
-                       f"beyond what the registry stores (±{f.bound})")
+            self.error(pos(m, key), join(path, key), "int_out_of_range",
+                       f"{key} is {short_repr(value)}, beyond what the registry stores "
+                       f"(±{f.bound})")
             return None
         if want == "string":
             # The text rules below report; this only lets good text by without its position.
             if "\x00" in value or (f.blank is not None and not value.strip()) or (
                     len(value) > f.max_length):
                 return self._text(f, value, m, path, got)
-        elif want == "number" and not math.isfinite(value):
+        elif want == "number" and not is_finite(value):
             self.error(pos(m, key), join(path, key), f.nonfinite,
-                       f"{key} must be a finite number, got {value!r}")
+                       f"{key} must be a finite number, got {short_repr(value)}")
             return None
         for check in f.checks:
             problem = check.test(value, got)
@@ -454,9 +470,9 @@ class Checker:
                 self.error(pos(seq, i), join(path, i), "wrong_type",
                            f"each of {what} must be a number, got {type_name(item)}")
                 good = False
-            elif not math.isfinite(item):
+            elif not is_finite(item):
                 self.error(pos(seq, i), join(path, i), "not_finite",
-                           f"each of {what} must be a finite number, got {item!r}")
+                           f"each of {what} must be a finite number, got {short_repr(item)}")
                 good = False
             else:
                 out.append(float(item))

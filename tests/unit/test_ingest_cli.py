@@ -162,3 +162,16 @@ def test_a_bad_set_name_or_flag_value_is_a_usage_error_naming_the_flag(tmp_path)
     assert result.exit_code == 2 and list(tmp_path.iterdir()) == []
     assert result.stderr.startswith("Error: --name: name '.hidden' cannot be a file name")
     assert "; --model: model is 201 characters long" in result.stderr
+
+
+def test_an_al_beyond_the_floats_is_refused_as_not_finite(tmp_path):
+    # tests/data/sources/inferencex/bad/al_nan.yaml with an integer no float holds in its cell.
+    cell = "1" + "0" * 400
+    curve = tmp_path / "al_big.yaml"
+    curve.write_text((IX / "bad" / "al_nan.yaml").read_text().replace(".nan", cell))
+    out = tmp_path / "acceptance"
+    result = run("ingest", "inferencex", curve, "--engine-image", IMAGE, "-o", out, "--json")
+    assert result.exit_code == 1 and not out.exists(), result.output
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert (problem["line"], problem["column"], problem["code"]) == (5, 8, "al_not_finite")
+    assert problem["message"] == "AL 1000000000000000000000000000000000000... is not finite"

@@ -227,6 +227,9 @@ def test_file_names_stay_as_given_and_findings_are_sorted(monkeypatch):
     ({"num_spec_tokens": 3, "acceptance_length": 4.5}, ["al_out_of_range"]),
     ({"num_spec_tokens": 3, "acceptance_length": 0.5}, ["al_out_of_range"]),
     ({"num_spec_tokens": 3, "acceptance_length": math.inf}, ["al_not_finite"]),
+    ({"num_spec_tokens": 3, "acceptance_length": 10**400}, ["al_not_finite"]),
+    ({"num_spec_tokens": 3, "per_position_rates": [10**400, 0.6, 0.3]}, ["not_finite"]),
+    ({"num_spec_tokens": 10**400, "acceptance_rate": 0.5}, ["int_out_of_range"]),
     ({"num_spec_tokens": 3, "acceptance_rate": 1.2}, ["acceptance_rate_out_of_range"]),
     ({"num_spec_tokens": 3, "acceptance_rate": math.nan}, ["not_finite"]),
     ({"num_spec_tokens": 3, "per_position_rates": [0.9, 0.6]}, ["rates_count"]),
@@ -444,3 +447,21 @@ def test_a_duplicate_key_does_not_hide_the_files_other_problems(tmp_path):
     codes = sorted((f.code, f.line) for f in findings)
     assert codes == [("al_out_of_range", 10), ("duplicate_key", 8)]
     assert sets == []
+
+
+BIG = "1" + "0" * 400  # an integer no float holds: math.isfinite raises OverflowError on it
+
+
+@pytest.mark.parametrize("old, new, where", [
+    ("acceptance_length: 4.07", f"acceptance_length: {BIG}", "profiles[0].acceptance_length"),
+    ("temperature: 1.0", f"temperature: {BIG}", "profiles[0].provenance.sampling.temperature"),
+    ("acceptance_length: 4.07", f"acceptance_length: 4.07\n    per_position_rates: [{BIG}, 1]",
+     "profiles[0].per_position_rates[0]"),
+])
+def test_an_integer_beyond_the_floats_is_a_finding_not_a_crash(tmp_path, old, new, where):
+    seed = Path(__file__).parents[2] / "seed" / "acceptance" / "inferencex-golden-al.yaml"
+    path = tmp_path / "inferencex-golden-al.yaml"
+    path.write_text(seed.read_text().replace(old, new, 1))
+    (found,) = [f for f in check_paths([path])[1] if f.path == where]
+    assert found.severity == "error" and found.message.endswith(
+        "finite number, got 1000000000000000000000000000000000000..."), found

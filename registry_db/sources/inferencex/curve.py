@@ -8,14 +8,13 @@ fact of that cell. A body that is not this shape is an error at ``FILE:LINE:COL`
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from registry_db.errors import Finding, InvalidInput
 from registry_db.inputs.readers import al_problem
-from registry_db.inputs.schema import is_int, is_number
+from registry_db.inputs.schema import is_finite, is_int, is_number, short_repr
 from registry_db.sources.counters.forms import seen
 from registry_db.sources.inferencex.facts import Fact, Facts, Origin
 from registry_db.sources.inferencex.forms import read_header
@@ -153,8 +152,8 @@ def _body(doc: Any, file: str, lines: list[str], facts: Facts, findings: list[Fi
                                         "never interpolated", severity="warning"))
             elif not is_number(al):
                 error(w, cell, "bad_al", f"AL {al!r} is not a number")
-            elif not math.isfinite(al):
-                error(w, cell, "al_not_finite", f"AL {al!r} is not finite")
+            elif not is_finite(al):
+                error(w, cell, "al_not_finite", f"AL {short_repr(al)} is not finite")
             elif (problem := al_problem(al, k)) is not None:
                 error(w, cell, "al_out_of_range", problem)
             else:
