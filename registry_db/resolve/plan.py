@@ -51,11 +51,11 @@ def resolve(bind: ReadBind, request: Request | Run) -> Resolution:
     """Resolve one run; raise :class:`~registry_db.errors.ResolutionRefused` when it is refused.
 
     ``bind`` is an engine or an open connection (the lookup then reads inside its transaction).
-    One query for a run in every set or in the one set it names: the registry layer's statement
-    (PostgreSQL: ``registry_resolve``), which also says whether that set is stored. The stored
-    set names are read first only when the run names several sets (or names one the lookup
-    does not use), and after the statement only to refuse an unknown set with the nearest
-    names. With ``as_of``, every query reads the registry as it stood then (the revisions).
+    One query for a run in every set or in the sets it names: the registry layer's statement
+    (PostgreSQL: ``registry_resolve``), which also says whether those sets are stored. The
+    stored set names are read first only when a layer names a set the lookup does not use,
+    and after the statement only to refuse an unknown set with the nearest names. With
+    ``as_of``, every query reads the registry as it stood then (the revisions).
     """
     run = check(request)
     if type(run) is Refusal:
@@ -63,8 +63,8 @@ def resolve(bind: ReadBind, request: Request | Run) -> Resolution:
     assert type(run) is Run
     with cursor(bind) as c:  # which translates driver errors
         named = named_sets(run)
-        # Planned as if the named sets were stored: when the lookup's one set is the only one
-        # named, the registry layer's statement says whether it is (one round trip).
+        # Planned as if the named sets were stored: when the lookup's sets are the ones named,
+        # the registry layer's statement says whether they are (one round trip).
         planned = plan(run, frozenset(named))
         if named and not (type(planned) is Plan
                           and frozenset(planned.lookup.scope or ()) == frozenset(named)):

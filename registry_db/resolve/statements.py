@@ -333,10 +333,11 @@ _STORED = """SELECT p.num_spec_tokens, p.thinking, p.category FROM profiles p
       AND """ + _CURRENT_AT.format(at=":as_of")
 
 #: The answer around the lookup (the rows of :func:`named_one_statement`, whichever of its four
-#: forms the parameters call for: every set or one, now or as of a time), as one row: the
-#: refusals the registry layer makes (an unknown set, no thinking mode, no category, no profile,
-#: a conflict) and, for a profile, its rates stored or derived by the minimum-variance schedule
-#: (:func:`registry_db.resolve.rates.min_variance_rates`, by the same float operations).
+#: forms the parameters call for: every set or the sets ``named`` lists, now or as of a time),
+#: as one row: the refusals the registry layer makes (an unknown set, no thinking mode, no
+#: category, no profile, a conflict) and, for a profile, its rates stored or derived by the
+#: minimum-variance schedule (:func:`registry_db.resolve.rates.min_variance_rates`, by the same
+#: float operations).
 _ANSWER = """WITH RECURSIVE named (name) AS (
     {named}
 ),
@@ -535,8 +536,9 @@ COMMENT ON FUNCTION registry_resolve({types}) IS
 
 def pg_function(schema: str) -> str:
     """The PostgreSQL function ``registry_resolve`` (:func:`answer_statement` with the
-    arguments for its parameters), made in ``schema`` (a quoted name): the text migration 0011
-    runs first (``registry_resolve_many`` is :func:`pg_many_function`'s, since 0013)."""
+    arguments for its parameters, ``set_name`` and ``set_names`` joined into ``:sets``), made in
+    ``schema`` (a quoted name): the text migration 0015 runs (0011 made the first, with
+    ``set_name`` alone; ``registry_resolve_many`` is :func:`pg_many_function`'s)."""
     position = {name: f"${i}" for i, name in enumerate(ANSWER_PARAMETERS, 1)}
     position["sets"] = "in_scope"  # set_name and set_names, joined
     scoped = _ANSWER_DIALECT["postgresql"]["scoped"]
