@@ -1411,7 +1411,22 @@ def differential_history(db_url: str, engine, tmp_path: Path) -> list[datetime]:
 
 
 def differential_runs(times: list[datetime], n: int, seed: int) -> list[dict]:
-    rng = random.Random(seed)
+    """``n`` runs of the differential grid; ``sets``: more sets in scope beside ``set``
+    (drawn by a generator of their own, so the rest of the grid is the same with or without
+    them)."""
+    rng, more = random.Random(seed), random.Random(seed + 1)
+    names = ("alpha", "beta", "gamma", "delta", "nope")
+    return [dict(run, sets=tuple(more.sample(names, more.choice((1, 2))))
+                 if more.random() < 0.2 else None) for run in _grid(rng, times, n)]
+
+
+def scope_of(run: dict) -> tuple[str, ...] | None:
+    """The sets a differential run names: ``set`` and ``sets``, each once (None: every set)."""
+    named = tuple(dict.fromkeys(((run["set"],) if run["set"] else ()) + (run["sets"] or ())))
+    return named or None
+
+
+def _grid(rng: random.Random, times: list[datetime], n: int) -> list[dict]:
     return [{"model": rng.choice((*DIFF_MODELS, "model-z")),
              "method": rng.choice(DIFF_METHODS), "k": rng.choice((*DIFF_KS, 4)),
              "thinking": rng.choice((*DIFF_THINKING, None)),

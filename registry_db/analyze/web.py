@@ -70,11 +70,12 @@ _MOMENT = "(SELECT at FROM moment)"
 
 
 #: The form's fields in the registry layer's statement (:func:`answer_statement`): a field left
-#: empty is a term not given (null); the time is read as :data:`_MOMENT` says.
+#: empty is a term not given (null); the time is read as :data:`_MOMENT` says; the form names
+#: one set at most (``sets`` null).
 FORM_TERMS = {"k": "CAST(:k AS INTEGER)", "thinking": "NULLIF(:thinking, '')",
               "category": "NULLIF(:category, '')", "fallback": "NULLIF(:fallback, '')",
               "set": "NULLIF(:set, '')", "hardware": "NULLIF(:hardware, '')",
-              "as_of": _MOMENT}
+              "as_of": _MOMENT, "sets": "NULL"}
 
 
 def answer_on_form() -> str:

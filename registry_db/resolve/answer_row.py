@@ -72,14 +72,15 @@ PG_CALL = ("SELECT * FROM registry_resolve("
 
 
 def parameters(plan: Plan, dialect: str) -> dict[str, Any]:
-    """The statement's parameters for ``plan`` (its scope is every set or one)."""
+    """The statement's parameters for ``plan``: one set in scope as ``set``, several as
+    ``sets`` (a JSON array on SQLite), neither for every set."""
     lk = plan.lookup
-    scope = lk.scope or (None,)
-    assert len(scope) == 1, "the registry layer's statement takes one set or every set"
+    scope = lk.scope or ()
+    sets = None if len(scope) < 2 else json.dumps(scope) if dialect == "sqlite" else list(scope)
     return {"model": lk.model, "method": lk.method, "k": lk.k, "thinking": lk.thinking,
-            "category": lk.category, "fallback": lk.fallback, "set": scope[0],
-            "hardware": plan.run.hardware,
-            "as_of": None if lk.as_of is None else bound(lk.as_of, dialect)}
+            "category": lk.category, "fallback": lk.fallback,
+            "set": scope[0] if len(scope) == 1 else None, "hardware": plan.run.hardware,
+            "as_of": None if lk.as_of is None else bound(lk.as_of, dialect), "sets": sets}
 
 
 def answer_one(c: Cursor, plan: Plan) -> AnswerRow:
@@ -91,7 +92,7 @@ def answer_one(c: Cursor, plan: Plan) -> AnswerRow:
     else:
         # Only the lookup's form the run calls for: SQLite prepares the four in 2.7 times the
         # time of one, and a command prepares it once.
-        form = answer_form(given["set"] is not None, given["as_of"] is not None)
+        form = answer_form(bool(plan.lookup.scope), given["as_of"] is not None)
         c.cur.execute(answer_statement("sqlite", form), given)
     (row,) = c.cur.fetchall()
     return AnswerRow._make(row)
@@ -104,21 +105,21 @@ PG_MANY_CHUNK = 50_000
 
 
 def answer_many(c: Cursor, plans: Sequence[Plan]) -> list[AnswerRow]:
-    """The registry layer's answer to each of ``plans`` (each in one set or every set), in
-    order, from PostgreSQL's set-based ``registry_resolve_many``: one statement per
-    :data:`PG_MANY_CHUNK` runs."""
+    """The registry layer's answer to each of ``plans``, in order, from PostgreSQL's set-based
+    ``registry_resolve_many``: one statement per :data:`PG_MANY_CHUNK` runs."""
     out: list[AnswerRow] = []
     for start in range(0, len(plans), PG_MANY_CHUNK):
         runs = []
         for plan in plans[start:start + PG_MANY_CHUNK]:
             lk = plan.lookup
-            (name,) = lk.scope or (None,)
-            runs.append({"model": lk.model, "method": lk.method, "k": lk.k,
-                         "thinking": lk.thinking, "category": lk.category,
-                         "fallback_category": lk.fallback, "set_name": name,
-                         "hardware": plan.run.hardware,
-                         # ISO 8601, which timestamptz reads back exactly
-                         "as_of": None if lk.as_of is None else lk.as_of.isoformat()})
+            run = {"model": lk.model, "method": lk.method, "k": lk.k, "thinking": lk.thinking,
+                   "category": lk.category, "fallback_category": lk.fallback,
+                   "hardware": plan.run.hardware,
+                   # ISO 8601, which timestamptz reads back exactly
+                   "as_of": None if lk.as_of is None else lk.as_of.isoformat()}
+            if lk.scope is not None:
+                run["set_names"] = lk.scope
+            runs.append(run)
         c.cur.execute(PG_MANY_CALL, (json.dumps(runs),))
         make = AnswerRow._make
         out.extend(make(row[1:]) for row in c.cur.fetchall())

@@ -34,7 +34,6 @@ from registry_db.resolve.lookup import (
     Lookup,
     cursor,
     lookup_many,
-    lookup_one,
     set_names,
     stored_among,
 )
@@ -52,11 +51,11 @@ def resolve(bind: ReadBind, request: Request | Run) -> Resolution:
     """Resolve one run; raise :class:`~registry_db.errors.ResolutionRefused` when it is refused.
 
     ``bind`` is an engine or an open connection (the lookup then reads inside its transaction).
-    One query for a run in every set or in the one set it names: the registry layer's statement
-    (PostgreSQL: ``registry_resolve``), which also says whether that set is stored. The stored
-    set names are read first only when the run names several sets (or names one the lookup
-    does not use), and after the statement only to refuse an unknown set with the nearest
-    names. With ``as_of``, every query reads the registry as it stood then (the revisions).
+    One query for a run in every set or in the sets it names: the registry layer's statement
+    (PostgreSQL: ``registry_resolve``), which also says whether those sets are stored. The
+    stored set names are read first only when a layer names a set the lookup does not use,
+    and after the statement only to refuse an unknown set with the nearest names. With
+    ``as_of``, every query reads the registry as it stood then (the revisions).
     """
     run = check(request)
     if type(run) is Refusal:
@@ -64,15 +63,15 @@ def resolve(bind: ReadBind, request: Request | Run) -> Resolution:
     assert type(run) is Run
     with cursor(bind) as c:  # which translates driver errors
         named = named_sets(run)
-        # Planned as if the named sets were stored: when the lookup's one set is the only one
-        # named, the registry layer's statement says whether it is (one round trip).
+        # Planned as if the named sets were stored: when the lookup's sets are the ones named,
+        # the registry layer's statement says whether they are (one round trip).
         planned = plan(run, frozenset(named))
-        if named and not (type(planned) is Plan and len(named) == 1
-                          and planned.lookup.scope == named):
+        if named and not (type(planned) is Plan
+                          and frozenset(planned.lookup.scope or ()) == frozenset(named)):
             planned = plan(run, _stored_sets(c, named, run.as_of))
         answer = planned
         told = False  # whether the refusal says what is stored already
-        if type(planned) is Plan and len(planned.lookup.scope or ()) <= 1:
+        if type(planned) is Plan:
             # The registry layer's own statement (PostgreSQL: registry_resolve) decides.
             row = answer_one(c, planned)
             if row.reason == R.UNKNOWN_SET:  # refused as plan() refuses it: nearest names
@@ -82,9 +81,6 @@ def resolve(bind: ReadBind, request: Request | Run) -> Resolution:
             if type(planned) is Plan:
                 answer = finish_row(planned, row)
                 told = True
-        elif type(planned) is Plan:  # several sets in scope: the lookup and the decision here
-            won = lookup_one(c, planned.lookup)
-            answer = Answers({} if won is None else {planned.lookup: won}).finish(planned)
     if type(answer) is Refusal:
         refusal = answer if told else say_what_exists(bind, [planned], [answer])[0]
         if type(planned) is Plan:  # a typo in the model or method: the nearest stored ones
@@ -120,10 +116,8 @@ def resolve_many(bind: ReadBind, requests: Iterable[Request | Run],
         plans = [plan(run, known if run.as_of is None
                       else at_known(run.as_of, bool(named_sets(run)))) for run in runs]
         if c.dialect == "postgresql" and BY_FUNCTION:
-            # The registry layer as the function decides it (a run in several sets is the
-            # lookup's below: the function takes one set or every set).
-            mine = {i: p for i, p in enumerate(plans)
-                    if type(p) is Plan and len(p.lookup.scope or ()) <= 1}
+            # The registry layer as the function decides it.
+            mine = {i: p for i, p in enumerate(plans) if type(p) is Plan}
             rows = answer_many(c, list(mine.values()))
             by_row = {i: finish_row(p, row) for (i, p), row in zip(mine.items(), rows)}
         index = lookup_many(c, [p.lookup for i, p in enumerate(plans)
@@ -143,12 +137,12 @@ def _stored_sets(c: Any, named: tuple[str, ...], as_of: Any) -> frozenset[str]:
     return known if len(known) == len(named) else frozenset(set_names(c, as_of))
 
 
-#: Whether a batch on PostgreSQL asks ``registry_resolve_many`` (migration 0013) for the
-#: registry layer; False: the lookup statement and the decision in Python, as on SQLite. The
-#: answers are the same (tests/db/test_batch_fast_path.py); off, as the function costs the
-#: server 2.2 s of CPU for 100k runs against 0.85 s, which a loaded machine pays in wall time
-#: (docs/decisions.md).
-BY_FUNCTION = False
+#: Whether a batch on PostgreSQL asks ``registry_resolve_many`` (migration 0015) for the
+#: registry layer, as ``registry resolve`` asks ``registry_resolve``; False: the lookup statement
+#: and the decision in Python, as on SQLite. The answers are the same
+#: (tests/db/test_batch_fast_path.py); kept as a switch since the function costs the server more
+#: CPU than the lookup statement (100k runs: about 1.9 s against 1.0 s; docs/decisions.md).
+BY_FUNCTION = True
 
 
 def named_sets(run: Run) -> tuple[str, ...]:

@@ -9,7 +9,9 @@
 --   :thinking         the workload's thinking mode, 'on' or 'off'
 --   :category         the workload's category
 --   :fallback         the scenario pin's fallback_category
---   :set              one set's name (NULL: every set)
+--   :set              one set's name (NULL, and :sets NULL: every set)
+--   :sets             several sets' names, a JSON array such as '["a", "b"]'
+--                     (in scope with :set; a key two of them hold is a conflict)
 --   :hardware         the run's chip (the answer notes a profile measured on another)
 --   :as_of            the registry as of a UTC time, in the stored format
 --                     'YYYY-MM-DD HH:MM:SS.ffffff' (NULL: as it stands)
@@ -22,7 +24,10 @@
 --   sqlite> .parameter set :thinking "'off'"
 --   sqlite> .parameter set :category "'coding'"
 --   sqlite> .read registry_resolve.sql
-WITH RECURSIVE found (lookup_id, category, set_count, id, name, acceptance_length, method, copied_from, source, hardware, position, rate, revision, drafts, draft_tokens, accepted_tokens, accepted_per_position, al_stderr) AS (
+WITH RECURSIVE named (name) AS (
+    SELECT :set WHERE :set IS NOT NULL UNION SELECT value FROM json_each(COALESCE(:sets, '[]'))
+),
+found (lookup_id, category, set_count, id, name, acceptance_length, method, copied_from, source, hardware, position, rate, revision, drafts, draft_tokens, accepted_tokens, accepted_per_position, al_stderr) AS (
     SELECT * FROM (
 SELECT 0 AS lookup_id,
        p.category,
@@ -43,7 +48,7 @@ WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens 
   AND (p.category = :category OR NOT EXISTS (
       SELECT 1 FROM profiles q
       WHERE q.model = p.model AND q.speculative_method = p.speculative_method AND q.num_spec_tokens = p.num_spec_tokens AND q.thinking = p.thinking AND q.category = :category))
-    ) AS f WHERE :as_of IS NULL AND :set IS NULL
+    ) AS f WHERE :as_of IS NULL AND NOT (:set IS NOT NULL OR :sets IS NOT NULL)
     UNION ALL
     SELECT * FROM (
 SELECT 0 AS lookup_id,
@@ -52,7 +57,7 @@ SELECT 0 AS lookup_id,
        CASE WHEN r.position IS NULL OR r.position = 1 THEN (
            SELECT COUNT(*) FROM profiles q
         JOIN profile_sets qs ON qs.id = q.set_id
-           WHERE q.model = p.model AND q.speculative_method = p.speculative_method AND q.num_spec_tokens = p.num_spec_tokens AND q.thinking = p.thinking AND q.category = p.category AND qs.name IN (:set)
+           WHERE q.model = p.model AND q.speculative_method = p.speculative_method AND q.num_spec_tokens = p.num_spec_tokens AND q.thinking = p.thinking AND q.category = p.category AND qs.name IN (SELECT name FROM named)
        ) END AS set_count,
        p.id, s.name, p.acceptance_length, p.method, p.copied_from, pr.source, pr.hardware,
        r.position, r.rate, s.revision, cn.drafts, cn.draft_tokens, cn.accepted_tokens, cn.accepted_per_position, cn.al_stderr
@@ -66,8 +71,8 @@ WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens 
   AND (p.category = :category OR NOT EXISTS (
       SELECT 1 FROM profiles q
         JOIN profile_sets qs ON qs.id = q.set_id
-      WHERE q.model = p.model AND q.speculative_method = p.speculative_method AND q.num_spec_tokens = p.num_spec_tokens AND q.thinking = p.thinking AND q.category = :category AND qs.name IN (:set))) AND s.name IN (:set)
-    ) AS f WHERE :as_of IS NULL AND :set IS NOT NULL
+      WHERE q.model = p.model AND q.speculative_method = p.speculative_method AND q.num_spec_tokens = p.num_spec_tokens AND q.thinking = p.thinking AND q.category = :category AND qs.name IN (SELECT name FROM named))) AND s.name IN (SELECT name FROM named)
+    ) AS f WHERE :as_of IS NULL AND (:set IS NOT NULL OR :sets IS NOT NULL)
     UNION ALL
     SELECT * FROM (
 WITH c AS (
@@ -90,7 +95,7 @@ LEFT JOIN provenances pr ON pr.id = c.provenance_id
 LEFT JOIN version_rates r ON r.profile_id = c.id
 LEFT JOIN version_counts cn ON cn.profile_id = c.id
 WHERE c.category = :category OR NOT EXISTS (SELECT 1 FROM c AS h WHERE h.category = :category)
-    ) AS f WHERE :as_of IS NOT NULL AND :set IS NULL
+    ) AS f WHERE :as_of IS NOT NULL AND NOT (:set IS NOT NULL OR :sets IS NOT NULL)
     UNION ALL
     SELECT * FROM (
 WITH c AS (
@@ -100,7 +105,7 @@ WITH c AS (
                  (SELECT n.revision FROM revisions n WHERE n.set_name = p.set_name AND n.imported_at <= :as_of ORDER BY n.imported_at DESC LIMIT 1) AS revision
           FROM profile_keys p
           WHERE p.model = :model AND p.speculative_method = :method AND p.num_spec_tokens = :k
-            AND p.thinking = :thinking AND p.category IN (:category, :fallback) AND p.set_name IN (:set)
+            AND p.thinking = :thinking AND p.category IN (:category, :fallback) AND p.set_name IN (SELECT name FROM named)
             AND p.valid_from <= :as_of AND (p.valid_until IS NULL OR p.valid_until > :as_of)) k
     JOIN profile_versions p ON p.id = (SELECT q.id FROM profile_versions q WHERE q.key_id = k.id AND q.first_revision <= k.revision ORDER BY q.first_revision DESC LIMIT 1)
 )
@@ -113,7 +118,7 @@ LEFT JOIN provenances pr ON pr.id = c.provenance_id
 LEFT JOIN version_rates r ON r.profile_id = c.id
 LEFT JOIN version_counts cn ON cn.profile_id = c.id
 WHERE c.category = :category OR NOT EXISTS (SELECT 1 FROM c AS h WHERE h.category = :category)
-    ) AS f WHERE :as_of IS NOT NULL AND :set IS NOT NULL
+    ) AS f WHERE :as_of IS NOT NULL AND (:set IS NOT NULL OR :sets IS NOT NULL)
 ),
 -- one row per profile of the winning key (found has one per stored rate)
 held AS (
@@ -128,9 +133,9 @@ held AS (
 winner AS (SELECT MAX(category) AS category, MAX(set_count) AS set_count FROM found),
 decided AS (
     SELECT CASE
-        WHEN :set IS NOT NULL AND NOT (CASE WHEN :as_of IS NULL
-            THEN EXISTS (SELECT 1 FROM profile_sets WHERE name = :set)
-            ELSE EXISTS (SELECT 1 FROM revisions v WHERE v.set_name = :set AND v.action <> 'deleted' AND v.revision = (SELECT n.revision FROM revisions n WHERE n.set_name = v.set_name AND n.imported_at <= :as_of ORDER BY n.imported_at DESC LIMIT 1)) END) THEN 'unknown_set'
+        WHEN EXISTS (SELECT 1 FROM named n WHERE NOT (CASE WHEN :as_of IS NULL
+            THEN EXISTS (SELECT 1 FROM profile_sets WHERE name = n.name)
+            ELSE EXISTS (SELECT 1 FROM revisions v WHERE v.set_name = n.name AND v.action <> 'deleted' AND v.revision = (SELECT n.revision FROM revisions n WHERE n.set_name = v.set_name AND n.imported_at <= :as_of ORDER BY n.imported_at DESC LIMIT 1)) END)) THEN 'unknown_set'
         WHEN :thinking IS NULL THEN 'no_thinking'
         WHEN :category IS NULL AND :fallback IS NULL THEN 'no_category'
         WHEN w.set_count IS NULL AND :fallback IS NULL THEN 'no_match'
@@ -149,11 +154,12 @@ stored AS (
     SELECT p.num_spec_tokens, p.thinking, p.category FROM profiles p
     JOIN profile_sets s ON s.id = p.set_id
     WHERE :as_of IS NULL AND p.model = :model AND p.speculative_method = :method
-      AND (:set IS NULL OR s.name = :set)
+      AND (NOT (:set IS NOT NULL OR :sets IS NOT NULL) OR s.name IN (SELECT name FROM named))
     UNION ALL
     SELECT p.num_spec_tokens, p.thinking, p.category FROM profile_keys p
     WHERE :as_of IS NOT NULL AND p.model = :model AND p.speculative_method = :method
-      AND (:set IS NULL OR p.set_name = :set) AND p.valid_from <= :as_of AND (p.valid_until IS NULL OR p.valid_until > :as_of)
+      AND (NOT (:set IS NOT NULL OR :sets IS NOT NULL) OR p.set_name IN (SELECT name FROM named))
+      AND p.valid_from <= :as_of AND (p.valid_until IS NULL OR p.valid_until > :as_of)
 )
 SELECT
     CASE WHEN d.reason IS NULL THEN 'resolved' ELSE 'refused' END AS outcome,

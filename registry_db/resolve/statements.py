@@ -283,10 +283,12 @@ LOOKUP_COLUMNS = ("lookup_id", "category", "set_count", "id", "name", "acceptanc
                  "al_stderr")
 
 #: The parameters of the registry layer's answer (:func:`answer_statement`), in the PostgreSQL
-#: function's order: the run's key, the workload's category, the pin's fallback, one set (null:
-#: every set), the run's chip and the time (null: the registry as it stands).
+#: function's order: the run's key, the workload's category, the pin's fallback, one set, the
+#: run's chip, the time (null: the registry as it stands) and more sets (``set`` and ``sets``
+#: together are the scope; neither: every set). ``sets`` is a JSON array of names on SQLite, an
+#: array on PostgreSQL.
 ANSWER_PARAMETERS = ("model", "method", "k", "thinking", "category", "fallback", "set",
-                     "hardware", "as_of")
+                     "hardware", "as_of", "sets")
 
 #: Each dialect's pieces: the integer part of a non-negative real, a real as JSON text that
 #: reads back as the same double (SQLite's own text keeps 15 digits), and an ordered text
@@ -300,6 +302,9 @@ _ANSWER_DIALECT = {
         "agg": "group_concat({0}, ', ')",
         "text_order": "{}",
         "x_sort": " ORDER BY x",
+        "named": ("SELECT :set WHERE :set IS NOT NULL"
+                  " UNION SELECT value FROM json_each(COALESCE(:sets, '[]'))"),
+        "scoped": "(:set IS NOT NULL OR :sets IS NOT NULL)",
     },
     "postgresql": {
         "floor": "floor({})",
@@ -309,6 +314,9 @@ _ANSWER_DIALECT = {
         "agg": "string_agg(CAST({0} AS TEXT), ', ' ORDER BY {1})",
         "text_order": "{} COLLATE \"C\"",
         "x_sort": "",
+        # the function joins set_name and set_names into :sets (null: every set)
+        "named": "SELECT unnest(:sets)",
+        "scoped": ":sets IS NOT NULL",
     },
 }
 
@@ -317,18 +325,23 @@ _ANSWER_DIALECT = {
 _STORED = """SELECT p.num_spec_tokens, p.thinking, p.category FROM profiles p
     JOIN profile_sets s ON s.id = p.set_id
     WHERE :as_of IS NULL AND p.model = :model AND p.speculative_method = :method
-      AND (:set IS NULL OR s.name = :set)
+      AND (NOT {scoped} OR s.name IN (SELECT name FROM named))
     UNION ALL
     SELECT p.num_spec_tokens, p.thinking, p.category FROM profile_keys p
     WHERE :as_of IS NOT NULL AND p.model = :model AND p.speculative_method = :method
-      AND (:set IS NULL OR p.set_name = :set) AND """ + _CURRENT_AT.format(at=":as_of")
+      AND (NOT {scoped} OR p.set_name IN (SELECT name FROM named))
+      AND """ + _CURRENT_AT.format(at=":as_of")
 
 #: The answer around the lookup (the rows of :func:`named_one_statement`, whichever of its four
-#: forms the parameters call for: every set or one, now or as of a time), as one row: the
-#: refusals the registry layer makes (an unknown set, no thinking mode, no category, no profile,
-#: a conflict) and, for a profile, its rates stored or derived by the minimum-variance schedule
-#: (:func:`registry_db.resolve.rates.min_variance_rates`, by the same float operations).
-_ANSWER = """WITH RECURSIVE found (""" + ", ".join(LOOKUP_COLUMNS) + """) AS (
+#: forms the parameters call for: every set or the sets ``named`` lists, now or as of a time),
+#: as one row: the refusals the registry layer makes (an unknown set, no thinking mode, no
+#: category, no profile, a conflict) and, for a profile, its rates stored or derived by the
+#: minimum-variance schedule (:func:`registry_db.resolve.rates.min_variance_rates`, by the same
+#: float operations).
+_ANSWER = """WITH RECURSIVE named (name) AS (
+    {named}
+),
+found (""" + ", ".join(LOOKUP_COLUMNS) + """) AS (
 {found}
 ),
 -- one row per profile of the winning key (found has one per stored rate)
@@ -344,10 +357,10 @@ held AS (
 winner AS (SELECT MAX(category) AS category, MAX(set_count) AS set_count FROM found),
 decided AS (
     SELECT CASE
-        WHEN :set IS NOT NULL AND NOT (CASE WHEN :as_of IS NULL
-            THEN EXISTS (SELECT 1 FROM profile_sets WHERE name = :set)
-            ELSE EXISTS (SELECT 1 FROM revisions v WHERE v.set_name = :set AND """ \
-    + _live("v", ":as_of") + """) END) THEN 'unknown_set'
+        WHEN EXISTS (SELECT 1 FROM named n WHERE NOT (CASE WHEN :as_of IS NULL
+            THEN EXISTS (SELECT 1 FROM profile_sets WHERE name = n.name)
+            ELSE EXISTS (SELECT 1 FROM revisions v WHERE v.set_name = n.name AND """ \
+    + _live("v", ":as_of") + """) END)) THEN 'unknown_set'
         WHEN :thinking IS NULL THEN 'no_thinking'
         WHEN :category IS NULL AND :fallback IS NULL THEN 'no_category'
         WHEN w.set_count IS NULL AND :fallback IS NULL THEN 'no_match'
@@ -425,10 +438,10 @@ FROM decided d LEFT JOIN one o ON d.reason IS NULL"""
 
 #: The lookup's four forms, each with the condition on the parameters that calls for it:
 #: (sets in scope, as of a time, the condition).
-_FORMS = ((0, False, ":as_of IS NULL AND :set IS NULL"),
-          (1, False, ":as_of IS NULL AND :set IS NOT NULL"),
-          (0, True, ":as_of IS NOT NULL AND :set IS NULL"),
-          (1, True, ":as_of IS NOT NULL AND :set IS NOT NULL"))
+_FORMS = ((0, False, ":as_of IS NULL AND NOT {scoped}"),
+          (1, False, ":as_of IS NULL AND {scoped}"),
+          (0, True, ":as_of IS NOT NULL AND NOT {scoped}"),
+          (1, True, ":as_of IS NOT NULL AND {scoped}"))
 
 
 def answer_form(scoped: bool, as_of: bool) -> int:
@@ -450,12 +463,14 @@ def answer_statement(dialect: str, form: int | None = None) -> str:
     d = _ANSWER_DIALECT[dialect]
     agg, real = d["agg"], d["real"]
     text_order = d["text_order"]
+    # The scoped forms keep the sets that ``named`` lists (:set and :sets).
     found = "\n    UNION ALL\n".join(
         f"    SELECT * FROM (\n{named_one_statement(dialect, scoped, as_of)}\n    ) AS f"
-        f" WHERE {when}" for i, (scoped, as_of, when) in enumerate(_FORMS)
-        if form is None or i == form)
+        f" WHERE {when.format(scoped=d['scoped'])}"
+        for i, (scoped, as_of, when) in enumerate(_FORMS) if form is None or i == form
+    ).replace("IN (:set_1)", "IN (SELECT name FROM named)")
     return _ANSWER.format(
-        found=found,
+        found=found, named=d["named"], scoped=d["scoped"],
         rates=agg.format(real.format("rate"), "position"),
         derived=agg.format(real.format("rate"), "i"),
         full=d["floor"].format("(o.acceptance_length - 1)"),
@@ -464,7 +479,7 @@ def answer_statement(dialect: str, form: int | None = None) -> str:
         ks=agg.format("x", "x"), x_sort=d["x_sort"],
         modes=agg.format("x", text_order.format("x")),
         categories=agg.format("x", text_order.format("x")),
-    ).replace(":set_1", ":set")
+    )
 
 
 #: The answer's columns and their PostgreSQL types, in order (docs/schema.md says what each
@@ -486,11 +501,12 @@ ANSWER_COLUMNS = (
 PG_ARGUMENTS = (("model", "text", None), ("method", "text", None), ("k", "integer", None),
                 ("thinking", "text", None), ("category", "text", None),
                 ("fallback_category", "text", "NULL"), ("set_name", "text", "NULL"),
-                ("hardware", "text", "NULL"), ("as_of", "timestamptz", "NULL"))
+                ("hardware", "text", "NULL"), ("as_of", "timestamptz", "NULL"),
+                ("set_names", "text[]", "NULL"))
 
 #: The signatures, as DROP FUNCTION and GRANT name them.
 PG_FUNCTIONS = ("registry_resolve(text, text, integer, text, text, text, text, text, "
-                "timestamptz)", "registry_resolve_many(jsonb)")
+                "timestamptz, text[])", "registry_resolve_many(jsonb)")
 
 #: Both functions run as their caller (SECURITY INVOKER: they read what the caller may read),
 #: change nothing (STABLE) and find the registry's tables in its schema only (a pinned
@@ -506,6 +522,9 @@ SET extra_float_digits = 1
 SET plan_cache_mode = force_generic_plan
 AS $registry_resolve$
 #variable_conflict use_column
+DECLARE
+    -- the sets in scope, set_name's and set_names' (null: every set)
+    in_scope text[] := NULLIF(array_remove(${sets} || ${set}, NULL), '{{}}');
 BEGIN
 {body}
 END
@@ -517,12 +536,15 @@ COMMENT ON FUNCTION registry_resolve({types}) IS
 
 def pg_function(schema: str) -> str:
     """The PostgreSQL function ``registry_resolve`` (:func:`answer_statement` with the
-    arguments for its parameters), made in ``schema`` (a quoted name): the text migration 0011
-    runs first (``registry_resolve_many`` is :func:`pg_many_function`'s, since 0013)."""
+    arguments for its parameters, ``set_name`` and ``set_names`` joined into ``:sets``), made in
+    ``schema`` (a quoted name): the text migration 0015 runs (0011 made the first, with
+    ``set_name`` alone; ``registry_resolve_many`` is :func:`pg_many_function`'s)."""
     position = {name: f"${i}" for i, name in enumerate(ANSWER_PARAMETERS, 1)}
+    position["sets"] = "in_scope"  # set_name and set_names, joined
+    scoped = _ANSWER_DIALECT["postgresql"]["scoped"]
     # One statement per form of the lookup: the four in one plan took twice as long a run.
     body = "\n".join(
-        f"{'ELSIF' if i else 'IF'} {when} THEN\nRETURN QUERY\n"
+        f"{'ELSIF' if i else 'IF'} {when.format(scoped=scoped)} THEN\nRETURN QUERY\n"
         f"{answer_statement('postgresql', i)};" for i, (_, _, when) in enumerate(_FORMS)
     ) + "\nEND IF;"
     body = _PARAMETER.sub(lambda m: position[m.group(1)], body)
@@ -530,17 +552,23 @@ def pg_function(schema: str) -> str:
                           for name, kind, default in PG_ARGUMENTS)
     columns = ", ".join(f"{name} {kind}" for name, kind in ANSWER_COLUMNS)
     return _PG_FUNCTION.format(arguments=arguments, columns=columns, schema=schema, body=body,
-                               types=", ".join(kind for _, kind, _ in PG_ARGUMENTS))
+                               types=", ".join(kind for _, kind, _ in PG_ARGUMENTS),
+                               sets=ANSWER_PARAMETERS.index("sets") + 1,
+                               set=ANSWER_PARAMETERS.index("set") + 1)
 
 
-#: ``registry_resolve_many`` as one set-based statement (migration 0013): every run of the JSON
-#: array at once, with ``registry_resolve``'s rules and columns, each value the same (a test
-#: compares the two on a random grid). The runs are read once (``r``); each looks up its
-#: category (preference 0) and the pin's fallback (1) in its scope, now or as of its time (the
-#: stretches current then, each with its set's revision then and the version it held); one
-#: window keeps each run's preferred category and counts the sets holding it, as the batch
-#: statements above do; the winner's rates, counts and provenance are joined by key, and what is
-#: stored is described once per (model, method, set, time) that some run misses.
+#: ``registry_resolve_many`` as one set-based statement (migration 0015; 0013 first): every run
+#: of the JSON array at once, with ``registry_resolve``'s rules and columns, each value the same
+#: (a test compares the two on a random grid). The runs are read once (``r``; ``scope``: the
+#: names of ``set_name`` and ``set_names``, null for every set); each looks up its category
+#: (preference 0) and the pin's fallback (1) in its scope, now or as of its time (the stretches
+#: current then, each with its set's revision then and the version it held); one window keeps
+#: each run's preferred category, counts the sets holding it and numbers them (``nth``), so a
+#: run meets its first winner by one hash join; the winner's rates, counts and provenance are
+#: read by key for a resolved run only, and what is stored is described once per (model,
+#: method, scope, time) that some run misses, looked up by that key in one JSON object (a join
+#: on it was planned as a nested loop, the runs being 100 rows to the planner: 4.5 million
+#: comparisons for 10,000 runs).
 _PG_MANY = """CREATE OR REPLACE FUNCTION registry_resolve_many(runs jsonb)
 RETURNS TABLE (run_index integer, {columns})
 LANGUAGE sql STABLE SECURITY INVOKER PARALLEL SAFE
@@ -548,7 +576,14 @@ SET search_path = pg_catalog, {schema}, pg_temp
 SET extra_float_digits = 1
 AS $registry_resolve_many$
 WITH r AS MATERIALIZED (
-    SELECT CAST(e.i - 1 AS INTEGER) AS run_index, {from_json}
+    SELECT CAST(e.i - 1 AS INTEGER) AS run_index, {from_json},
+           CASE WHEN e.v ->> 'set_names' IS NULL THEN
+               CASE WHEN e.v ->> 'set_name' IS NOT NULL THEN ARRAY[e.v ->> 'set_name'] END
+           ELSE NULLIF(ARRAY(
+               SELECT n.name FROM jsonb_array_elements_text(e.v -> 'set_names') AS n (name)
+               WHERE n.name IS NOT NULL
+               UNION SELECT e.v ->> 'set_name' WHERE e.v ->> 'set_name' IS NOT NULL), '{{}}')
+           END AS scope
     FROM jsonb_array_elements(runs) WITH ORDINALITY AS e (v, i)
 ),
 wanted AS (
@@ -567,7 +602,7 @@ candidates AS (
     JOIN profiles p ON p.model = w.model AND p.speculative_method = w.method
         AND p.num_spec_tokens = w.k AND p.thinking = w.thinking AND p.category = w.want
     JOIN profile_sets s ON s.id = p.set_id
-    WHERE w.as_of IS NULL AND (w.set_name IS NULL OR s.name = w.set_name)
+    WHERE w.as_of IS NULL AND (w.scope IS NULL OR s.name = ANY (w.scope))
     UNION ALL
     SELECT k.run_index, k.preference, v.id, CAST(k.category AS TEXT), CAST(k.set_name AS TEXT),
            k.revision, v.acceptance_length, CAST(v.method AS TEXT), v.copied_from,
@@ -577,81 +612,66 @@ candidates AS (
           FROM wanted w
           JOIN profile_keys p ON p.model = w.model AND p.speculative_method = w.method
               AND p.num_spec_tokens = w.k AND p.thinking = w.thinking AND p.category = w.want
-          WHERE w.as_of IS NOT NULL AND (w.set_name IS NULL OR p.set_name = w.set_name)
+          WHERE w.as_of IS NOT NULL AND (w.scope IS NULL OR p.set_name = ANY (w.scope))
             AND {current_then}) k
     JOIN profile_versions v ON v.id = {version_then}
 ),
 won AS (
     SELECT * FROM (
-        SELECT c.*, RANK() OVER w AS place, COUNT(*) OVER w AS set_count
+        SELECT c.*, RANK() OVER w AS place, COUNT(*) OVER w AS set_count,
+               ROW_NUMBER() OVER w AS nth
         FROM candidates c
         WINDOW w AS (PARTITION BY c.run_index ORDER BY c.preference)) AS x
     WHERE x.place = 1
 ),
-heads AS (
-    SELECT w.run_index, MAX(w.category) AS used, MAX(w.set_count) AS set_count,
-           string_agg(w.set_name, ', ' ORDER BY w.set_name COLLATE "C") AS sets
-    FROM won w GROUP BY w.run_index
-),
 decided AS (
-    SELECT r.*, h.used, h.set_count, h.sets, CASE
-        WHEN r.set_name IS NOT NULL AND NOT (CASE WHEN r.as_of IS NULL
-            THEN EXISTS (SELECT 1 FROM profile_sets WHERE name = r.set_name)
-            ELSE EXISTS (SELECT 1 FROM revisions v WHERE v.set_name = r.set_name AND {live})
-            END) THEN 'unknown_set'
+    SELECT r.*, o.id, o.category AS used, o.set_count, o.set_name AS profile_set, o.revision,
+           o.acceptance_length, o.method AS value_method, o.copied_from, o.provenance_id,
+           o.past, CASE
+        WHEN r.scope IS NOT NULL AND EXISTS (
+            SELECT 1 FROM unnest(r.scope) AS n (name) WHERE NOT (CASE WHEN r.as_of IS NULL
+                THEN EXISTS (SELECT 1 FROM profile_sets WHERE name = n.name)
+                ELSE EXISTS (SELECT 1 FROM revisions v WHERE v.set_name = n.name AND {live})
+                END)) THEN 'unknown_set'
         WHEN r.thinking IS NULL THEN 'no_thinking'
         WHEN r.category IS NULL AND r.fallback_category IS NULL THEN 'no_category'
-        WHEN h.set_count IS NULL AND r.fallback_category IS NULL THEN 'no_match'
-        WHEN h.set_count IS NULL THEN 'fallback_no_match'
-        WHEN h.set_count > 1 THEN 'conflict'
+        WHEN o.set_count IS NULL AND r.fallback_category IS NULL THEN 'no_match'
+        WHEN o.set_count IS NULL THEN 'fallback_no_match'
+        WHEN o.set_count > 1 THEN 'conflict'
     END AS reason
-    FROM r LEFT JOIN heads h ON h.run_index = r.run_index
+    FROM r LEFT JOIN won o ON o.run_index = r.run_index AND o.nth = 1
 ),
-one AS (
-    SELECT o.run_index, o.id, o.category, o.set_name, o.revision, o.acceptance_length, o.method,
-           o.copied_from, CAST(pr.source AS TEXT) AS source, CAST(pr.hardware AS TEXT) AS hardware,
-           CASE WHEN o.past THEN vc.drafts ELSE cn.drafts END AS drafts,
-           CASE WHEN o.past THEN vc.draft_tokens ELSE cn.draft_tokens END AS draft_tokens,
-           CASE WHEN o.past THEN vc.accepted_tokens ELSE cn.accepted_tokens END
-               AS accepted_tokens,
-           CAST(CASE WHEN o.past THEN vc.accepted_per_position ELSE cn.accepted_per_position
-               END AS TEXT) AS accepted_per_position,
-           CASE WHEN o.past THEN vc.al_stderr ELSE cn.al_stderr END AS al_stderr,
-           rt.stored_rates, rt.rates
-    FROM won o
-    LEFT JOIN provenances pr ON pr.id = o.provenance_id
-    LEFT JOIN profile_counts cn ON NOT o.past AND cn.profile_id = o.id
-    LEFT JOIN version_counts vc ON o.past AND vc.profile_id = o.id
-    CROSS JOIN LATERAL (
-        SELECT COUNT(*) AS stored_rates,
-               string_agg(CAST(x.rate AS TEXT), ', ' ORDER BY x.position) AS rates
-        FROM (SELECT q.position, q.rate FROM profile_rates q
-              WHERE NOT o.past AND q.profile_id = o.id
-              UNION ALL
-              SELECT q.position, q.rate FROM version_rates q
-              WHERE o.past AND q.profile_id = o.id) AS x) AS rt
-    WHERE o.set_count = 1
+-- the sets holding a conflicting run's key, by its number
+conflicts AS (
+    SELECT jsonb_object_agg(x.run_index, x.sets) AS sets
+    FROM (SELECT w.run_index, string_agg(w.set_name, ', ' ORDER BY w.set_name COLLATE "C") AS sets
+          FROM won w WHERE w.set_count > 1 GROUP BY w.run_index) AS x
 ),
 misses AS (
-    SELECT DISTINCT d.model, d.method, d.set_name, d.as_of FROM decided d
+    SELECT DISTINCT d.model, d.method, d.scope, d.as_of FROM decided d
     WHERE d.reason IN ('no_match', 'fallback_no_match')
 ),
 said AS (
-    SELECT m.model, m.method, m.set_name, m.as_of,
-           'K ' || {ks} || '; thinking ' || {modes} || '; categories ' || {categories}
-           AS stored
-    FROM misses m
-    LEFT JOIN LATERAL (
-        SELECT CAST(p.num_spec_tokens AS INTEGER) AS num_spec_tokens,
-               CAST(p.thinking AS TEXT) AS thinking, CAST(p.category AS TEXT) AS category
-        FROM profiles p JOIN profile_sets s ON s.id = p.set_id
-        WHERE m.as_of IS NULL AND p.model = m.model AND p.speculative_method = m.method
-          AND (m.set_name IS NULL OR s.name = m.set_name)
-        UNION ALL
-        SELECT p.num_spec_tokens, p.thinking, p.category FROM profile_keys p
-        WHERE m.as_of IS NOT NULL AND p.model = m.model AND p.speculative_method = m.method
-          AND (m.set_name IS NULL OR p.set_name = m.set_name) AND {current_missed}) AS x ON TRUE
-    GROUP BY m.model, m.method, m.set_name, m.as_of
+    SELECT jsonb_object_agg(CAST(jsonb_build_array(t.model, t.method, t.scope, t.as_of) AS TEXT),
+                            t.stored) AS stored
+    FROM (SELECT m.model, m.method, m.scope, m.as_of,
+                 'K ' || {ks} || '; thinking ' || {modes} || '; categories ' || {categories}
+                 AS stored
+          FROM misses m
+          LEFT JOIN LATERAL (
+              SELECT CAST(p.num_spec_tokens AS INTEGER) AS num_spec_tokens,
+                     CAST(p.thinking AS TEXT) AS thinking, CAST(p.category AS TEXT) AS category
+              FROM profiles p
+              WHERE m.as_of IS NULL AND p.model = m.model AND p.speculative_method = m.method
+                AND (m.scope IS NULL OR p.set_id IN (
+                    SELECT s.id FROM profile_sets s WHERE s.name = ANY (m.scope)))
+              UNION ALL
+              SELECT p.num_spec_tokens, p.thinking, p.category FROM profile_keys p
+              WHERE m.as_of IS NOT NULL AND p.model = m.model
+                AND p.speculative_method = m.method
+                AND (m.scope IS NULL OR p.set_name = ANY (m.scope)) AND {current_missed}
+          ) AS x ON TRUE
+          GROUP BY m.model, m.method, m.scope, m.as_of) AS t
 )
 SELECT d.run_index,
     CASE WHEN d.reason IS NULL THEN 'resolved' ELSE 'refused' END,
@@ -662,7 +682,7 @@ SELECT d.run_index,
     o.acceptance_length,
     (o.acceptance_length - 1) / d.k,
     CAST(d.k AS INTEGER),
-    CASE WHEN o.stored_rates > 0 THEN '[' || o.rates || ']'
+    CASE WHEN o.rates IS NOT NULL THEN '[' || o.rates || ']'
     WHEN o.id IS NOT NULL THEN (
         SELECT '[' || string_agg(CAST(CASE
             WHEN i <= floor((o.acceptance_length - 1)) THEN 1.0
@@ -671,37 +691,48 @@ SELECT d.run_index,
             ELSE 0.0 END AS TEXT), ', ' ORDER BY i) || ']'
         FROM generate_series(1, GREATEST(d.k, 1)) AS i)
     END,
-    CASE WHEN o.id IS NOT NULL THEN o.stored_rates = 0 END,
-    o.set_name,
+    CASE WHEN o.id IS NOT NULL THEN o.rates IS NULL END,
+    o.profile_set,
     o.revision,
     CASE WHEN d.reason IS NULL OR d.reason = 'conflict' THEN d.used END,
-    o.method,
+    o.value_method,
     o.copied_from,
-    o.source,
-    CASE WHEN o.id IS NOT NULL AND (d.category IS NULL OR o.category <> d.category)
+    CAST(pr.source AS TEXT),
+    CASE WHEN o.id IS NOT NULL AND (d.category IS NULL OR o.used <> d.category)
         THEN d.category END,
-    CASE WHEN o.id IS NOT NULL AND (d.category IS NULL OR o.category <> d.category)
-        THEN o.category END,
-    o.hardware,
-    CASE WHEN o.id IS NOT NULL THEN (d.hardware IS NOT NULL AND o.hardware IS NOT NULL
-        AND lower(d.hardware) <> lower(o.hardware)) END,
+    CASE WHEN o.id IS NOT NULL AND (d.category IS NULL OR o.used <> d.category)
+        THEN o.used END,
+    CAST(pr.hardware AS TEXT),
+    CASE WHEN o.id IS NOT NULL THEN (d.hardware IS NOT NULL AND pr.hardware IS NOT NULL
+        AND lower(d.hardware) <> lower(pr.hardware)) END,
     CAST(d.set_count AS INTEGER),
-    CASE WHEN d.reason = 'conflict' THEN d.sets END,
-    o.drafts,
-    o.draft_tokens,
-    o.accepted_tokens,
-    o.accepted_per_position,
-    o.al_stderr,
-    CASE WHEN o.drafts IS NOT NULL THEN o.accepted_per_position IS NOT NULL OR d.k = 1 END,
-    CASE WHEN d.reason IN ('no_match', 'fallback_no_match') THEN t.stored END
+    CASE WHEN d.reason = 'conflict' THEN (SELECT c.sets FROM conflicts c)
+        ->> CAST(d.run_index AS TEXT) END,
+    CASE WHEN o.past THEN vc.drafts ELSE cn.drafts END,
+    CASE WHEN o.past THEN vc.draft_tokens ELSE cn.draft_tokens END,
+    CASE WHEN o.past THEN vc.accepted_tokens ELSE cn.accepted_tokens END,
+    CAST(CASE WHEN o.past THEN vc.accepted_per_position ELSE cn.accepted_per_position END
+        AS TEXT),
+    CASE WHEN o.past THEN vc.al_stderr ELSE cn.al_stderr END,
+    CASE WHEN COALESCE(vc.drafts, cn.drafts) IS NOT NULL THEN COALESCE(
+        vc.accepted_per_position, cn.accepted_per_position) IS NOT NULL OR d.k = 1 END,
+    CASE WHEN d.reason IN ('no_match', 'fallback_no_match') THEN (SELECT t.stored FROM said t)
+        ->> CAST(jsonb_build_array(d.model, d.method, d.scope, d.as_of) AS TEXT) END
 FROM decided d
-LEFT JOIN one o ON d.reason IS NULL AND o.run_index = d.run_index
-LEFT JOIN said t ON d.reason IN ('no_match', 'fallback_no_match')
-    AND t.model = d.model AND t.method = d.method
-    AND COALESCE(t.set_name, '') = COALESCE(d.set_name, '')
-    AND (t.set_name IS NULL) = (d.set_name IS NULL)
-    AND COALESCE(t.as_of, '-infinity') = COALESCE(d.as_of, '-infinity')
-    AND (t.as_of IS NULL) = (d.as_of IS NULL)
+-- the winner of a resolved run, its rates as stored (in position order, by the key's index)
+LEFT JOIN LATERAL (
+    SELECT d.id, d.used, d.profile_set, d.revision, d.acceptance_length, d.value_method,
+           d.copied_from, d.provenance_id, d.past,
+           CASE WHEN d.past THEN (
+               SELECT string_agg(CAST(q.rate AS TEXT), ', ' ORDER BY q.position)
+               FROM version_rates q WHERE q.profile_id = d.id)
+           ELSE (
+               SELECT string_agg(CAST(q.rate AS TEXT), ', ' ORDER BY q.position)
+               FROM profile_rates q WHERE q.profile_id = d.id) END AS rates
+    WHERE d.reason IS NULL) AS o ON TRUE
+LEFT JOIN provenances pr ON pr.id = o.provenance_id
+LEFT JOIN profile_counts cn ON NOT o.past AND cn.profile_id = o.id
+LEFT JOIN version_counts vc ON o.past AND vc.profile_id = o.id
 ORDER BY d.run_index
 $registry_resolve_many$;
 COMMENT ON FUNCTION registry_resolve_many(jsonb) IS
@@ -709,13 +740,15 @@ COMMENT ON FUNCTION registry_resolve_many(jsonb) IS
 'names, numbered from 0, in one set-based statement.';"""
 
 
+
 def pg_many_function(schema: str) -> str:
     """``registry_resolve_many`` as one set-based statement (:data:`_PG_MANY`), made in
-    ``schema`` (a quoted name): the text migration 0013 runs."""
+    ``schema`` (a quoted name): the text migration 0015 runs."""
     return _PG_MANY.format(
         columns=", ".join(f"{name} {kind}" for name, kind in ANSWER_COLUMNS), schema=schema,
         from_json=", ".join(f"CAST(e.v ->> '{name}' AS {kind}) AS {name}"
-                            for name, kind, _ in PG_ARGUMENTS),
+                            for name, kind, _ in PG_ARGUMENTS
+                            if name not in ("set_name", "set_names")),
         revision_then=revision_at("p.set_name", "w.as_of"),
         current_then=_CURRENT_AT.format(at="w.as_of"),
         version_then=_version_at("k.key_id", "k.revision"),
@@ -747,7 +780,9 @@ _SQLITE_HEADER = """-- registry_resolve.sql: the registry layer's answer to one 
 --   :thinking         the workload's thinking mode, 'on' or 'off'
 --   :category         the workload's category
 --   :fallback         the scenario pin's fallback_category
---   :set              one set's name (NULL: every set)
+--   :set              one set's name (NULL, and :sets NULL: every set)
+--   :sets             several sets' names, a JSON array such as '["a", "b"]'
+--                     (in scope with :set; a key two of them hold is a conflict)
 --   :hardware         the run's chip (the answer notes a profile measured on another)
 --   :as_of            the registry as of a UTC time, in the stored format
 --                     'YYYY-MM-DD HH:MM:SS.ffffff' (NULL: as it stands)

@@ -28,9 +28,12 @@ from registry_db.store.role_powers import WRITE_POWERS_SQL as WRITE_POWERS_SQL
 from registry_db.store.role_powers import Power as Power
 from registry_db.store.role_powers import powers_of
 
-#: The functions a reader is granted EXECUTE on (signatures as GRANT names them).
+#: The functions a reader is granted EXECUTE on (signatures as GRANT names them), those that
+#: exist: ``registry_resolve`` as 0015 made it, or as 0011 did on a registry not upgraded yet.
 RESOLVE_FUNCTIONS = ("registry_resolve(text, text, integer, text, text, text, text, text, "
-                     "timestamptz)", "registry_resolve_many(jsonb)")
+                     "timestamptz, text[])", "registry_resolve_many(jsonb)",
+                     "registry_resolve(text, text, integer, text, text, text, text, text, "
+                     "timestamptz)")
 
 _ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 

@@ -25,7 +25,7 @@ from registry_db.store.urls import is_plain_sqlite, sqlite_path
 
 #: The newest migration. Kept here, in a module without SQLAlchemy or Alembic, so that both the
 #: schema check of every engine (:mod:`registry_db.store.migrate`) and this path read one constant.
-HEAD_REVISION = "0014"
+HEAD_REVISION = "0015"
 
 #: A revision stamped at or before the one it follows (``revision_order.out_of_order``'s
 #: question, which ``db upgrade`` asks at the head too), in SQL both drivers read alike.

@@ -55,6 +55,8 @@ def _line(run: dict[str, Any], i: int, rng: random.Random) -> str:
         line["pin"] = {"fallback_category": run["fallback"]}
     if run["set"] is not None:
         line["sets"] = [run["set"]] if rng.random() < 0.8 else [run["set"], "alpha"]
+    if run["sets"] is not None:  # more sets beside it (or alone)
+        line["sets"] = list(dict.fromkeys(line.get("sets", []) + list(run["sets"])))
     if run["as_of"] is not None:
         line["as_of"] = run["as_of"].isoformat()
     roll = rng.random()

@@ -2,8 +2,9 @@
 (``resolve_many``), the registry layer's statement as SQLite's ``registry_resolve.sql`` runs
 it, PostgreSQL's ``registry_resolve_many`` and ``registry_resolve``, and the canned query
 "Resolve a run", over a random grid of 20,000 runs a backend: hits, fallbacks, conflicts,
-misses, every refusal the registry layer makes, a chip on another profile's, and the registry
-as of four times of a history that imports, changes, deletes and adds sets."""
+misses, every refusal the registry layer makes, a chip on another profile's, runs in several
+sets (a conflict between them, an unknown one), and the registry as of four times of a history
+that imports, changes, deletes and adds sets."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ import psycopg
 from registry_db.analyze import web
 from registry_db.errors import ResolutionRefused
 from registry_db.model import Pin, Refusal
+from registry_db.resolve import plan
 from registry_db.resolve.answer import Resolution
 from registry_db.resolve.lookup import bound
 from registry_db.resolve.plan import Request, resolve, resolve_many
 from registry_db.resolve.statements import ANSWER_COLUMNS, sqlite_file
-from tests.helpers import differential_history, differential_runs
+from tests.helpers import differential_history, differential_runs, scope_of
 
 #: Runs per backend.
 RUNS = 20_000
@@ -32,7 +34,7 @@ def _request(run: dict) -> Request:
                    pin=None if run["fallback"] is None else Pin(
                        fallback_category=run["fallback"]),
                    hardware=run["hardware"],
-                   sets=None if run["set"] is None else (run["set"],), as_of=run["as_of"])
+                   sets=scope_of(run), as_of=run["as_of"])
 
 
 def _from_library(answer: Resolution | Refusal) -> tuple:
@@ -100,7 +102,8 @@ def _sqlite_rows(path: str, runs: list[dict]) -> list[dict]:
         out = []
         for run in runs:
             given = dict(run, as_of=None if run["as_of"] is None else bound(run["as_of"],
-                                                                              "sqlite"))
+                                                                              "sqlite"),
+                         sets=None if run["sets"] is None else json.dumps(run["sets"]))
             (row,) = conn.execute(statement, given).fetchall()
             out.append(dict(zip(COLUMNS, row)))
         return out
@@ -113,7 +116,7 @@ def _pg_rows(url: str, runs: list[dict]) -> list[dict]:
     given = [{"model": r["model"], "method": r["method"], "k": r["k"],
               "thinking": r["thinking"], "category": r["category"],
               "fallback_category": r["fallback"], "set_name": r["set"],
-              "hardware": r["hardware"],
+              "set_names": r["sets"], "hardware": r["hardware"],
               "as_of": None if r["as_of"] is None else r["as_of"].isoformat()} for r in runs]
     with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
         rows = conn.execute("SELECT * FROM registry_resolve_many(%s)",
@@ -121,10 +124,11 @@ def _pg_rows(url: str, runs: list[dict]) -> list[dict]:
         # The one-run function answers as the set-returning one does (a sample).
         for i in range(0, len(runs), 97):
             (one,) = conn.execute(
-                "SELECT * FROM registry_resolve(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                "SELECT * FROM registry_resolve(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (runs[i]["model"], runs[i]["method"], runs[i]["k"], runs[i]["thinking"],
                  runs[i]["category"], runs[i]["fallback"], runs[i]["set"],
-                 runs[i]["hardware"], runs[i]["as_of"])).fetchall()
+                 runs[i]["hardware"], runs[i]["as_of"],
+                 None if runs[i]["sets"] is None else list(runs[i]["sets"]))).fetchall()
             assert one == rows[i][1:], runs[i]
     assert [r[0] for r in rows] == list(range(len(runs)))
     return [dict(zip(COLUMNS, r[1:])) for r in rows]
@@ -139,7 +143,7 @@ def _canned(path: str, runs: list[dict]) -> list[dict]:
         return [dict(conn.execute(sql, {
             "model": r["model"], "method": r["method"], "k": str(r["k"]),
             "thinking": r["thinking"] or "", "category": r["category"] or "",
-            "fallback": r["fallback"] or "", "set": r["set"] or "",
+            "fallback": r["fallback"] or "", "set": (scope_of(r) or ("",))[0],
             "hardware": r["hardware"] or "", "as_of": ""}).fetchone()) for r in runs]
     finally:
         conn.close()
@@ -154,9 +158,11 @@ def _canned_terms(row: dict) -> tuple:
             row["fallback_category"])
 
 
-def test_every_way_of_asking_gives_one_answer(db_url, engine, backend, tmp_path):
+def test_every_way_of_asking_gives_one_answer(db_url, engine, backend, tmp_path, monkeypatch):
     times = differential_history(db_url, engine, tmp_path)
     runs = differential_runs(times, RUNS, seed=7 if backend == "sqlite" else 11)
+    # The library's own decision: the lookup statement and Python, not registry_resolve_many.
+    monkeypatch.setattr(plan, "BY_FUNCTION", False)
     library = [_from_library(a) for a in resolve_many(engine, [_request(r) for r in runs])]
     if backend == "sqlite":
         path = db_url.removeprefix("sqlite:///")
@@ -189,9 +195,16 @@ def test_every_way_of_asking_gives_one_answer(db_url, engine, backend, tmp_path)
         assert any(r["outcome"] == "resolved" for r, run in zip(rows, runs)
                    if run["as_of"] == at), at
 
-    if backend == "sqlite":  # the canned query: the runs a form can state
-        asked = [(run, mine) for run, mine in zip(runs, library) if run["as_of"] is None]
-        asked += [(dict(run, as_of=None), None) for run in runs[:2000]]
+    # Runs in several sets reach a conflict between them and an unknown one among them.
+    several = [(run, row) for run, row in zip(runs, rows) if len(scope_of(run) or ()) > 1]
+    assert {row["reason"] for _, row in several} >= {None, "conflict", "unknown_set",
+                                                      "no_match"}
+
+    if backend == "sqlite":  # the canned query: the runs a form can state (one set at most)
+        asked = [(run, mine) for run, mine in zip(runs, library)
+                 if run["as_of"] is None and len(scope_of(run) or ()) < 2]
+        asked += [(dict(run, as_of=None), None) for run in runs[:2000]
+                  if len(scope_of(run) or ()) < 2]
         fresh = resolve_many(engine, [_request(run) for run, mine in asked if mine is None])
         answers = iter(_from_library(a) for a in fresh)
         asked = [(run, mine if mine is not None else next(answers)) for run, mine in asked]

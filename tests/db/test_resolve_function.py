@@ -19,7 +19,15 @@ from registry_db import store
 from registry_db.importing import write as importer
 from registry_db.resolve import statements
 from registry_db.store import roles
-from tests.helpers import ROOT, SEED, SINCE_0012, dump, reader_role, run_cli
+from tests.helpers import (
+    ROOT,
+    SEED,
+    SINCE_0012,
+    differential_history,
+    dump,
+    reader_role,
+    run_cli,
+)
 
 #: A run the seed answers (a copied profile measured on b300).
 RUN = ("glm-5.3", "mtp", 3, "on", "coding")
@@ -35,6 +43,7 @@ def _migration(name: str = "0011_resolve_function"):
 
 
 MANY = "0013_resolve_many_set_based"
+SEVERAL = "0015_resolve_in_several_sets"
 
 
 def _pg(url: str) -> psycopg.Connection:
@@ -43,19 +52,22 @@ def _pg(url: str) -> psycopg.Connection:
 
 
 def test_the_migration_carries_the_functions_the_statement_makes():
-    """The frozen copy in 0011 is the generator's text: a changed statement fails here until a
+    """The frozen copy in 0015 is the generator's text: a changed statement fails here until a
     new migration replaces the functions."""
-    migration, many = _migration(), _migration(MANY)
-    # 0011 made both; registry_resolve is still its text, registry_resolve_many is 0013's, and
-    # 0013's downgrade puts 0011's back.
-    one = statements.pg_function("__SCHEMA__")
-    assert migration.FUNCTIONS.startswith(one)
-    assert migration.FUNCTIONS[len(one):].lstrip("\n") == many.PREVIOUS
-    assert many.FUNCTION == statements.pg_many_function("__SCHEMA__")
-    assert "registry_resolve(" not in many.FUNCTION.split("AS $registry_resolve_many$")[1]
-    assert set(migration.SIGNATURES) == set(statements.PG_FUNCTIONS) \
-        == set(roles.RESOLVE_FUNCTIONS)
-    for name in ("0011_resolve_function", MANY):
+    migration, many, several = _migration(), _migration(MANY), _migration(SEVERAL)
+    # 0011 made both, 0013 replaced registry_resolve_many, 0015 both; each downgrade puts the
+    # previous text back.
+    assert several.FUNCTION == statements.pg_function("__SCHEMA__")
+    assert several.FUNCTION_MANY == statements.pg_many_function("__SCHEMA__")
+    assert migration.FUNCTIONS.startswith(several.PREVIOUS + "\n")
+    assert migration.FUNCTIONS[len(several.PREVIOUS):].lstrip("\n") == many.PREVIOUS
+    assert several.PREVIOUS_MANY == many.FUNCTION
+    assert "registry_resolve(" not in several.FUNCTION_MANY.split(
+        "AS $registry_resolve_many$")[1]
+    assert set(several.SIGNATURES) == set(statements.PG_FUNCTIONS)
+    # db reader grants whichever is there: 0011's signature on a registry not yet at 0015
+    assert set(roles.RESOLVE_FUNCTIONS) == set(statements.PG_FUNCTIONS) | {several.BEFORE}
+    for name in ("0011_resolve_function", MANY, SEVERAL):
         assert "registry_db." not in (ROOT / "migrations" / "versions" / f"{name}.py").read_text()
 
 
@@ -73,11 +85,12 @@ def test_every_lookup_form_is_in_the_statement_and_the_function():
     sql = statements.answer_statement("sqlite")
     for scoped in (0, 1):
         for as_of in (False, True):
+            # the scoped forms keep the sets the statement's `named` lists (:set and :sets)
             lookup = statements.named_one_statement("sqlite", scoped, as_of).replace(
-                ":set_1", ":set")
+                "IN (:set_1)", "IN (SELECT name FROM named)")
             assert lookup in sql
             positional = statements.named_one_statement("postgresql", scoped, as_of).replace(
-                ":set_1", ":set")
+                "IN (:set_1)", "IN (SELECT name FROM named)")
             for i, name in enumerate(statements.ANSWER_PARAMETERS, 1):
                 positional = positional.replace(f":{name}", f"${i}")
             assert positional in function
@@ -214,3 +227,94 @@ def test_the_schema_page_describes_every_column():
     rows = [line.split("|")[1:3] for line in table.strip().splitlines()[2:]]
     assert [(name.strip().strip("`"), kind.strip()) for name, kind in rows] == list(
         statements.ANSWER_COLUMNS)
+
+
+def _grants(url: str, role: str) -> list[tuple[str, str]]:
+    """Who holds EXECUTE on the registry_resolve functions: (signature, role or PUBLIC)."""
+    with _pg(url) as conn:
+        return sorted(conn.execute(
+            "SELECT p.oid::regprocedure::text, COALESCE(r.rolname, 'PUBLIC') "
+            "FROM pg_proc p, aclexplode(COALESCE(p.proacl, acldefault('f', p.proowner))) a "
+            "LEFT JOIN pg_roles r ON r.oid = a.grantee "
+            "WHERE p.proname = 'registry_resolve' AND a.privilege_type = 'EXECUTE' "
+            "AND (a.grantee = 0 OR r.rolname = %s)", (role,)).fetchall())
+
+
+@pytest.mark.only_backend("postgresql")
+def test_0015_takes_several_sets_and_keeps_answers_and_grants(empty_url, backend):
+    """0015 up and down with data: a call with 0011's arguments answers as it did, a reader's
+    grant and PUBLIC's revoked EXECUTE carry over both ways, and several sets are one scope."""
+    engine = store.make_engine(empty_url)
+    try:
+        store.upgrade(engine, "0014")
+        importer.import_paths(engine, [SEED])
+        before, answer, many = dump(engine), _answer(empty_url), _many(empty_url)
+        with reader_role(empty_url) as url:
+            role = url.split("://")[1].split("@")[0].split(":")[0]
+            with _pg(empty_url) as conn:  # a DBA who kept the function from PUBLIC
+                conn.execute("REVOKE EXECUTE ON FUNCTION registry_resolve(text, text, integer, "
+                             "text, text, text, text, text, timestamptz) FROM PUBLIC")
+            old = _grants(empty_url, role)
+            assert [who for _, who in old] == [role]
+            store.upgrade(engine)
+            assert store.current_revision(engine) == "0015"
+            assert _answer(empty_url) == answer and _many(empty_url) == many
+            assert _grants(empty_url, role) == [(
+                "registry_resolve(text,text,integer,text,text,text,text,text,timestamp with "
+                "time zone,text[])", role)]
+            with _pg(url) as conn:  # the reader calls it, with several sets too
+                got = conn.execute(
+                    "SELECT reason, set_count FROM registry_resolve(%s, %s, %s, %s, %s, "
+                    "set_names => %s)", (*RUN, ["nope", "also-nope"])).fetchone()
+                assert got == ("unknown_set", None)
+            store.downgrade(engine, "0014")
+            assert _grants(empty_url, role) == old
+            assert _answer(empty_url) == answer and _many(empty_url) == many
+            assert dump(engine) == before  # the data stays
+            with _pg(empty_url) as conn, pytest.raises(psycopg.errors.UndefinedFunction):
+                conn.execute("SELECT * FROM registry_resolve(%s, %s, %s, %s, %s, "
+                             "set_names => %s)", (*RUN, ["x"]))
+            store.upgrade(engine)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.only_backend("postgresql")
+def test_several_sets_are_one_scope(db_url, engine, backend, tmp_path):
+    """set_name and set_names together are the scope (no names: every set): a key two named
+    sets hold is a conflict between them, a set not stored is unknown, and
+    registry_resolve_many reads them alike."""
+    differential_history(db_url, engine, tmp_path)
+    keys = ("model", "method", "k", "thinking", "category")
+    with _pg(db_url) as conn:
+        # a key two sets hold, and a set that holds no such key
+        (*run, first, second) = conn.execute(
+            "SELECT p.model, p.speculative_method, p.num_spec_tokens, p.thinking, p.category, "
+            "min(s.name), max(s.name) FROM profiles p JOIN profile_sets s ON s.id = p.set_id "
+            "GROUP BY 1, 2, 3, 4, 5 HAVING count(*) = 2 ORDER BY 1, 2, 3, 4, 5 LIMIT 1"
+        ).fetchone()
+        (other,) = conn.execute(
+            "SELECT name FROM profile_sets WHERE name NOT IN (%s, %s) ORDER BY 1 LIMIT 1",
+            (first, second)).fetchone()
+
+        def one(set_name, set_names):
+            return conn.execute(
+                "SELECT outcome, reason, profile_set, set_count, conflict_sets FROM "
+                "registry_resolve(%s, %s, %s, %s, %s, set_name => %s, set_names => %s)",
+                (*run, set_name, set_names)).fetchone()
+
+        alone = one(first, None)
+        assert alone[:3] == ("resolved", None, first)
+        assert one(None, [first]) == one(first, [first]) == alone
+        assert one(None, [first, other]) == one(other, [first]) == alone
+        assert one(None, []) == one(None, None) == one(None, [first, second])
+        assert one(second, [first]) == ("refused", "conflict", None, 2,
+                                        ", ".join(sorted((first, second))))
+        assert one(None, [first, "no-such-set"])[:2] == ("refused", "unknown_set")
+        many = conn.execute(
+            "SELECT outcome, reason, profile_set, set_count, conflict_sets "
+            "FROM registry_resolve_many(%s)", (json.dumps(
+                [dict(zip(keys, run), set_names=[first, other]),
+                 dict(zip(keys, run), set_name=second, set_names=[first]),
+                 dict(zip(keys, run), set_names=[first, "no-such-set"])]),)).fetchall()
+        assert many == [alone, one(second, [first]), one(None, [first, "no-such-set"])]
