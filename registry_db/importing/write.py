@@ -45,7 +45,14 @@ from registry_db.model import (
     profile_label,
 )
 from registry_db.store import read
-from registry_db.store.bulk import CHUNK, chunks, counts_row, insert_many, provenance_ids
+from registry_db.store.bulk import (
+    CHUNK,
+    chunks,
+    counts_row,
+    insert_many,
+    profile_ids,
+    provenance_ids,
+)
 from registry_db.store.engine import run_write
 from registry_db.store.schema import (
     profile_counts,
@@ -472,8 +479,7 @@ def _write_set(conn: Connection, s: ProfileSet, set_id: int, prov_ids: dict[int,
     with_counts = any(p.counts is not None for p in s.profiles)
     if not (with_rates or with_counts):
         return
-    ids = dict(conn.execute(select(profiles.c.position, profiles.c.id)
-                            .where(profiles.c.set_id == set_id)).all())
+    ids = profile_ids(conn, set_id)
     if with_rates:
         insert_many(conn, profile_rates, [
             (ids[i], k, float(r)) for i, p in enumerate(s.profiles) if p.per_position_rates

@@ -121,7 +121,7 @@ def _rates_agree(ck: Checker, m: dict, path: str, got: dict) -> None:
                  f"within {SUM_TOLERANCE}")
 
 
-COUNTS = Map("counts", keys=COUNTS_KEYS, steps=(
+COUNTS = Map("counts", keys=COUNTS_KEYS, compiled=True, steps=(
     _count("drafts", Check("no_drafts", lambda v, got: None if v >= 1 else
                            "drafts is 0; counts come from at least one step that drafted",
                            {"minimum": 1})),

@@ -12,6 +12,7 @@ Each rule has a stable ``code``; every problem of every file is reported, not ju
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import os
@@ -113,7 +114,7 @@ def _count(key: str) -> Field:
     return Field(key, "integer", checks=(count_check(key),))
 
 
-SAMPLING = Map("sampling", keys=SAMPLING_KEYS, steps=(
+SAMPLING = Map("sampling", keys=SAMPLING_KEYS, compiled=True, steps=(
     Field("temperature", "number", required=True, missing="missing_temperature",
           missing_message="sampling has no temperature; give it (0 is greedy)",
           checks=(Check("negative_temperature", lambda v, got: None if v >= 0 else
@@ -181,7 +182,7 @@ def _text(key: str) -> Field:
     return Field(key, "string", blank="empty_value", limit=key)
 
 
-PROVENANCE = Map("provenance", keys=PROVENANCE_KEYS, steps=(
+PROVENANCE = Map("provenance", keys=PROVENANCE_KEYS, compiled=True, steps=(
     Field("source", "string", required=True, missing="missing_source", blank="missing_source",
           limit="source", missing_message="provenance has no source; give the document the "
                                           "value was read from"),
@@ -218,7 +219,11 @@ def _rule(got: dict) -> MethodRule | None:
 
 
 def _requires(what: str) -> Any:
-    return lambda got: bool((rule := _rule(got)) and getattr(rule, what))
+    """Whether the profile's method requires the field (``_rule``'s answer, by method name:
+    asked three times a profile)."""
+    needs = {name: bool(getattr(rule, what)) for name, rule in METHODS.items()
+             if rule.allowed_in_profile}
+    return lambda got: needs.get(got.get("method"), False)
 
 
 def _method_problem(method: str, got: dict) -> str | None:
@@ -241,10 +246,17 @@ def _rates_sum(ck: Checker, m: dict, path: str, got: dict) -> None:
                  f"{al - 1:.4g}; they must agree within {SUM_TOLERANCE}")
 
 
+#: The methods whose profiles name how they were measured (``_rule``'s, by name: once a profile).
+_MEASURED = frozenset(name for name, rule in METHODS.items()
+                      if rule.allowed_in_profile and rule.requires_measurement)
+
+
 def _measurement(ck: Checker, m: dict, path: str, got: dict) -> None:
     """A measured value names its chip, image and decoding configuration in its provenance."""
-    rule, raw = _rule(got), m.get("provenance")
-    if not (rule and rule.requires_measurement and isinstance(raw, dict)):
+    if got.get("method") not in _MEASURED:
+        return
+    raw = m.get("provenance")
+    if not isinstance(raw, dict):
         return
     for key, what in (("hardware", "the chip"), ("engine_image", "the engine image"),
                       ("sampling", "the decoding configuration")):
@@ -268,16 +280,22 @@ def _method_schema(name: str, rule: MethodRule) -> dict[str, Any]:
             "then": then}
 
 
+#: A profile's fields, in the order of its dataclass.
+_PROFILE_FIELDS = tuple(f.name for f in dataclasses.fields(Profile))
+
+
 def _profile(g: dict) -> Profile:
-    return Profile(
-        model=g["model"], speculative_method=g["speculative_method"],
-        num_spec_tokens=g["num_spec_tokens"], thinking=g["thinking"], category=g["category"],
-        acceptance_length=float(g["acceptance_length"]), method=g["method"],
-        per_position_rates=g["per_position_rates"], provenance=g["provenance"],
-        rationale=g["rationale"], copied_from=g["copied_from"], counts=g["counts"])
+    # As pickle builds an object (no frozen __init__, which sets each field by a call): the
+    # checked fields are the dataclass's own, in its order (a test holds it equal to __init__).
+    p = object.__new__(Profile)
+    p.__dict__.update(zip(_PROFILE_FIELDS, (
+        g["model"], g["speculative_method"], g["num_spec_tokens"], g["thinking"], g["category"],
+        float(g["acceptance_length"]), g["method"], g["per_position_rates"], g["provenance"],
+        g["rationale"], g["copied_from"], g["counts"])))
+    return p
 
 
-PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", steps=(
+PROFILE = Map("each profile", keys=PROFILE_KEYS, not_a_mapping="wrong_type", compiled=True, steps=(
     Field("model", "string", required=True, missing="missing_model", blank="missing_model",
           limit="model", checks=(name_check("model"),),
           missing_message="the profile has no model; give the catalog model name"),
@@ -352,7 +370,8 @@ def _profiles(ck: Checker, seq: list, m: dict, sub: str, got: dict
     for i, item in enumerate(seq):
         path = join(sub, i)
         before = ck.errors
-        fields = PROFILE.read(ck, item, path, pos(seq, i))
+        # A mapping's own position is only for "not a mapping": a plain one has none anyway.
+        fields = PROFILE.read(ck, item, path, None if type(item) is dict else pos(seq, i))
         if fields is None:
             out.append(None)
             continue

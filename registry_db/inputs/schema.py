@@ -18,6 +18,7 @@ as absent for the rules after it (an invalid K is not used to check AL against).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
@@ -263,7 +264,7 @@ class Field:
 Rule = Callable[["Checker", dict, str, dict], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a table is itself: compiled once (:func:`_compiled`)
 class Map:
     """A mapping's schema: what it is called, its ordered steps, its keys and what it builds.
 
@@ -281,6 +282,9 @@ class Map:
     #: The JSON Schema of what the ``Rule`` steps check, where it can say it (``allOf``
     #: entries; a :class:`Map` in them stands for its schema).
     also: tuple[dict[str, Any], ...] = ()
+    #: Read plain mappings through the compiled first pass (:class:`_Compiled`): for tables an
+    #: import reads by the hundred thousand, not for a one-run command's (msgspec's start-up).
+    compiled: bool = False
     fields: tuple[str, ...] = field(init=False)
     #: ``keys`` as a set: most mappings hold known keys only, which one C-level test tells.
     key_set: frozenset = field(init=False)
@@ -299,6 +303,11 @@ class Map:
 
         Whether anything was wrong is the checker's count of errors, before and after.
         """
+        if self.compiled and type(doc) is dict and COMPILED:
+            fast = _compiled(self)
+            read_fast = None if fast is None else fast.read(ck, doc, path, outer)
+            if read_fast is not None:
+                return read_fast
         if not ck.mapping(doc, mark(doc) if where is None else where, path, self.what,
                           self.not_a_mapping):
             return None
@@ -463,6 +472,8 @@ class Checker:
 
     def numbers(self, seq: list, path: str, what: str) -> list[float] | None:
         """Every item of ``seq`` as a finite number, or None after reporting the others."""
+        if all(type(item) is float for item in seq) and all(map(math.isfinite, seq)):
+            return list(seq)  # the common case, decided without a call per item
         out: list[float] = []
         good = True
         for i, item in enumerate(seq):
@@ -488,3 +499,170 @@ class _Blank(dict):
 
     def __missing__(self, key: str) -> None:
         return None
+
+
+
+# --- the compiled first pass ---------------------------------------------------------------------
+
+#: Decide a mapping's plain fields with msgspec when it is installed (the ``fast`` extra); tests
+#: switch it off to prove that both ways give the same values and findings.
+COMPILED = True
+
+#: The rules (finding codes) whose check's ``schema`` states them only in part, and the part
+#: left to ``validate`` (:mod:`registry_db.inputs.json_schema` publishes this table).
+PARTLY: dict[str, str] = {
+    "al_out_of_range": "AL <= K + 1 for the profile's K (the schema holds 1 <= AL <= 65)",
+    "wrong_type": "an integer written 5.0 (JSON Schema's integer is any number without a "
+                  "fraction)",
+    "bad_name": "a name's length in UTF-8 bytes (the schema counts characters)",
+}
+
+#: A check's JSON Schema bounds as msgspec's (a ``Meta``'s name, and which bound is the tighter).
+_BOUNDS = {"minimum": ("ge", max), "exclusiveMinimum": ("gt", max), "maximum": ("le", min),
+           "exclusiveMaximum": ("lt", min)}
+#: The largest finite float: bounds that let every finite number by and neither inf nor NaN.
+_FLOAT_MAX = sys.float_info.max
+#: Integers a number field takes the compiled way (any other is the interpreter's to judge).
+_INT_MAX = 2**63 - 1
+
+
+def _anchored(pattern: str) -> str | None:
+    """A JSON Schema ``^...$`` pattern as Python's re matches it (``$`` there is the end of the
+    text; Python's also matches before a final newline), or None when it is not anchored so."""
+    if pattern.startswith("^") and pattern.endswith("$") and not pattern.endswith("\\$"):
+        return f"\\A(?:{pattern[1:-1]})\\Z"
+    return None
+
+
+def _plain_type(f: Field, msgspec: Any) -> tuple[Any, tuple[CheckFn, ...]]:
+    """The msgspec type of the plain field ``f`` (text, integer, number), and the tests of its
+    checks that the type does not state (a check whose schema states it only in part, or not
+    at all, runs as written)."""
+    from typing import Annotated, Literal, NoReturn
+
+    bounds: dict[str, Any] = {}
+    patterns = [r"\A[^\x00]*\Z"] if f.want == "string" else []  # what :meth:`Checker.text_ok` says
+    allowed: list[Any] | None = None
+    tests: list[CheckFn] = []
+
+    def bound(name: str, value: Any) -> None:
+        meta, tighter = _BOUNDS[name]
+        bounds[meta] = value if meta not in bounds else tighter(bounds[meta], value)
+
+    if f.want == "integer":
+        bound("minimum", -f.bound)
+        bound("maximum", f.bound)
+    if f.want == "string" and f.blank is not None:
+        patterns.append(r"\S")  # not blank: str.strip() and \s know the same whitespace
+    for check in f.checks:
+        schema = check.schema or {}
+        stated = bool(schema) and check.code not in PARTLY
+        if stated and f.want != "string" and set(schema) <= set(_BOUNDS):
+            for name, value in schema.items():
+                bound(name, value)
+        elif stated and f.want == "string" and set(schema) <= {"enum", "const"}:
+            values = list(schema["enum"]) if "enum" in schema else [schema["const"]]
+            allowed = [v for v in values if allowed is None or v in allowed]
+        elif stated and f.want == "string" and set(schema) == {"pattern"} and (
+                anchored := _anchored(schema["pattern"])) is not None:
+            patterns.append(anchored)
+        else:
+            tests.append(check.test)
+    if allowed is not None:  # the table's own values, each held to the text rules too
+        allowed = [v for v in allowed if type(v) is str and len(v) <= f.max_length and all(
+            re.search(p, v) for p in patterns)]
+        return (Literal[tuple(allowed)] if allowed else NoReturn), tuple(tests)
+    if f.want == "string":
+        meta = msgspec.Meta(pattern="".join(f"(?={p})" for p in patterns),
+                            max_length=None if f.limit is None else f.max_length)
+        return Annotated[str, meta], tuple(tests)
+    if f.want == "integer":
+        return Annotated[int, msgspec.Meta(**_one_a_side(bounds))], tuple(tests)
+    # A number: an integer within 64 bits (a larger one is the interpreter's to judge), or a
+    # float within the finite ones (neither inf nor NaN is, as Checker.read wants).
+    ints = _one_a_side({"ge": -_INT_MAX, "le": _INT_MAX, **bounds})
+    low, high = ("ge" if "ge" in ints else "gt"), ("le" if "le" in ints else "lt")
+    ints[low], ints[high] = max(ints[low], -_INT_MAX), min(ints[high], _INT_MAX)
+    floats = _one_a_side({"ge": -_FLOAT_MAX, "le": _FLOAT_MAX, **bounds})
+    return (Annotated[int, msgspec.Meta(**ints)] | Annotated[float, msgspec.Meta(**floats)],
+            tuple(tests))
+
+
+def _one_a_side(bounds: dict[str, Any]) -> dict[str, Any]:
+    """Of a strict and a loose bound on one side, the tighter (msgspec takes one a side)."""
+    out = dict(bounds)
+    for strict, loose, tighter in (("gt", "ge", max), ("lt", "le", min)):
+        if strict in out and loose in out:
+            keep = strict if tighter(out[strict], out[loose]) == out[strict] else loose
+            del out[loose if keep == strict else strict]
+    return out
+
+
+class _Compiled:
+    """A :class:`Map`'s plain fields (text, integers, numbers: no ``content``) as a msgspec
+    Struct, which types and bounds them in C, with each check its ``schema`` states; a check it
+    states in part or not at all runs as written. It only ever *accepts*: a mapping with anything
+    to report (a wrong type, a missing key, a failed check) is read again by the interpreter,
+    which reports it. On a mapping it accepts, the fields with ``content`` and the ``Rule``
+    steps are read by the interpreter's own code in the table's order, so the result is
+    :meth:`Map.read`'s."""
+
+    def __init__(self, table: Map, msgspec: Any) -> None:
+        self.convert, self.invalid = msgspec.convert, msgspec.ValidationError
+        self.asdict = msgspec.structs.asdict
+        self.key_set = table.key_set
+        fields: list[tuple[str, Any, Any]] = []
+        tests: list[tuple[str, CheckFn]] = []
+        required_if: list[tuple[str, Callable[[dict], bool]]] = []
+        for f in table.steps:
+            if type(f) is not Field or f.content is not None:
+                continue
+            kind, own = _plain_type(f, msgspec)
+            tests += ((f.key, test) for test in own)
+            # Absent reads as None; an explicit null is not of the type, so it is refused.
+            fields.append((f.key, kind, msgspec.NODEFAULT if f.required is True else None))
+            if callable(f.required):
+                required_if.append((f.key, f.required))
+        self.struct = msgspec.defstruct(f"Compiled_{table.what.replace(' ', '_')}", fields,
+                                        kw_only=True)
+        self.tests, self.required_if = tuple(tests), tuple(required_if)
+        #: The steps the interpreter still reads: fields with ``content``, and ``Rule``s.
+        self.rest = tuple(s for s in table.steps if type(s) is not Field or s.content is not None)
+
+    def read(self, ck: Checker, doc: dict, path: str, outer: dict | None) -> dict | None:
+        """:meth:`Map.read` of ``doc``, or None when the interpreter must read it."""
+        if not self.key_set.issuperset(doc):
+            return None
+        try:
+            got = self.asdict(self.convert(doc, self.struct))
+        except self.invalid:
+            return None
+        if outer is not None:
+            got = {**outer, **got}
+        for key, test in self.tests:
+            value = got[key]
+            if value is not None and test(value, got) is not None:
+                return None
+        for key, required in self.required_if:
+            if got[key] is None and required(got):
+                return None
+        read = ck.read
+        for step in self.rest:
+            if type(step) is Field:
+                got[step.key] = read(step, doc, path, got)
+            else:
+                step(ck, doc, path, got)
+        return got
+
+
+@functools.lru_cache(maxsize=16)  # a few tables
+def _compiled(table: Map) -> _Compiled | None:
+    """``table`` compiled, once (the cache's reason), or None: msgspec is not installed, or the
+    table lets unknown keys by (only tables that refuse them are compiled)."""
+    try:
+        import msgspec
+    except ImportError:
+        return None
+    if table.unknown != "error":
+        return None
+    return _Compiled(table, msgspec)

@@ -13,11 +13,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from registry_db.model import Profile, ProfileSet, Provenance, setting_text, setting_type
-from registry_db.store.schema import provenance_settings, provenances
+from registry_db.store.schema import profiles, provenance_settings, provenances
 from registry_db.store.stored_counts import per_position_text
 
 __all__ = ["CHUNK", "COPY_MIN_ROWS", "chunks", "counts_row", "insert_many", "plain_columns",
-           "provenance_ids"]
+           "profile_ids", "provenance_ids"]
 
 #: Values per ``IN (...)`` list: far below SQLite's and PostgreSQL's bound-parameter limits.
 CHUNK = 1000
@@ -133,6 +133,26 @@ def counts_row(profile_id: int, p: Profile) -> dict[str, Any]:
             "accepted_tokens": c.accepted_tokens,
             "accepted_per_position": per_position_text(c.accepted_per_position),
             "al_stderr": c.uncertainty(p.num_spec_tokens).stderr}
+
+
+def profile_ids(conn: Connection, set_id: int) -> dict[int, int]:
+    """``position -> id`` of the current profiles of set ``set_id``, through the driver: an
+    importer asks once a set that has rates or counts, and SQLAlchemy's rows cost more than the
+    query (docs/decisions.md, "Importing")."""
+    mark = "%s" if conn.dialect.name == "postgresql" else "?"
+    sql = f'SELECT position, id FROM "{profiles.name}" WHERE set_id = {mark}'
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    driver = conn.connection.driver_connection
+    assert driver is not None  # a live connection inside the write transaction
+    cursor = driver.cursor()
+    try:
+        cursor.execute(sql, [set_id])
+        return dict(cursor.fetchall())
+    except dbapi_error as exc:
+        # Wrapped like SQLAlchemy's own errors, so run_write retries or translates it.
+        raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
+    finally:
+        cursor.close()
 
 
 def _provenance_rows(conn: Connection, hashes: Sequence[str]) -> dict[str, int]:
