@@ -401,22 +401,38 @@ def winners(lookups: Sequence[Lookup], rows: Iterable[Sequence]) -> dict[Lookup,
     Every row of a lookup carries the same category; a profile with stored rates has one row
     per rate, in no particular order.
     """
-    profiles: dict[int, dict[int, list[LookupRow]]] = {}  # per lookup, per profile: its rows
+    # Rows stay plain tuples until a profile's first becomes a LookupRow: a batch reads about
+    # two rows a lookup, and naming each and nesting dicts per row cost more than the rest.
+    profiles: dict[int, dict[int, list[Sequence]]] = {}  # per lookup, per profile: its rows
     heads: dict[int, tuple[str, int]] = {}  # per lookup: the winning category and set count
-    for row in map(LookupRow._make, rows):
-        profiles.setdefault(row.lookup_id, {}).setdefault(row.profile_id, []).append(row)
-        if row.set_count is not None:
-            heads[row.lookup_id] = (row.category, row.set_count)
+    for row in rows:
+        lid, pid = row[_LOOKUP_ID], row[_PROFILE_ID]
+        held = profiles.get(lid)
+        if held is None:
+            profiles[lid] = {pid: [row]}
+        elif pid in held:
+            held[pid].append(row)
+        else:
+            held[pid] = [row]
+        if row[_SET_COUNT] is not None:
+            heads[lid] = (row[_CATEGORY], row[_SET_COUNT])
     # The same key in several sets: its candidates by set name, for the message.
-    return {lookups[lid]: Winner(*heads[lid], tuple(sorted(map(_candidate, held.values()))))
+    return {lookups[lid]: Winner(*heads[lid], (_candidate(*held.values()),) if len(held) == 1
+                                 else tuple(sorted(_candidate(r) for r in held.values())))
             for lid, held in profiles.items()}
 
 
-def _candidate(rows: list[LookupRow]) -> Candidate:
+#: Where :class:`LookupRow`'s fields are in a row, for :func:`winners`.
+_LOOKUP_ID, _CATEGORY, _SET_COUNT, _PROFILE_ID, _POSITION, _RATE = map(
+    LookupRow._fields.index,
+    ("lookup_id", "category", "set_count", "profile_id", "position", "rate"))
+
+
+def _candidate(rows: list[Sequence]) -> Candidate:
     """One profile's candidate from its rows (one per stored rate, or one without)."""
-    first = rows[0]
+    first = LookupRow._make(rows[0])
     rates = None if first.position is None else tuple(
-        r.rate for r in sorted(rows, key=operator.attrgetter("position")))
+        r[_RATE] for r in sorted(rows, key=operator.itemgetter(_POSITION)))
     counts = uncertainty = None
     if first.drafts is not None:  # a counts row: only its per-position counts may be null
         assert first.draft_tokens is not None and first.accepted_tokens is not None \
@@ -426,6 +442,6 @@ def _candidate(rows: list[LookupRow]) -> Candidate:
         # The stored stderr, the figure the views give: not computed again here.
         uncertainty = Uncertainty(counts.drafts, float(first.al_stderr),
                                   counts.accepted_per_position is not None)
-    return Candidate(first.set_name, first.acceptance_length, rates,  # type: ignore[arg-type]
+    return Candidate(first.set_name, first.acceptance_length, rates,
                      first.source, first.hardware, first.method, first.copied_from,
                      first.revision, counts, uncertainty)
