@@ -1,4 +1,4 @@
-"""A ``--batch`` answer as its JSON line, written without building the answer's dict.
+"""An answer as its JSON line, written without building the answer's dict (``--batch``).
 
 The contract's bytes are what ``json.JSONEncoder(ensure_ascii=False).encode`` makes of
 ``{"id": ID, **answer.to_json()}`` (the ``id`` only when the line has one). For the two shapes
@@ -10,19 +10,23 @@ does not cover exactly (NaN or an infinity, an int where a float is expected, a 
 know, a ``to_json`` whose keys changed) goes through the encoder, so the bytes stay the
 encoder's. ``tests/unit/test_batch_json.py`` compares both ways over generated answers; why the
 template is worth its code is in docs/decisions.md (Resolving).
+
+:func:`resolution_body` is the template itself, from a resolution's fields; the resolver's
+batch writes its hits with it straight from the lookup's rows
+(:meth:`~registry_db.resolve.finish.Answers.finish`, an :class:`AnswerText`), and
+:func:`answer_line` writes an :class:`AnswerText` as it is.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import sys
 from json.encoder import encode_basestring
 from typing import Any
 
 from registry_db.model import Counts, Refusal, Uncertainty
 from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
+
+__all__ = ["ENCODER", "AnswerText", "answer_line", "resolution_body"]
 
 #: The contract's encoder: the bytes every answer line must have.
 ENCODER = json.JSONEncoder(ensure_ascii=False)
@@ -44,18 +48,37 @@ def _text(value: Any) -> str:
     return "null" if value is None else encode_basestring(value)
 
 
+class AnswerText(str):
+    """A resolution already written: its JSON object's text after the opening brace (what
+    :func:`resolution_body` writes), for a caller that only writes answers."""
+
+    __slots__ = ()
+
+
 def _resolution(r: Resolution) -> str | None:
     """``r`` as the encoder writes ``r.to_json()``, or None where the template is not exact."""
-    k = r.num_spec_tokens
-    revision = r.revision
-    if type(k) is not int or type(r.rates_derived) is not bool or (
+    return resolution_body(r.acceptance_length, r.acceptance_rate, r.num_spec_tokens,
+                           r.per_position_rates, r.rates_derived, r.layer, r.profile_set,
+                           r.profile, r.source, r.fallback, r.hardware_mismatch, r.warnings,
+                           r.revision, r.uncertainty, r.counts)
+
+
+def resolution_body(acceptance_length: float, acceptance_rate: float, k: int,
+                    per_position_rates: tuple[float, ...], rates_derived: bool, layer: str,
+                    profile_set: str | None, profile: str | None, source: str | None,
+                    fb: Fallback | None, hw: HardwareMismatch | None, warnings: tuple[str, ...],
+                    revision: int | None, u: Uncertainty | None, c: Counts | None
+                    ) -> str | None:
+    """The :class:`~registry_db.resolve.answer.Resolution` of these fields (its fields' order)
+    as the encoder writes its ``to_json()``, after the opening brace; None where the template
+    is not exact. May raise TypeError for a field of a type it does not write."""
+    if not _TEMPLATE_OK or type(k) is not int or type(rates_derived) is not bool or (
             revision is not None and type(revision) is not int):
         return None
-    al, rate = _repr(r.acceptance_length), _repr(r.acceptance_rate)
-    rates = ", ".join(map(_repr, r.per_position_rates))
+    al, rate = _repr(acceptance_length), _repr(acceptance_rate)
+    rates = ", ".join(map(_repr, per_position_rates))
     if "n" in al or "n" in rate or "n" in rates:  # nan, inf: the encoder writes NaN, Infinity
         return None
-    fb, hw = r.fallback, r.hardware_mismatch
     if fb is None:
         fallback = "null"
     elif type(fb) is Fallback:
@@ -69,21 +92,21 @@ def _resolution(r: Resolution) -> str | None:
                     f'"run_on": {_text(hw.run_on)}}}')
     else:
         return None
-    uncertainty, counts = _uncertainty(r.uncertainty), _counts(r.counts)
+    uncertainty, counts = _uncertainty(u), _counts(c)
     if uncertainty is None or counts is None:
         return None
-    esc, ps, label, source = encode_basestring, r.profile_set, r.profile, r.source
+    esc = encode_basestring
     return (f'"acceptance_length": {al}, "acceptance_rate": {rate}, '
             f'"num_spec_tokens": {int.__repr__(k)}, '
-            f'"per_position_rates": [{rates}], "rates_derived": {_BOOL[r.rates_derived]}, '
-            f'"layer": {esc(r.layer)}, '
-            f'"profile_set": {"null" if ps is None else esc(ps)}, '
-            f'"profile": {"null" if label is None else esc(label)}, '
+            f'"per_position_rates": [{rates}], "rates_derived": {_BOOL[rates_derived]}, '
+            f'"layer": {esc(layer)}, '
+            f'"profile_set": {"null" if profile_set is None else esc(profile_set)}, '
+            f'"profile": {"null" if profile is None else esc(profile)}, '
             f'"revision": {"null" if revision is None else int.__repr__(revision)}, '
             f'"source": {"null" if source is None else esc(source)}, '
             f'"uncertainty": {uncertainty}, "counts": {counts}, '
             f'"fallback": {fallback}, "hardware_mismatch": {mismatch}, '
-            f'"warnings": [{", ".join(map(esc, r.warnings)) if r.warnings else ""}]}}')
+            f'"warnings": [{", ".join(map(esc, warnings)) if warnings else ""}]}}')
 
 
 def _uncertainty(u: Any) -> str | None:
@@ -120,12 +143,14 @@ def answer_line(answer: Any, ident: Any = None,
                 memo: dict[int, tuple[Any, str]] | None = None) -> str:
     """The answer's JSON line (no newline), ``ident`` first when it is not None: the same text
     as ``ENCODER.encode({"id": ident, **answer.to_json()})`` (a Resolution, a Refusal, or any
-    answer with ``to_json()``).
+    answer with ``to_json()``); an :class:`AnswerText` is that text already.
 
     ``memo`` keeps each answer's text by the answer's identity, for a batch whose identical
     runs share one answer object: each is written once. It holds the answer too, so that no
     identity in it is reused by another object while it lasts.
     """
+    if type(answer) is AnswerText:
+        return "{" + answer if ident is None else f'{{"id": {ENCODER.encode(ident)}, {answer}'
     found = None if memo is None else memo.get(id(answer))
     body = None if found is None else found[1]
     if body is None:
@@ -144,7 +169,7 @@ def _body(answer: Resolution | Refusal) -> str | None:
     """The answer's line after its opening brace and id, or None where the template is not
     exact (the encoder's way then)."""
     try:
-        if type(answer) is Resolution and _TEMPLATE_OK:
+        if type(answer) is Resolution:
             return _resolution(answer)
         if type(answer) is Refusal:
             return (f'"refused": {{"reason": {encode_basestring(answer.reason)}, '
@@ -152,58 +177,3 @@ def _body(answer: Resolution | Refusal) -> str | None:
     except TypeError:  # a field of a type the template does not write: the encoder's way
         pass
     return None
-
-
-def emit_object(answer: Any, engine: str, allow_inexact: bool = False,
-                ) -> tuple[dict[str, Any] | None, tuple[str, ...], Refusal | None]:
-    """What ``--batch --emit ENGINE`` adds to an answer: for a resolution, the engine's knobs
-    as text by name (what ``--emit`` prints for the run); for a deployment's answer, those of
-    each speculating pool, by pool name; None for a refusal (or a check). And the settings'
-    warnings (a value some path of the engine cannot take), for stderr. When the engine would
-    not realise the answer exactly (and ``allow_inexact`` is not given), no knobs but the
-    refusal (``inexact_handoff``) that answers the line instead, as ``--emit`` refuses the run."""
-    from registry_db.errors import ResolutionRefused
-    from registry_db.resolve.deployment import DeploymentAnswer
-    from registry_db.resolve.engines import engine_settings
-
-    pool = ""
-    try:
-        if type(answer) is Resolution:
-            settings = engine_settings(answer, engine, allow_inexact=allow_inexact)
-            return settings.knobs(), settings.warnings, None
-        if type(answer) is DeploymentAnswer:
-            pools = []
-            for name, r in answer.pools:
-                pool = f"pool {name!r}: "
-                pools.append((name, engine_settings(r, engine, allow_inexact=allow_inexact)))
-            return ({name: s.knobs() for name, s in pools},
-                    tuple(f"pool {name}: {w}" for name, s in pools for w in s.warnings), None)
-    except ResolutionRefused as refused:
-        return None, (), Refusal(refused.reason, pool + refused.message)
-    return None, (), None
-
-
-def with_emit(line: str, emit: dict[str, Any] | None) -> str:
-    """An answer's JSON line (:func:`answer_line`) with ``"emit": EMIT`` as its last key: the
-    same text as the encoder's of the answer's object with that key added (None: unchanged)."""
-    if emit is None:
-        return line
-    return f'{line[:-1]}, "emit": {ENCODER.encode(emit)}}}'
-
-
-def write_answers(lines: list[str]) -> bool:
-    """Write a chunk's answer lines to stdout and flush them (a pipe's writer may wait for them
-    before it writes more); False when the reader has gone (``| head -1``): nothing more is
-    written, stdout then leads nowhere, and the caller ends the batch quietly, as a listing's
-    command does when its reader goes."""
-    try:
-        if lines:
-            sys.stdout.write("\n".join(lines) + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # What is still buffered, and the interpreter's last flush, go nowhere instead of
-        # failing again on the closed pipe.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return False
-    return True

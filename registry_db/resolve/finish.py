@@ -19,6 +19,7 @@ from registry_db.inputs.run import Run
 from registry_db.model import Counts, Refusal, Uncertainty, profile_label
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
+from registry_db.resolve.answer_json import AnswerText, resolution_body
 from registry_db.resolve.lookup import Candidate, Key, Lookup, Winner
 from registry_db.resolve.rates import min_variance_rates, rate_from_al
 
@@ -66,6 +67,24 @@ class Answers:
         and counted the sets in scope that hold it: this builds the answer, or the refusal
         that says why there is none.
         """
+        won = self._won(plan)
+        return won if isinstance(won, Refusal) else Resolution(*won)
+
+    def written(self, plan: Plan) -> Resolution | Refusal | AnswerText:
+        """:meth:`finish`'s answer, a resolution as its JSON text where the template writes it
+        (:func:`~registry_db.resolve.answer_json.resolution_body`): for a batch that only
+        writes its answers, building the Resolution first cost a third of their time."""
+        won = self._won(plan)
+        if isinstance(won, Refusal):
+            return won
+        try:
+            body = resolution_body(*won)
+        except TypeError:  # a field of a type the template does not write
+            body = None
+        return Resolution(*won) if body is None else AnswerText(body)
+
+    def _won(self, plan: Plan) -> tuple | Refusal:
+        """The fields of ``plan``'s resolution (:meth:`values`), or its refusal."""
         lookup = plan.lookup
         won = self.index.get(lookup)
         if won is None:
@@ -73,13 +92,12 @@ class Answers:
         key = plan.key(won.category)
         if won.set_count > 1:
             return conflict(key, [c.profile_set for c in won.candidates], won.set_count)
-        return self.answer(plan, won.candidates[0], key,
+        return self.values(plan, won.candidates[0], key,
                            None if won.category == lookup.category
                            else Fallback(lookup.category, won.category))
 
-    def answer(self, plan: Plan, cand: Candidate, key: Key,
-               fallback: Fallback | None) -> Resolution:
-        """The resolution a profile gives, with its rates stored or derived, and its notes."""
+    def values(self, plan: Plan, cand: Candidate, key: Key, fallback: Fallback | None) -> tuple:
+        """The fields of the resolution a profile gives, in order."""
         k, al = key[2], cand.acceptance_length
         rates = cand.rates
         derived = rates is None
@@ -94,10 +112,9 @@ class Answers:
                 and run_on.casefold() != measured_on.casefold():
             mismatch = HardwareMismatch(measured_on, run_on)
         warnings = notes(plan.notes, fallback, mismatch, cand.method, cand.copied_from)
-        return Resolution(al, rate_from_al(al, k), k, rates, derived, plan.layer,
-                          cand.profile_set, profile_label(*key), cand.source, fallback, mismatch,
-                          warnings, cand.revision, _at_k(cand.uncertainty, cand.counts, k),
-                          cand.counts)
+        return (al, rate_from_al(al, k), k, rates, derived, plan.layer, cand.profile_set,
+                profile_label(*key), cand.source, fallback, mismatch, warnings, cand.revision,
+                _at_k(cand.uncertainty, cand.counts, k), cand.counts)
 
 
 def _at_k(uncertainty: Uncertainty | None, counts: Counts | None, k: int
