@@ -9,9 +9,9 @@ import json
 import math
 import random
 
-from registry_db.resolve import answer_json as batch_json
-from registry_db.resolve.answer_json import ENCODER, AnswerText, answer_line, resolution_body
 from registry_db.model import Counts, Refusal, RefusalReason, Uncertainty
+from registry_db.resolve import answer_json
+from registry_db.resolve.answer_json import ENCODER, AnswerText, answer_line, resolution_body
 from registry_db.resolve.plan import Fallback, HardwareMismatch, Resolution
 
 TEXTS = ["", "b300", "é", "日本語", "😀", "a\"b", "back\\slash", "tab\tnew\nline", "\x01\x1f",
@@ -30,7 +30,7 @@ def _plain(answer, ident):
 
 def _templated(answer) -> bool:
     try:
-        return batch_json._resolution(answer) is not None
+        return answer_json._resolution(answer) is not None
     except TypeError:
         return False
 
@@ -102,7 +102,7 @@ def test_memo_writes_the_same_bytes_for_shared_answers():
 
 def test_template_follows_to_json_keys():
     """The template writes the keys ``Resolution.to_json`` has, in its order (else it is off)."""
-    assert batch_json._TEMPLATE_OK
+    assert answer_json._TEMPLATE_OK
     r = Resolution(2.5, 0.5, 3, (1.0, 0.5, 0.0), True, "registry", "s", "p", None)
     assert list(json.loads(answer_line(r))) == list(r.to_json())
 
