@@ -11,10 +11,11 @@ know, a ``to_json`` whose keys changed) goes through the encoder, so the bytes s
 encoder's. ``tests/unit/test_batch_json.py`` compares both ways over generated answers; why the
 template is worth its code is in docs/decisions.md (Resolving).
 
-:func:`resolution_body` is the template itself, from a resolution's fields; the resolver's
-batch writes its hits with it straight from the lookup's rows
-(:meth:`~registry_db.resolve.finish.Answers.finish`, an :class:`AnswerText`), and
-:func:`answer_line` writes an :class:`AnswerText` as it is.
+:func:`resolution_body` is the template itself, from a resolution's fields: the batch writes
+its registry hits with it from the lookup's rows without a Resolution first
+(:meth:`~registry_db.resolve.finish.Answers.written`, an :class:`AnswerText`), which
+:func:`answer_line` writes as it is. It lives with the resolver for that; the command's writing
+(``--emit``, stdout) is :mod:`registry_db.cli.batch_json`.
 """
 
 from __future__ import annotations
