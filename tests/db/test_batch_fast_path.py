@@ -2,8 +2,8 @@
 read by :func:`~registry_db.inputs.run.check_object` or the plain way, on PostgreSQL the
 registry layer decided by the set-based ``registry_resolve_many`` (migration 0013) or by the
 lookup statement and Python, as on SQLite, and registry hits written straight from the lookup's
-candidates (``text``: :meth:`~registry_db.resolve.finish.Answers.written`, what the command
-does) or as resolutions first. The batch is varied: hits, fallbacks, conflicts,
+rows (``text``: :meth:`~registry_db.resolve.finish.Answers.written`, what the command does) or
+as resolutions first. The batch is varied: hits, fallbacks, conflicts,
 misses, every refusal, a chip on another profile's, runs as of four times of a history, stated
 values and pins, runs in several sets, deployments, repeated lines and lines that are no
 request."""
@@ -87,10 +87,8 @@ def _batch(times, n: int, seed: int) -> list[str]:
     return lines
 
 
-def _answers(engine, lines: list[str], fast: bool, text: bool = False
-             ) -> list[tuple[int, str]]:
-    return [(a.line, answer_line(a.answer, a.id))
-            for a in answer_lines(engine, lines, fast, text)]
+def _answers(engine, lines: list[str], fast: bool) -> list[tuple[int, str]]:
+    return [(a.line, answer_line(a.answer, a.id)) for a in answer_lines(engine, lines, fast)]
 
 
 def test_the_fast_path_answers_as_the_plain_one(db_url, engine, backend, tmp_path, monkeypatch):
@@ -139,7 +137,7 @@ def test_hits_written_from_their_rows_are_the_plain_answers(db_url, engine, back
                  "acceptance is reused across hardware", "is not measured (copied from",
                  "is not measured (literature)", '"warnings": []', '"id": "again-'):
         assert part in said, part
-    # ... as of a time too, and the refusals stay the plain way's objects.
+    # ... as of a time too.
     assert any(type(a.answer) is AnswerText and '"as_of"' in lines[a.line - 1]
                for a in written)
     src = tmp_path / "batch.jsonl"
