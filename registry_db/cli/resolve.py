@@ -470,7 +470,8 @@ def _run_batch(settings: Any, path: str, emit: str | None = None,
     seen = Seen(keep=text)
     # The command's bulk work builds many small objects and no cycles (registry_db.gcpause).
     with batch_input(path) as (stream, shown), gc_paused(), reading(settings.url) as bind, \
-            contextlib.closing(answer_chunks(bind, chunks(stream, name=path), seen)) as batch:
+            contextlib.closing(answer_chunks(bind, chunks(stream, name=path), seen,
+                                             text=emit is None)) as batch:
         for answers in batch:
             out = []
             for item in answers:

@@ -26,6 +26,7 @@ from registry_db.inputs.run import Run
 from registry_db.model import Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Resolution
+from registry_db.resolve.answer_json import AnswerText
 from registry_db.resolve.deployment import DeploymentAnswer, resolve_runs
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
@@ -37,9 +38,10 @@ __all__ = ["LineAnswer", "Seen", "answer_chunk", "answer_chunks", "answer_lines"
 @dataclass(frozen=True, slots=True)
 class LineAnswer:
     """One line's answer, the line's ``id`` (None: it has none) and its number in the input
-    (blank lines counted, as the answers' messages count them; 0: not told)."""
+    (blank lines counted, as the answers' messages count them; 0: not told). The answer is
+    text already only when the batch was asked for text (:func:`answer_chunks`)."""
 
-    answer: Resolution | Refusal | DeploymentAnswer
+    answer: Resolution | Refusal | DeploymentAnswer | AnswerText
     id: Any = None
     line: int = 0
 
@@ -50,16 +52,16 @@ class LineAnswer:
         return not (type(answer) is Refusal and answer.reason == R.INVALID_REQUEST)
 
 
-def answer_lines(bind: ReadBind, lines: Iterable[str | Refusal], fast: bool = True
-                 ) -> Iterator[LineAnswer]:
+def answer_lines(bind: ReadBind, lines: Iterable[str | Refusal], fast: bool = True,
+                 text: bool = False) -> Iterator[LineAnswer]:
     """The answer to each line of ``lines`` that is not blank, in order (:func:`answer_chunks`,
     :data:`~registry_db.inputs.batch_stream.CHUNK` lines at a time)."""
-    for answers in answer_chunks(bind, _batched(lines, CHUNK), fast=fast):
+    for answers in answer_chunks(bind, _batched(lines, CHUNK), fast=fast, text=text):
         yield from answers
 
 
 def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
-                  seen: Seen | None = None, fast: bool = True
+                  seen: Seen | None = None, fast: bool = True, text: bool = False
                   ) -> Generator[list[Any], None, None]:
     """The answers to each chunk of lines (consecutive, numbered from 1 across chunks), one
     list per chunk, each as soon as its chunk has come: every chunk is read in one snapshot
@@ -70,7 +72,9 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
     Each answer is a :class:`LineAnswer`, or what ``seen`` keeps of one (:class:`Seen`): a
     line repeated later is answered from it, not read or resolved again. ``fast``: lines of
     the common shape are read the fast way (:func:`~registry_db.inputs.request.parse_line`);
-    the answers are the same either way."""
+    the answers are the same either way. ``text``: a registry hit's answer may be its JSON
+    text already (:class:`~registry_db.resolve.answer_json.AnswerText`), for a caller that
+    only writes the answers (:func:`~registry_db.resolve.answer_json.answer_line`)."""
     from registry_db.resolve.reading import snapshot
 
     seen = Seen() if seen is None else seen
@@ -83,7 +87,7 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
             for chunk in chunks:
                 if len(stored) > SEEN:
                     stored.clear()
-                yield list(answer_chunk(held, chunk, start, seen, stored, fast))
+                yield list(answer_chunk(held, chunk, start, seen, stored, fast, text))
                 start += len(chunk)
         finally:
             BATCH_LABELS.reset(token)
@@ -151,13 +155,14 @@ class Seen:
 
 def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
                  seen: Seen | None = None, stored: dict[Any, Any] | None = None,
-                 fast: bool = True) -> Iterator[Any]:
+                 fast: bool = True, text: bool = False) -> Iterator[Any]:
     """The answer to each line of ``lines`` (the first is line ``start``) that is not blank,
     in order: a :class:`LineAnswer`, or what ``seen`` keeps of it. A line that is no request
     is answered ``invalid_request`` naming its line (and still echoes its id when it is a
     JSON object holding one); identical runs share one answer object. A line found in
     ``seen`` is not read or resolved again; ``stored``, what is stored, read for the
-    refusals' text (:func:`~registry_db.resolve.finish.say_what_exists`)."""
+    refusals' text (:func:`~registry_db.resolve.finish.say_what_exists`); ``text``: as
+    :func:`answer_chunks`'."""
     seen = Seen() if seen is None else seen
     # Per line: its answer already, or (its number, its text, its run) to resolve.
     slots: list[Any] = []
@@ -181,7 +186,7 @@ def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
             continue
         read[line] = parsed
         slots.append((number, line, parsed))
-    answers = iter(resolve_runs(bind, [s[2] for s in slots if type(s) is tuple], stored))
+    answers = iter(resolve_runs(bind, [s[2] for s in slots if type(s) is tuple], stored, text))
     for slot in slots:
         if type(slot) is _Done:
             yield slot.kept

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from registry_db.errors import ResolutionRefused
 from registry_db.inputs import layers
@@ -29,6 +29,7 @@ from registry_db.inputs.run import Request, Run, check, with_terms
 from registry_db.model import Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Resolution
+from registry_db.resolve.answer_json import AnswerText
 from registry_db.resolve.plan import resolve_many
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
@@ -109,12 +110,16 @@ def resolve_deployment(bind: ReadBind, request: Request | Run, deployment: Deplo
 
 
 def resolve_runs(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun],
-                 stored: dict[Any, Any] | None = None
-                 ) -> list[Resolution | Refusal | DeploymentAnswer]:
+                 stored: dict[Any, Any] | None = None, text: bool = False
+                 ) -> list[Resolution | Refusal | DeploymentAnswer | AnswerText]:
     """:func:`~registry_db.resolve.plan.resolve_many` for runs of which some carry a
     deployment (a ``--batch`` line's ``"deployment"``): one answer per run, in order, each
     what the run alone would get, and every pool of every run in the same set-based lookup
-    (``stored``: as :func:`~registry_db.resolve.plan.resolve_many`'s)."""
+    (``stored`` and ``text``: as :func:`~registry_db.resolve.plan.resolve_many`'s; a
+    deployment's pools are put together from their resolutions, so they get no text)."""
+    if all(type(item) is not DeploymentRun for item in runs):  # most batches: no pools to pair
+        plain: list[Any] = resolve_many(bind, cast("Sequence[Run]", runs), stored, text)
+        return plain
     # Per run: its deployment (None: a plain run) and what it asks resolve_many (one run per
     # speculating pool, or the run itself; a refusal stands for its own answer), or its answer.
     work: list[tuple[Deployment | None, list[Run | Refusal]] | DeploymentAnswer | Refusal] = []
@@ -125,14 +130,22 @@ def resolve_runs(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun],
             work.append((item.deployment, planned) if isinstance(planned, list) else planned)
         else:
             work.append((None, [check(item)]))  # type: ignore[arg-type]
-    asked = [p for w in work if isinstance(w, tuple) for p in w[1] if type(p) is Run]
-    answers = iter(resolve_many(bind, asked, stored))
-    out: list[Resolution | Refusal | DeploymentAnswer] = []
+    asked: list[Run] = []
+    lone: set[int] = set()  # the places in ``asked`` of runs that are no pool's: text allowed
+    for w in work:
+        if isinstance(w, tuple):
+            for p in w[1]:
+                if type(p) is Run:
+                    if w[0] is None:
+                        lone.add(len(asked))
+                    asked.append(p)
+    answers = iter(resolve_many(bind, asked, stored, lone if text else False))
+    out: list[Resolution | Refusal | DeploymentAnswer | AnswerText] = []
     for w in work:
         if not isinstance(w, tuple):
             out.append(w)
             continue
         deployment, planned = w
-        got = [next(answers) if isinstance(p, Run) else p for p in planned]
+        got: list[Any] = [next(answers) if isinstance(p, Run) else p for p in planned]
         out.append(got[0] if deployment is None else deployment_answer(deployment, got))
     return out

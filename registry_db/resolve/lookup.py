@@ -51,7 +51,7 @@ __all__ = ["Candidate", "Cursor", "Key", "LIVE_SETS", "LOOKUP_ONE", "Lookup", "L
            "SQLITE_KEYS_INSERT", "SQLITE_KEYS_TABLE", "SQLITE_LOOKUP_MANY",
            "SQLITE_LOOKUP_MANY_AS_OF", "Winner", "bound", "cursor", "lookup_many", "lookup_one",
            "named_one_statement", "one_parameters", "one_statement", "pg_parameters",
-           "set_names", "stored_among", "winners"]
+           "candidate", "set_names", "stored_among", "stored_counts", "stored_rates", "winners"]
 
 #: (model, speculative_method, num_spec_tokens, thinking, category): a profile's key.
 Key = tuple[str, str, int, str, str]
@@ -102,8 +102,15 @@ class Winner(NamedTuple):
     category: str
     #: How many sets in scope hold the winning key (more than one: a conflict).
     set_count: int
-    #: The winning key's profiles, one per set, by set name.
-    candidates: tuple[Candidate, ...]
+    #: The winning key's profiles, one per set in scope that holds it, each as its rows
+    #: (:class:`LookupRow`'s fields: one row per stored rate, or one) as the statement gave
+    #: them: an answer reads the one profile it needs, not a :class:`Candidate` first.
+    profiles: tuple[Sequence[Sequence], ...]
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        """The winning key's profiles as candidates, by set name."""
+        return tuple(sorted(map(candidate, self.profiles)))
 
 
 class LookupRow(NamedTuple):
@@ -401,31 +408,59 @@ def winners(lookups: Sequence[Lookup], rows: Iterable[Sequence]) -> dict[Lookup,
     Every row of a lookup carries the same category; a profile with stored rates has one row
     per rate, in no particular order.
     """
-    profiles: dict[int, dict[int, list[LookupRow]]] = {}  # per lookup, per profile: its rows
+    # Rows stay plain tuples: a batch reads about two rows a lookup, and naming each and
+    # nesting dicts per row cost more than the rest.
+    profiles: dict[int, dict[int, list[Sequence]]] = {}  # per lookup, per profile: its rows
     heads: dict[int, tuple[str, int]] = {}  # per lookup: the winning category and set count
-    for row in map(LookupRow._make, rows):
-        profiles.setdefault(row.lookup_id, {}).setdefault(row.profile_id, []).append(row)
-        if row.set_count is not None:
-            heads[row.lookup_id] = (row.category, row.set_count)
-    # The same key in several sets: its candidates by set name, for the message.
-    return {lookups[lid]: Winner(*heads[lid], tuple(sorted(map(_candidate, held.values()))))
+    for row in rows:
+        lid, pid = row[_LOOKUP_ID], row[_PROFILE_ID]
+        held = profiles.get(lid)
+        if held is None:
+            profiles[lid] = {pid: [row]}
+        elif pid in held:
+            held[pid].append(row)
+        else:
+            held[pid] = [row]
+        if row[_SET_COUNT] is not None:
+            heads[lid] = (row[_CATEGORY], row[_SET_COUNT])
+    return {lookups[lid]: Winner(*heads[lid], tuple(held.values()))
             for lid, held in profiles.items()}
 
 
-def _candidate(rows: list[LookupRow]) -> Candidate:
+#: Where :class:`LookupRow`'s fields are in a row, for :func:`winners`.
+_LOOKUP_ID, _CATEGORY, _SET_COUNT, _PROFILE_ID, _POSITION, _RATE = map(
+    LookupRow._fields.index,
+    ("lookup_id", "category", "set_count", "profile_id", "position", "rate"))
+
+
+def candidate(rows: Sequence[Sequence]) -> Candidate:
     """One profile's candidate from its rows (one per stored rate, or one without)."""
-    first = rows[0]
-    rates = None if first.position is None else tuple(
-        r.rate for r in sorted(rows, key=operator.attrgetter("position")))
-    counts = uncertainty = None
-    if first.drafts is not None:  # a counts row: only its per-position counts may be null
-        assert first.draft_tokens is not None and first.accepted_tokens is not None \
-            and first.al_stderr is not None
-        counts = counts_from_row(first.drafts, first.draft_tokens, first.accepted_tokens,
-                                 first.accepted_per_position)
-        # The stored stderr, the figure the views give: not computed again here.
-        uncertainty = Uncertainty(counts.drafts, float(first.al_stderr),
-                                  counts.accepted_per_position is not None)
-    return Candidate(first.set_name, first.acceptance_length, rates,  # type: ignore[arg-type]
+    first = LookupRow._make(rows[0])
+    counts, uncertainty = stored_counts(first)
+    return Candidate(first.set_name, first.acceptance_length, stored_rates(rows),
                      first.source, first.hardware, first.method, first.copied_from,
                      first.revision, counts, uncertainty)
+
+
+def stored_rates(rows: Sequence[Sequence]) -> tuple[float, ...] | None:
+    """A profile's stored per-position rates from its rows, in order (None: it states none)."""
+    if rows[0][_POSITION] is None:
+        return None
+    if len(rows) == 1:
+        return (rows[0][_RATE],)
+    return tuple(r[_RATE] for r in sorted(rows, key=operator.itemgetter(_POSITION)))
+
+
+def stored_counts(first: LookupRow) -> tuple[Counts | None, Uncertainty | None]:
+    """A profile's counts and their stored standard error, from its first row (None, None:
+    it has none)."""
+    if first.drafts is None:
+        return None, None
+    # A counts row: only its per-position counts may be null.
+    assert first.draft_tokens is not None and first.accepted_tokens is not None \
+        and first.al_stderr is not None
+    counts = counts_from_row(first.drafts, first.draft_tokens, first.accepted_tokens,
+                             first.accepted_per_position)
+    # The stored stderr, the figure the views give: not computed again here.
+    return counts, Uncertainty(counts.drafts, float(first.al_stderr),
+                               counts.accepted_per_position is not None)

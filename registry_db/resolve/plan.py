@@ -19,8 +19,8 @@ with a reason code from the contract.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection, Container, Iterable
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from registry_db.errors import ResolutionRefused
 from registry_db.inputs import layers
@@ -28,6 +28,7 @@ from registry_db.inputs.run import Request, Run, check
 from registry_db.model import InlineValue, Layer, Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
+from registry_db.resolve.answer_json import AnswerText
 from registry_db.resolve.answer_row import answer_many, answer_one, finish_row
 from registry_db.resolve.finish import Answers, Plan, say_what_exists, when_text
 from registry_db.resolve.lookup import (
@@ -92,12 +93,23 @@ def resolve(bind: ReadBind, request: Request | Run) -> Resolution:
     return answer
 
 
+@overload
 def resolve_many(bind: ReadBind, requests: Iterable[Request | Run],
-                 stored: dict[Any, Any] | None = None) -> list[Resolution | Refusal]:
+                 stored: dict[Any, Any] | None = None, text: Literal[False] = False
+                 ) -> list[Resolution | Refusal]: ...
+@overload
+def resolve_many(bind: ReadBind, requests: Iterable[Request | Run],
+                 stored: dict[Any, Any] | None = None, text: bool | Collection[int] = False
+                 ) -> list[Resolution | Refusal | AnswerText]: ...
+def resolve_many(bind: ReadBind, requests: Iterable[Request | Run],
+                 stored: dict[Any, Any] | None = None, text: bool | Collection[int] = False
+                 ) -> list[Any]:
     """Resolve many runs at once: one answer per request, in order; a refused run's answer is
     its :class:`~registry_db.model.Refusal` (a value, not raised). ``stored``: what earlier
     calls in the same snapshot read of what is stored, for the refusals' text
-    (:func:`~registry_db.resolve.finish.say_what_exists`).
+    (:func:`~registry_db.resolve.finish.say_what_exists`). ``text``: a registry hit's answer
+    may come as its JSON text (:meth:`~registry_db.resolve.finish.Answers.written`), for a
+    caller that only writes it: every request's (True) or those at these places.
 
     Set-based: one query for the set names and one join for every distinct profile key of the
     batch, in one transaction, however many requests there are. Each answer equals what
@@ -123,11 +135,25 @@ def resolve_many(bind: ReadBind, requests: Iterable[Request | Run],
         index = lookup_many(c, [p.lookup for i, p in enumerate(plans)
                                 if type(p) is Plan and i not in by_row])
     answers = Answers(index)
+    written = _textual(text, where, len(runs))
     # (what a refusal of the function's says is stored is in it already)
     finished = say_what_exists(bind, [None if i in by_row else p for i, p in enumerate(plans)],
-                               [by_row[i] if i in by_row else answers.finish(p)
+                               [by_row[i] if i in by_row else (
+                                   answers.written if i in written else answers.finish)(p)
                                 if type(p) is Plan else p for i, p in enumerate(plans)], stored)
-    return [finished[i] if i >= 0 else r for i, r in zip(where, checked)]  # type: ignore[misc]
+    return [finished[i] if i >= 0 else r for i, r in zip(where, checked)]
+
+
+def _textual(text: bool | Collection[int], where: list[int], runs: int) -> Container[int]:
+    """The distinct runs (by place) whose hits may be written as text: those every request
+    of which may be (``text``: True for every request, else their places)."""
+    if text is True or text is False:
+        return range(runs if text else 0)
+    yes: set[int] = set()
+    no: set[int] = set()
+    for i, run in enumerate(where):
+        (yes if i in text else no).add(run)
+    return yes - no
 
 
 def _stored_sets(c: Any, named: tuple[str, ...], as_of: Any) -> frozenset[str]:

@@ -1,7 +1,9 @@
 """A ``--batch`` answers byte for byte the same whichever way it goes: lines of the common shape
-read by :func:`~registry_db.inputs.run.check_object` or the plain way, and on PostgreSQL the
+read by :func:`~registry_db.inputs.run.check_object` or the plain way, on PostgreSQL the
 registry layer decided by the set-based ``registry_resolve_many`` (migration 0013) or by the
-lookup statement and Python, as on SQLite. The batch is varied: hits, fallbacks, conflicts,
+lookup statement and Python, as on SQLite, and registry hits written straight from the lookup's
+rows (``text``: :meth:`~registry_db.resolve.finish.Answers.written`, what the command does) or
+as resolutions first. The batch is varied: hits, fallbacks, conflicts,
 misses, every refusal, a chip on another profile's, runs as of four times of a history, stated
 values and pins, runs in several sets, deployments, repeated lines and lines that are no
 request."""
@@ -16,8 +18,10 @@ from registry_db.cli.batch_json import answer_line
 from registry_db.inputs.request import parse_line
 from registry_db.model import Refusal
 from registry_db.resolve import plan
+from registry_db.resolve.answer import Resolution
+from registry_db.resolve.answer_json import AnswerText
 from registry_db.resolve.batch import answer_lines
-from tests.helpers import differential_history, differential_runs
+from tests.helpers import differential_history, differential_runs, run_cli
 
 #: Lines that are no request, or break a rule of a term or a stated value (each read both ways).
 ODD = ['{bad', '[]', '{}', '""', '{"model": "model-a"}',
@@ -107,6 +111,41 @@ def test_the_fast_path_answers_as_the_plain_one(db_url, engine, backend, tmp_pat
     for note in ("used the fallback category", "acceptance is reused across hardware",
                  "\"layer\": \"workload\"", "\"layer\": \"scenario\"", "pool 'decode'"):
         assert note in said, note
+
+
+def test_hits_written_from_their_rows_are_the_plain_answers(db_url, engine, backend, tmp_path):
+    """The command's way: registry hits written as text without a Resolution first
+    (``text``), the rest as objects; every line the same bytes, in the library and from
+    ``registry resolve --batch`` (what the command keeps of repeated lines included)."""
+    times = differential_history(db_url, engine, tmp_path)
+    rng = random.Random(8)
+    runs = differential_runs(times, 4000, seed=7 if backend == "sqlite" else 9)
+    lines = [_line(run, i, rng) for i, run in enumerate(runs)] + ODD
+    lines += [line.replace('"id": ', '"id": "again-', 1).replace(", ", '", ', 1)
+              if rng.random() < 0.5 else line for line in rng.sample(lines, 300)]
+    rng.shuffle(lines)
+    objects = list(answer_lines(engine, lines))
+    plain = [(a.line, answer_line(a.answer, a.id)) for a in objects]
+    written = list(answer_lines(engine, lines, text=True))
+    assert [(a.line, answer_line(a.answer, a.id)) for a in written] == plain
+    # A profile's answer takes the text's way (unless a pool asked the same run: pools are
+    # put together from resolutions), with every note and number it writes.
+    texts = [answer_line(a.answer, a.id) for a in written if type(a.answer) is AnswerText]
+    hits = sum(type(a.answer) is Resolution and a.answer.profile is not None for a in objects)
+    assert hits - 10 <= len(texts) <= hits and hits > 200
+    said = "\n".join(texts)
+    for part in ('"counts": {', '"accepted_per_position"', '"uncertainty": {', '"exact": true',
+                 '"rates_derived": true', '"rates_derived": false', "used the fallback category",
+                 "acceptance is reused across hardware", "is not measured (copied from",
+                 "is not measured (literature)", '"warnings": []', '"id": "again-'):
+        assert part in said, part
+    # ... as of a time too.
+    assert any(type(a.answer) is AnswerText and '"as_of"' in lines[a.line - 1]
+               for a in written)
+    src = tmp_path / "batch.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = run_cli("-d", db_url, "resolve", "--batch", str(src))
+    assert out.stdout.splitlines() == [text for _, text in plain]
 
 
 def test_fast_reading_gives_the_plain_run_or_leaves_the_line_to_it():

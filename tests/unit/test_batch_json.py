@@ -1,6 +1,7 @@
-"""The batch's answer lines written by template (:mod:`registry_db.cli.batch_json`) are the
+"""The batch's answer lines written by template (:mod:`registry_db.resolve.answer_json`) are the
 bytes the contract's encoder writes for the same answers: generated resolutions and refusals,
-unicode and escapes, floats such as 0.1 + 0.2, NaN and infinities, ids of every JSON type."""
+unicode and escapes, floats such as 0.1 + 0.2, NaN and infinities, ids of every JSON type; and
+a resolution written as text first (an ``AnswerText``, as a batch's hits are) is the same line."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import json
 import math
 import random
 
-from registry_db.cli import batch_json
-from registry_db.cli.batch_json import ENCODER, answer_line
 from registry_db.model import Counts, Refusal, RefusalReason, Uncertainty
+from registry_db.resolve import answer_json
+from registry_db.resolve.answer_json import ENCODER, AnswerText, answer_line, resolution_body
 from registry_db.resolve.plan import Fallback, HardwareMismatch, Resolution
 
 TEXTS = ["", "b300", "é", "日本語", "😀", "a\"b", "back\\slash", "tab\tnew\nline", "\x01\x1f",
@@ -29,7 +30,7 @@ def _plain(answer, ident):
 
 def _templated(answer) -> bool:
     try:
-        return batch_json._resolution(answer) is not None
+        return answer_json._resolution(answer) is not None
     except TypeError:
         return False
 
@@ -101,6 +102,28 @@ def test_memo_writes_the_same_bytes_for_shared_answers():
 
 def test_template_follows_to_json_keys():
     """The template writes the keys ``Resolution.to_json`` has, in its order (else it is off)."""
-    assert batch_json._TEMPLATE_OK
+    assert answer_json._TEMPLATE_OK
     r = Resolution(2.5, 0.5, 3, (1.0, 0.5, 0.0), True, "registry", "s", "p", None)
     assert list(json.loads(answer_line(r))) == list(r.to_json())
+
+
+def test_a_resolution_written_first_is_the_same_line():
+    """What :meth:`~registry_db.resolve.finish.Answers.written` does with a hit's fields: the
+    template's text as an ``AnswerText``, written as the line of the Resolution they make."""
+    rng = random.Random(9)
+    done = 0
+    for _ in range(5_000):
+        answer = _answer(rng)
+        if type(answer) is not Resolution:
+            continue
+        fields = [getattr(answer, f) for f in Resolution.__dataclass_fields__]
+        try:
+            body = resolution_body(*fields)
+        except TypeError:
+            body = None
+        if body is None:
+            continue
+        done += 1
+        ident = rng.choice(IDS)
+        assert answer_line(AnswerText(body), ident) == _plain(answer, ident)
+    assert done > 2_000
