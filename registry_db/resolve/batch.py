@@ -26,7 +26,9 @@ from registry_db.inputs.run import Run
 from registry_db.model import Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Resolution
-from registry_db.resolve.deployment import DeploymentAnswer, resolve_runs
+from registry_db.resolve.answer_row import Steps, asked_here
+from registry_db.resolve.deployment import DeploymentAnswer, resolve_runs_steps
+from registry_db.resolve.plan import SET_NAMES
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
@@ -71,11 +73,12 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
     line repeated later is answered from it, not read or resolved again. ``fast``: lines of
     the common shape are read the fast way (:func:`~registry_db.inputs.request.parse_line`);
     the answers are the same either way."""
+    from registry_db.resolve.overlap import overlap
     from registry_db.resolve.reading import snapshot
 
     seen = Seen() if seen is None else seen
     stored: dict[Any, Any] = {}  # what is stored, for the refusals' text: read once
-    with snapshot(bind) as held:
+    with snapshot(bind) as held, overlap(held, OVERLAP) as beside:
         # A line's "as_of" may name a label: the labels of the batch's snapshot.
         token = BATCH_LABELS.set(_labels(held))
         try:
@@ -83,10 +86,23 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
             for chunk in chunks:
                 if len(stored) > SEEN:
                     stored.clear()
-                yield list(answer_chunk(held, chunk, start, seen, stored, fast))
+                # Read at each chunk's start, when no call runs: a chunk answered from Seen
+                # still finds a lost connection (exit 3), and its parts plan without a read.
+                stored.pop(SET_NAMES, None)
+                if beside is None:
+                    yield list(answer_chunk(held, chunk, start, seen, stored, fast))
+                else:  # PostgreSQL: the server answers a part while the client does the next
+                    yield beside.answer(chunk, start, lambda part, at: chunk_steps(
+                        held, part, at, seen, stored, fast))
                 start += len(chunk)
         finally:
             BATCH_LABELS.reset(token)
+
+
+#: Whether a batch on PostgreSQL overlaps its ``registry_resolve_many`` calls with its own work
+#: (:mod:`registry_db.resolve.overlap`); False: one call per chunk, waited for. The answers are
+#: the same (tests/db/test_batch_overlap.py).
+OVERLAP = True
 
 
 def _labels(bind: ReadBind) -> dict[str, datetime]:
@@ -158,6 +174,14 @@ def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
     JSON object holding one); identical runs share one answer object. A line found in
     ``seen`` is not read or resolved again; ``stored``, what is stored, read for the
     refusals' text (:func:`~registry_db.resolve.finish.say_what_exists`)."""
+    return iter(asked_here(chunk_steps(bind, lines, start, seen, stored, fast)))
+
+
+def chunk_steps(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
+                seen: Seen | None = None, stored: dict[Any, Any] | None = None,
+                fast: bool = True) -> Steps[list[Any]]:
+    """:func:`answer_chunk` in two steps (:data:`~registry_db.resolve.answer_row.Steps`): the
+    lines read and planned, then (sent the rows asked for) the answers."""
     seen = Seen() if seen is None else seen
     # Per line: its answer already, or (its number, its text, its run) to resolve.
     slots: list[Any] = []
@@ -181,22 +205,25 @@ def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
             continue
         read[line] = parsed
         slots.append((number, line, parsed))
-    answers = iter(resolve_runs(bind, [s[2] for s in slots if type(s) is tuple], stored))
+    answers = iter((yield from resolve_runs_steps(
+        bind, [s[2] for s in slots if type(s) is tuple], stored)))
+    out: list[Any] = []
     for slot in slots:
         if type(slot) is _Done:
-            yield slot.kept
+            out.append(slot.kept)
             continue
         if type(slot) is not tuple:
-            yield slot
+            out.append(slot)
             continue
         number, line, item = slot
         answer = next(answers)
         if type(answer) is Refusal and answer.reason == R.INVALID_REQUEST:
             # A pool's method or K that breaks its rule: the line is named, as everywhere.
-            yield LineAnswer(Refusal(answer.reason, f"line {number}: {answer.message}"),
-                             item.id, number)
+            out.append(LineAnswer(Refusal(answer.reason, f"line {number}: {answer.message}"),
+                                  item.id, number))
             continue
-        yield seen.put(line, LineAnswer(answer, item.id, number))
+        out.append(seen.put(line, LineAnswer(answer, item.id, number)))
+    return out
 
 
 class _Done(NamedTuple):

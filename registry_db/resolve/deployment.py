@@ -29,13 +29,14 @@ from registry_db.inputs.run import Request, Run, check, with_terms
 from registry_db.model import Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Resolution
-from registry_db.resolve.plan import resolve_many
+from registry_db.resolve.answer_row import Steps, asked_here
+from registry_db.resolve.plan import resolve_steps
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
 
 __all__ = ["DeploymentAnswer", "deployment_answer", "plan_deployment", "resolve_deployment",
-           "resolve_runs"]
+           "resolve_runs", "resolve_runs_steps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,14 @@ def resolve_runs(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun],
     deployment (a ``--batch`` line's ``"deployment"``): one answer per run, in order, each
     what the run alone would get, and every pool of every run in the same set-based lookup
     (``stored``: as :func:`~registry_db.resolve.plan.resolve_many`'s)."""
+    return asked_here(resolve_runs_steps(bind, runs, stored))
+
+
+def resolve_runs_steps(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun],
+                       stored: dict[Any, Any] | None = None
+                       ) -> Steps[list[Resolution | Refusal | DeploymentAnswer]]:
+    """:func:`resolve_runs` in two steps, as :func:`~registry_db.resolve.plan.resolve_steps`
+    is :func:`~registry_db.resolve.plan.resolve_many`."""
     # Per run: its deployment (None: a plain run) and what it asks resolve_many (one run per
     # speculating pool, or the run itself; a refusal stands for its own answer), or its answer.
     work: list[tuple[Deployment | None, list[Run | Refusal]] | DeploymentAnswer | Refusal] = []
@@ -126,7 +135,7 @@ def resolve_runs(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun],
         else:
             work.append((None, [check(item)]))  # type: ignore[arg-type]
     asked = [p for w in work if isinstance(w, tuple) for p in w[1] if type(p) is Run]
-    answers = iter(resolve_many(bind, asked, stored))
+    answers = iter((yield from resolve_steps(bind, asked, stored)))
     out: list[Resolution | Refusal | DeploymentAnswer] = []
     for w in work:
         if not isinstance(w, tuple):
