@@ -61,7 +61,7 @@ def answer_lines(bind: ReadBind, lines: Iterable[str | Refusal], fast: bool = Tr
 
 
 def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
-                  seen: Seen | None = None, fast: bool = True
+                  seen: Seen | None = None, fast: bool = True, ahead: bool = False
                   ) -> Generator[list[Any], None, None]:
     """The answers to each chunk of lines (consecutive, numbered from 1 across chunks), one
     list per chunk, each as soon as its chunk has come: every chunk is read in one snapshot
@@ -72,7 +72,9 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
     Each answer is a :class:`LineAnswer`, or what ``seen`` keeps of one (:class:`Seen`): a
     line repeated later is answered from it, not read or resolved again. ``fast``: lines of
     the common shape are read the fast way (:func:`~registry_db.inputs.request.parse_line`);
-    the answers are the same either way."""
+    the answers are the same either way. ``ahead``: ``chunks`` never waits for its input (a
+    regular file), so PostgreSQL may read the next chunk before this one's answers are given
+    (:mod:`~registry_db.resolve.overlap`); else it never does."""
     from registry_db.resolve.overlap import overlap
     from registry_db.resolve.reading import snapshot
 
@@ -82,21 +84,28 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
         # A line's "as_of" may name a label: the labels of the batch's snapshot.
         token = BATCH_LABELS.set(_labels(held))
         try:
+            if beside is not None:  # PostgreSQL: the server answers a part while we do the next
+                yield from beside.answers(chunks, lambda idle: _begin(stored, idle),
+                                          lambda part, at: chunk_steps(held, part, at, seen,
+                                                                       stored, fast), ahead)
+                return
             start = 1
             for chunk in chunks:
-                if len(stored) > SEEN:
-                    stored.clear()
-                # Read at each chunk's start, when no call runs: a chunk answered from Seen
-                # still finds a lost connection (exit 3), and its parts plan without a read.
-                stored.pop(SET_NAMES, None)
-                if beside is None:
-                    yield list(answer_chunk(held, chunk, start, seen, stored, fast))
-                else:  # PostgreSQL: the server answers a part while the client does the next
-                    yield beside.answer(chunk, start, lambda part, at: chunk_steps(
-                        held, part, at, seen, stored, fast))
+                _begin(stored, True)
+                yield list(answer_chunk(held, chunk, start, seen, stored, fast))
                 start += len(chunk)
         finally:
             BATCH_LABELS.reset(token)
+
+
+def _begin(stored: dict[Any, Any], idle: bool) -> None:
+    """What a chunk's start does to what the batch keeps of what is stored."""
+    if len(stored) > SEEN:
+        stored.clear()
+    if idle:
+        # Read at a chunk's start when no call runs: a chunk answered from Seen still finds
+        # a lost connection (exit 3); else its parts plan without a read (it would wait).
+        stored.pop(SET_NAMES, None)
 
 
 #: Whether a batch on PostgreSQL overlaps its ``registry_resolve_many`` calls with its own work

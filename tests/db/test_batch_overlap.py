@@ -20,11 +20,11 @@ from tests.db.test_batch_fast_path import _batch
 from tests.helpers import differential_history, run_cli
 
 
-def _texts(bind, chunks) -> list[str]:
+def _texts(bind, chunks, ahead: bool = False) -> list[str]:
     """Every answer's text, as the command writes it (what Seen keeps is that text)."""
     seen = Seen(keep=lambda a: answer_line(a.answer, a.id))
     return [a if type(a) is str else answer_line(a.answer, a.id)
-            for answers in answer_chunks(bind, chunks, seen) for a in answers]
+            for answers in answer_chunks(bind, chunks, seen, ahead=ahead) for a in answers]
 
 
 @pytest.mark.only_backend("postgresql")
@@ -35,6 +35,7 @@ def test_overlapped_calls_answer_byte_for_byte(db_url, engine, backend, tmp_path
     chunks = [lines[i:i + 1000] for i in range(0, len(lines), 1000)]
     monkeypatch.setattr(plan, "BY_FUNCTION", True)
     monkeypatch.setattr(overlap, "PART", 97)  # ten parts and a short one per chunk
+    monkeypatch.setattr(overlap, "PART_AHEAD", 97)
     on_main: list[bool] = []
     real = overlap._rows
 
@@ -45,17 +46,24 @@ def test_overlapped_calls_answer_byte_for_byte(db_url, engine, backend, tmp_path
     monkeypatch.setattr(overlap, "_rows", rows)
     with reading(db_url) as reader:
         overlapped = _texts(reader, chunks)
-    by_engine = _texts(engine, chunks)
+        read_ahead = _texts(reader, chunks, ahead=True)
+    by_engine = _texts(engine, chunks, ahead=True)
     command = run_cli("-d", db_url, "resolve", "--batch", "-", input="\n".join(lines) + "\n")
-    assert len(on_main) >= 2 * 3 * 10 and not any(on_main)
+    path = tmp_path / "batch.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    from_file = run_cli("-d", db_url, "resolve", "--batch", str(path))  # read ahead
+    assert len(on_main) >= 3 * 3 * 10 and not any(on_main)
 
     monkeypatch.setattr(batch, "OVERLAP", False)
     with reading(db_url) as reader:
         waited = _texts(reader, chunks)
     assert overlapped == waited
+    assert read_ahead == waited
     assert by_engine == waited
     plain = run_cli("-d", db_url, "resolve", "--batch", "-", input="\n".join(lines) + "\n")
     assert (command.exit_code, command.stdout, command.stderr) == (
+        plain.exit_code, plain.stdout, plain.stderr)
+    assert (from_file.exit_code, from_file.stdout, from_file.stderr) == (
         plain.exit_code, plain.stdout, plain.stderr)
     said = "\n".join(waited)
     for reason in ("conflict", "no_match", "fallback_no_match", "unknown_set", "invalid_request"):
@@ -70,6 +78,7 @@ def test_a_part_is_sent_before_the_one_before_it_is_finished(db_url, engine, bac
     lines = _batch(times, 400, seed=9)
     monkeypatch.setattr(plan, "BY_FUNCTION", True)
     monkeypatch.setattr(overlap, "PART", 100)
+    monkeypatch.setattr(overlap, "PART_AHEAD", 100)
     events: list[str] = []
     call, finish = overlap.Overlap._call, overlap._finish
 
@@ -90,13 +99,19 @@ def test_a_part_is_sent_before_the_one_before_it_is_finished(db_url, engine, bac
     monkeypatch.setattr(overlap, "_finish", finished)
     two = [lines[:300], lines[300:]]
     with reading(db_url) as reader:
-        _texts(reader, chunk_read(two))
-    # Each chunk: the next part's call goes out before a part is finished, and every part is
-    # finished (its answers in hand) before the next chunk is read.
-    first = events[1:events.index("read", 1)]
-    assert first == ["call", "call", "finish", "call", "finish", "finish"]
-    assert events[0] == "read" and events.count("read") == 2
-    assert events[-1] == "finish" and events.count("call") == events.count("finish")
+        waited = _texts(reader, chunk_read(two))
+        # Each chunk: the next part's call goes out before a part is finished, and every
+        # part is finished (its answers in hand) before the next chunk is read.
+        first = events[1:events.index("read", 1)]
+        assert first == ["call", "call", "finish", "call", "finish", "finish"]
+        assert events[0] == "read" and events.count("read") == 2
+        assert events[-1] == "finish" and events.count("call") == events.count("finish")
+        # Ahead (an input that never waits): the next chunk is read and its first part sent
+        # before the last part of the chunk before is finished; the answers are the same.
+        events.clear()
+        assert _texts(reader, chunk_read(two), ahead=True) == waited
+    assert events[:9] == ["read", "call", "call", "finish", "call", "finish", "read", "call",
+                          "finish"]
 
 
 def test_sqlite_and_a_switched_off_batch_are_not_split(db_url, engine, backend):
