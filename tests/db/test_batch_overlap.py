@@ -8,6 +8,8 @@ the next is read. SQLite's batch is not split."""
 
 from __future__ import annotations
 
+import json
+import random
 import threading
 
 import pytest
@@ -16,8 +18,30 @@ from registry_db.cli.batch_json import answer_line
 from registry_db.resolve import batch, overlap, plan
 from registry_db.resolve.batch import Seen, answer_chunks
 from registry_db.resolve.reading import reading
-from tests.db.test_batch_fast_path import _batch
-from tests.helpers import differential_history, run_cli
+from tests.helpers import differential_history, differential_runs, run_cli
+
+
+def _batch(times, n: int, seed: int) -> list[str]:
+    """Lines of the differential grid (hits, fallbacks, conflicts, misses, unknown sets, runs
+    as of four times, in several sets), a few that are no request, and repeats."""
+    rng = random.Random(seed)
+    lines = []
+    for i, run in enumerate(differential_runs(times, n, seed)):
+        line = {"id": i, "model": run["model"], "method": run["method"], "k": run["k"],
+                "thinking": run["thinking"], "category": run["category"],
+                "hardware": run["hardware"]}
+        if run["fallback"] is not None:
+            line["pin"] = {"fallback_category": run["fallback"]}
+        sets = ([run["set"]] if run["set"] is not None else []) + list(run["sets"] or ())
+        if sets:
+            line["sets"] = list(dict.fromkeys(sets))
+        if run["as_of"] is not None:
+            line["as_of"] = run["as_of"].isoformat()
+        lines.append(json.dumps(line))
+    lines += ["{bad", "[]", "", '{"model": "model-a"}']
+    lines += rng.sample(lines, 100)  # repeated lines, answered from what the batch keeps
+    rng.shuffle(lines)
+    return lines
 
 
 def _texts(bind, chunks, ahead: bool = False) -> list[str]:
@@ -66,7 +90,8 @@ def test_overlapped_calls_answer_byte_for_byte(db_url, engine, backend, tmp_path
     assert (from_file.exit_code, from_file.stdout, from_file.stderr) == (
         plain.exit_code, plain.stdout, plain.stderr)
     said = "\n".join(waited)
-    for reason in ("conflict", "no_match", "fallback_no_match", "unknown_set", "invalid_request"):
+    for reason in ("conflict", "no_match", "fallback_no_match", "unknown_set", "no_thinking",
+                   "invalid_request"):
         assert f'"reason": "{reason}"' in said, reason
     assert "; stored for " in said and "; nothing is stored for " in said  # what is stored
 
