@@ -466,12 +466,14 @@ def _run_batch(settings: Any, path: str, emit: str | None = None,
             said.update(dict.fromkeys(warnings))
         return out
 
-    # A line answered before is written again from its text, which the batch keeps (Seen).
+    # A line answered before is written again from its text, which the batch keeps (Seen). A
+    # regular file never waits for more input: the next chunk may be read ahead (PostgreSQL).
     seen = Seen(keep=text)
     # The command's bulk work builds many small objects and no cycles (registry_db.gcpause).
     with batch_input(path) as (stream, shown), gc_paused(), reading(settings.url) as bind, \
             contextlib.closing(answer_chunks(bind, chunks(stream, name=path), seen,
-                                             text=emit is None)) as batch:
+                                             text=emit is None,
+                                             ahead=_size(stream) is not None)) as batch:
         for answers in batch:
             out = []
             for item in answers:

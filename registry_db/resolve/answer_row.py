@@ -11,8 +11,8 @@ scope and notes, which stay in Python.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Generator, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from registry_db.model import Refusal, Uncertainty
 from registry_db.model import RefusalReason as R
@@ -28,7 +28,8 @@ from registry_db.resolve.statements import (
 )
 from registry_db.store.stored_counts import counts_from_row
 
-__all__ = ["AnswerRow", "answer_many", "answer_one", "finish_row", "parameters"]
+__all__ = ["Ask", "AnswerRow", "Steps", "answer_many", "answer_one", "asked_here", "finish_row",
+           "parameters"]
 
 
 class AnswerRow(NamedTuple):
@@ -124,6 +125,32 @@ def answer_many(c: Cursor, plans: Sequence[Plan]) -> list[AnswerRow]:
         make = AnswerRow._make
         out.extend(make(row[1:]) for row in c.cur.fetchall())
     return out
+
+
+class Ask(NamedTuple):
+    """What a resolver in steps (:data:`Steps`) asks :func:`answer_many` for: ``plans`` on
+    ``c``, the cursor of the transaction it reads."""
+
+    c: Cursor
+    plans: list[Plan]
+
+
+T = TypeVar("T")
+#: A resolver in two steps, as a generator: it yields one :class:`Ask` (or none) and is sent
+#: the rows :func:`answer_many` gives for it (None: it asks on its own cursor), then returns
+#: its answers. A batch on PostgreSQL runs the call meanwhile on another thread
+#: (:mod:`registry_db.resolve.overlap`); :func:`asked_here` runs it in place.
+Steps = Generator[Ask, "list[AnswerRow] | None", T]
+
+
+def asked_here(steps: Steps[T]) -> T:
+    """What ``steps`` returns, each of its asks answered where it is asked."""
+    try:
+        next(steps)
+        while True:
+            steps.send(None)
+    except StopIteration as done:
+        return done.value
 
 
 def finish_row(plan: Plan, row: AnswerRow) -> Resolution | Refusal:

@@ -27,7 +27,9 @@ from registry_db.model import Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Resolution
 from registry_db.resolve.answer_json import AnswerText
-from registry_db.resolve.deployment import DeploymentAnswer, resolve_runs
+from registry_db.resolve.answer_row import Steps, asked_here
+from registry_db.resolve.deployment import DeploymentAnswer, resolve_runs_steps
+from registry_db.resolve.plan import SET_NAMES
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
@@ -61,7 +63,8 @@ def answer_lines(bind: ReadBind, lines: Iterable[str | Refusal], fast: bool = Tr
 
 
 def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
-                  seen: Seen | None = None, fast: bool = True, text: bool = False
+                  seen: Seen | None = None, fast: bool = True, text: bool = False,
+                  ahead: bool = False
                   ) -> Generator[list[Any], None, None]:
     """The answers to each chunk of lines (consecutive, numbered from 1 across chunks), one
     list per chunk, each as soon as its chunk has come: every chunk is read in one snapshot
@@ -74,23 +77,48 @@ def answer_chunks(bind: ReadBind, chunks: Iterable[Sequence[str | Refusal]],
     the common shape are read the fast way (:func:`~registry_db.inputs.request.parse_line`);
     the answers are the same either way. ``text``: a registry hit's answer may be its JSON
     text already (:class:`~registry_db.resolve.answer_json.AnswerText`), for a caller that
-    only writes the answers (:func:`~registry_db.resolve.answer_json.answer_line`)."""
+    only writes the answers (:func:`~registry_db.resolve.answer_json.answer_line`).
+    ``ahead``: ``chunks`` never waits for its input (a regular file), so PostgreSQL may read
+    the next chunk before this one's answers are given (:mod:`~registry_db.resolve.overlap`);
+    else it never does."""
+    from registry_db.resolve.overlap import overlap
     from registry_db.resolve.reading import snapshot
 
     seen = Seen() if seen is None else seen
     stored: dict[Any, Any] = {}  # what is stored, for the refusals' text: read once
-    with snapshot(bind) as held:
+    with snapshot(bind) as held, overlap(held, OVERLAP) as beside:
         # A line's "as_of" may name a label: the labels of the batch's snapshot.
         token = BATCH_LABELS.set(_labels(held))
         try:
+            if beside is not None:  # PostgreSQL: the server answers a part while we do the next
+                yield from beside.answers(chunks, lambda idle: _begin(stored, idle),
+                                          lambda part, at: chunk_steps(held, part, at, seen,
+                                                                       stored, fast, text),
+                                          ahead)
+                return
             start = 1
             for chunk in chunks:
-                if len(stored) > SEEN:
-                    stored.clear()
+                _begin(stored, True)
                 yield list(answer_chunk(held, chunk, start, seen, stored, fast, text))
                 start += len(chunk)
         finally:
             BATCH_LABELS.reset(token)
+
+
+def _begin(stored: dict[Any, Any], idle: bool) -> None:
+    """What a chunk's start does to what the batch keeps of what is stored."""
+    if len(stored) > SEEN:
+        stored.clear()
+    if idle:
+        # Read at a chunk's start when no call runs: a chunk answered from Seen still finds
+        # a lost connection (exit 3); else its parts plan without a read (it would wait).
+        stored.pop(SET_NAMES, None)
+
+
+#: Whether a batch on PostgreSQL overlaps its ``registry_resolve_many`` calls with its own work
+#: (:mod:`registry_db.resolve.overlap`); False: one call per chunk, waited for. The answers are
+#: the same (tests/db/test_batch_overlap.py).
+OVERLAP = True
 
 
 def _labels(bind: ReadBind) -> dict[str, datetime]:
@@ -163,6 +191,14 @@ def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
     ``seen`` is not read or resolved again; ``stored``, what is stored, read for the
     refusals' text (:func:`~registry_db.resolve.finish.say_what_exists`); ``text``: as
     :func:`answer_chunks`'."""
+    return iter(asked_here(chunk_steps(bind, lines, start, seen, stored, fast, text)))
+
+
+def chunk_steps(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
+                seen: Seen | None = None, stored: dict[Any, Any] | None = None,
+                fast: bool = True, text: bool = False) -> Steps[list[Any]]:
+    """:func:`answer_chunk` in two steps (:data:`~registry_db.resolve.answer_row.Steps`): the
+    lines read and planned, then (sent the rows asked for) the answers."""
     seen = Seen() if seen is None else seen
     # Per line: its answer already, or (its number, its text, its run) to resolve.
     slots: list[Any] = []
@@ -186,22 +222,25 @@ def answer_chunk(bind: ReadBind, lines: Sequence[str | Refusal], start: int = 1,
             continue
         read[line] = parsed
         slots.append((number, line, parsed))
-    answers = iter(resolve_runs(bind, [s[2] for s in slots if type(s) is tuple], stored, text))
+    answers = iter((yield from resolve_runs_steps(
+        bind, [s[2] for s in slots if type(s) is tuple], stored, text)))
+    out: list[Any] = []
     for slot in slots:
         if type(slot) is _Done:
-            yield slot.kept
+            out.append(slot.kept)
             continue
         if type(slot) is not tuple:
-            yield slot
+            out.append(slot)
             continue
         number, line, item = slot
         answer = next(answers)
         if type(answer) is Refusal and answer.reason == R.INVALID_REQUEST:
             # A pool's method or K that breaks its rule: the line is named, as everywhere.
-            yield LineAnswer(Refusal(answer.reason, f"line {number}: {answer.message}"),
-                             item.id, number)
+            out.append(LineAnswer(Refusal(answer.reason, f"line {number}: {answer.message}"),
+                                  item.id, number))
             continue
-        yield seen.put(line, LineAnswer(answer, item.id, number))
+        out.append(seen.put(line, LineAnswer(answer, item.id, number)))
+    return out
 
 
 class _Done(NamedTuple):

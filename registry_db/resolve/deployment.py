@@ -30,13 +30,14 @@ from registry_db.model import Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Resolution
 from registry_db.resolve.answer_json import AnswerText
-from registry_db.resolve.plan import resolve_many
+from registry_db.resolve.answer_row import Steps, asked_here
+from registry_db.resolve.plan import resolve_steps
 
 if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlchemy
     from registry_db.store.engine import ReadBind
 
 __all__ = ["DeploymentAnswer", "deployment_answer", "plan_deployment", "resolve_deployment",
-           "resolve_runs"]
+           "resolve_runs", "resolve_runs_steps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +118,17 @@ def resolve_runs(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun],
     what the run alone would get, and every pool of every run in the same set-based lookup
     (``stored`` and ``text``: as :func:`~registry_db.resolve.plan.resolve_many`'s; a
     deployment's pools are put together from their resolutions, so they get no text)."""
+    return asked_here(resolve_runs_steps(bind, runs, stored, text))
+
+
+def resolve_runs_steps(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun],
+                       stored: dict[Any, Any] | None = None, text: bool = False
+                       ) -> Steps[list[Any]]:
+    """:func:`resolve_runs` in two steps, as :func:`~registry_db.resolve.plan.resolve_steps`
+    is :func:`~registry_db.resolve.plan.resolve_many`."""
     if all(type(item) is not DeploymentRun for item in runs):  # most batches: no pools to pair
-        plain: list[Any] = resolve_many(bind, cast("Sequence[Run]", runs), stored, text)
+        plain: list[Any] = yield from resolve_steps(bind, cast("Sequence[Run]", runs), stored,
+                                                    text)
         return plain
     # Per run: its deployment (None: a plain run) and what it asks resolve_many (one run per
     # speculating pool, or the run itself; a refusal stands for its own answer), or its answer.
@@ -139,7 +149,7 @@ def resolve_runs(bind: ReadBind, runs: Sequence[Request | Run | DeploymentRun],
                     if w[0] is None:
                         lone.add(len(asked))
                     asked.append(p)
-    answers = iter(resolve_many(bind, asked, stored, lone if text else False))
+    answers = iter((yield from resolve_steps(bind, asked, stored, lone if text else False)))
     out: list[Resolution | Refusal | DeploymentAnswer | AnswerText] = []
     for w in work:
         if not isinstance(w, tuple):

@@ -29,7 +29,14 @@ from registry_db.model import InlineValue, Layer, Refusal
 from registry_db.model import RefusalReason as R
 from registry_db.resolve.answer import Fallback, HardwareMismatch, Resolution
 from registry_db.resolve.answer_json import AnswerText
-from registry_db.resolve.answer_row import answer_many, answer_one, finish_row
+from registry_db.resolve.answer_row import (
+    Ask,
+    Steps,
+    answer_many,
+    answer_one,
+    asked_here,
+    finish_row,
+)
 from registry_db.resolve.finish import Answers, Plan, say_what_exists, when_text
 from registry_db.resolve.lookup import (
     Lookup,
@@ -45,7 +52,7 @@ if TYPE_CHECKING:  # the command line's read-only SQLite path imports no SQLAlch
     from registry_db.store.engine import ReadBind
 
 __all__ = ["Fallback", "HardwareMismatch", "Request", "Resolution", "Run", "plan", "resolve",
-           "resolve_many"]
+           "SET_NAMES", "resolve_many", "resolve_steps"]
 
 
 def resolve(bind: ReadBind, request: Request | Run) -> Resolution:
@@ -117,20 +124,37 @@ def resolve_many(bind: ReadBind, requests: Iterable[Request | Run],
     answered once (a sweep repeats them): a run is its own key, so every term and every stated
     value is part of it.
     """
+    return asked_here(resolve_steps(bind, requests, stored, text))
+
+
+def resolve_steps(bind: ReadBind, requests: Iterable[Request | Run],
+                  stored: dict[Any, Any] | None = None, text: bool | Collection[int] = False
+                  ) -> Steps[list[Any]]:
+    """:func:`resolve_many` in two steps (:data:`~registry_db.resolve.answer_row.Steps`): on
+    PostgreSQL it asks for ``registry_resolve_many``'s rows, which a batch's caller may fetch
+    while it plans the next runs. The set names are kept in ``stored`` (:data:`SET_NAMES`): a
+    read meanwhile would wait for that call."""
     checked = [check(r) for r in requests]
     place: dict[Run, int] = {}  # each distinct run, by its place in ``runs``
     where = [place.setdefault(r, len(place)) if type(r) is Run else -1 for r in checked]
     runs = list(place)
     by_row: dict[int, Any] = {}  # the plans PostgreSQL's registry_resolve_many answers
     with cursor(bind, snapshot=True) as c:  # which translates driver errors
-        known = frozenset(set_names(c))
+        known = None if stored is None else stored.get(SET_NAMES)
+        if known is None:
+            known = frozenset(set_names(c))
+            if stored is not None:
+                stored[SET_NAMES] = known
         at_known = KnownAt(c)
         plans = [plan(run, known if run.as_of is None
                       else at_known(run.as_of, bool(named_sets(run)))) for run in runs]
         if c.dialect == "postgresql" and BY_FUNCTION:
             # The registry layer as the function decides it.
             mine = {i: p for i, p in enumerate(plans) if type(p) is Plan}
-            rows = answer_many(c, list(mine.values()))
+            asked = list(mine.values())
+            rows = (yield Ask(c, asked)) if asked else []
+            if rows is None:
+                rows = answer_many(c, asked)
             by_row = {i: finish_row(p, row) for (i, p), row in zip(mine.items(), rows)}
         index = lookup_many(c, [p.lookup for i, p in enumerate(plans)
                                 if type(p) is Plan and i not in by_row])
@@ -154,6 +178,11 @@ def _textual(text: bool | Collection[int], where: list[int], runs: int) -> Conta
     for i, run in enumerate(where):
         (yes if i in text else no).add(run)
     return yes - no
+
+
+#: ``stored``'s entry for the stored set names (its other keys are tuples), which a batch reads
+#: once per chunk (:func:`~registry_db.resolve.batch.answer_chunks`).
+SET_NAMES = "set names"
 
 
 def _stored_sets(c: Any, named: tuple[str, ...], as_of: Any) -> frozenset[str]:
