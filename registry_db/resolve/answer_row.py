@@ -94,7 +94,7 @@ def answer_one(c: Cursor, plan: Plan) -> AnswerRow:
         # Only the lookup's form the run calls for: SQLite prepares the four in 2.7 times the
         # time of one, and a command prepares it once.
         form = answer_form(bool(plan.lookup.scope), given["as_of"] is not None)
-        c.cur.execute(answer_statement("sqlite", form), given)
+        c.cur.execute(answer_statement("sqlite", form, given["sets"] is not None), given)
     (row,) = c.cur.fetchall()
     return AnswerRow._make(row)
 

@@ -450,8 +450,8 @@ def answer_form(scoped: bool, as_of: bool) -> int:
     return _FORMS.index(next(f for f in _FORMS if f[:2] == (int(scoped), as_of)))
 
 
-@functools.lru_cache(maxsize=16)  # statement text: two dialects, five forms
-def answer_statement(dialect: str, form: int | None = None) -> str:
+@functools.lru_cache(maxsize=32)  # statement text: two dialects, five forms, several or not
+def answer_statement(dialect: str, form: int | None = None, several: bool = True) -> str:
     """The registry layer's answer to one run, as one statement with named parameters
     (:data:`ANSWER_PARAMETERS`; ``:fallback``, ``:set``, ``:hardware`` and ``:as_of`` null for
     none; ``:as_of`` in the stored format on SQLite). It is the lookup of
@@ -459,7 +459,9 @@ def answer_statement(dialect: str, form: int | None = None) -> str:
     text of ``registry_resolve.sql`` on SQLite and the body of the PostgreSQL function
     ``registry_resolve`` (:func:`pg_function`). The lookup is its four forms (every set or
     one, now or as of a time), each run only when the parameters call for it; ``form`` (an
-    index of :data:`_FORMS`) keeps only that one, for a caller that has chosen already."""
+    index of :data:`_FORMS`) keeps only that one, for a caller that has chosen already; with
+    ``several`` False (SQLite, a form chosen) the run names at most one set and ``:sets`` is
+    not read."""
     d = _ANSWER_DIALECT[dialect]
     agg, real = d["agg"], d["real"]
     text_order = d["text_order"]
@@ -469,10 +471,10 @@ def answer_statement(dialect: str, form: int | None = None) -> str:
         f" WHERE {when.format(scoped=d['scoped'])}"
         for i, (scoped, as_of, when) in enumerate(_FORMS) if form is None or i == form
     ).replace("IN (:set_1)", "IN (SELECT name FROM named)")
-    # A form for every set names none: on SQLite its ``named`` is empty by text, since the
-    # query read :sets there at 400 us a run in one process of two (98 us without).
-    named = d["named"] if (dialect != "sqlite" or form is None or _FORMS[form][0]) \
-        else "SELECT NULL WHERE 0"
+    # On SQLite a statement that reads :sets ran 4x slower in one process of two (98 against
+    # 400 us a run): a run naming at most one set gets the text that does not read it.
+    named = d["named"] if (dialect != "sqlite" or form is None or several) \
+        else "SELECT :set WHERE :set IS NOT NULL"
     return _ANSWER.format(
         found=found, named=named, scoped=d["scoped"],
         rates=agg.format(real.format("rate"), "position"),
